@@ -1,0 +1,39 @@
+"""Exception types, one per family of mistake.
+
+Each subclasses the built-in exception a Python user would expect (ValueError, TypeError,
+RuntimeError), so `except ValueError` still works, while tests and tools can catch the
+precise family. Messages name the op or argument, what was expected, what was given,
+and how to fix it.
+"""
+
+
+class MiniTransformerError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class ShapeError(MiniTransformerError, ValueError):
+    """Shapes or ranks that do not fit together (matmul, attention, masks, layers)."""
+
+
+class DTypeError(MiniTransformerError, TypeError):
+    """An array of the wrong dtype (for example float token ids)."""
+
+
+class TokenIdError(MiniTransformerError, ValueError):
+    """Token ids outside the vocabulary, negative ids, or sequences too long for the model."""
+
+
+class DeviceError(MiniTransformerError, RuntimeError):
+    """Arrays on different devices in one op, or a device that cannot be used here."""
+
+
+class ConfigError(MiniTransformerError, ValueError):
+    """A model or training configuration that is inconsistent (d_model % h != 0, ...)."""
+
+
+class CheckpointError(MiniTransformerError, RuntimeError):
+    """A checkpoint that is missing, truncated, corrupted, unsafe, or from another config."""
+
+
+class TrainingError(MiniTransformerError, RuntimeError):
+    """Training cannot go on (a NaN/Inf loss or gradient, for example)."""
