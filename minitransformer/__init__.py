@@ -1,3 +1,26 @@
-"""minitransformer: the Transformer of "Attention Is All You Need", from scratch on NumPy."""
+"""minitransformer: the Transformer of "Attention Is All You Need", from scratch on NumPy.
+
+    import minitransformer as mt
+    import minitransformer.functional as F
+"""
 
 __version__ = "0.1.0"
+
+from . import backend, errors
+from .backend import cuda_available, set_default_device
+from .gradcheck import GradcheckError, gradcheck
+from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, tensor
+
+__all__ = [
+    "GradcheckError",
+    "Tensor",
+    "backend",
+    "cuda_available",
+    "enable_grad",
+    "errors",
+    "gradcheck",
+    "is_grad_enabled",
+    "no_grad",
+    "set_default_device",
+    "tensor",
+]

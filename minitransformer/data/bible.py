@@ -41,14 +41,15 @@ _BLOCK = struct.Struct("<III")
 
 _DROP_WITH_CONTENT = re.compile(r"<(note|title)\b[^>]*(?<!/)>.*?</\1\s*>", re.DOTALL)
 _TAG = re.compile(r"<[^>]*>")
+_USFM = re.compile(r"\\[a-z]+\d*\*?")  # leftover USFM markers such as "\\nd " (27 in the KJV)
 _SPACE = re.compile(r"\s+")
 
 
 def strip_markup(raw: str) -> str:
     """OSIS verse text -> plain text: drop notes and titles with their content, drop every
-    other tag (keeping its content), drop ¶, unescape entities, collapse whitespace."""
+    other tag (keeping its content), drop ¶ and stray USFM markers (\\nd), unescape entities, collapse whitespace."""
     text = _DROP_WITH_CONTENT.sub(" ", raw)
-    text = _TAG.sub("", text).replace("¶", " ")
+    text = _USFM.sub("", _TAG.sub("", text)).replace("¶", " ")
     text = html.unescape(text)
     return _SPACE.sub(" ", text).strip()
 

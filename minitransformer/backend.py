@@ -1,0 +1,404 @@
+"""Which array library does the math: NumPy on the CPU, CuPy on a GPU.
+
+This is the ONLY module that imports numpy or cupy by name for array math. Everything
+else asks for the *namespace* of its input arrays (``namespace(x)``) and calls the
+array-API functions on it (``xp.exp``, ``xp.matmul``, ...), so the same model code runs
+on every backend.
+
+Devices are plain strings:
+
+- ``"cpu"``            NumPy arrays.
+- ``"cuda"``, ``"cuda:N"`` CuPy arrays on GPU N (CuPy is imported only when asked for).
+- ``"strict:NAME"``     arrays of ``array_api_strict`` on its fake device NAME
+  (``CPU_DEVICE``, ``device1``, ``device2``). The tests use this as a stand-in for a GPU:
+  it allows only the standard API and refuses to mix devices, so code that silently falls
+  back to NumPy or forgets a ``device=`` fails there the way it would fail on CuPy.
+
+Beyond the standard, the library needs three things the array API does not have; they
+live here: a random generator that lives on the device, scatter-add (for the embedding
+gradient), and conversion to NumPy.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from .errors import DeviceError
+
+Array = Any  # an array of any supported backend (numpy.ndarray, cupy.ndarray, strict Array)
+
+_default_device = "cpu"
+
+
+# ----------------------------------------------------------------------------- devices
+
+
+def set_default_device(device: str) -> None:
+    """Set the device that creation functions use when none is given (CLI ``--device``)."""
+    global _default_device
+    _default_device = normalize_device(device)
+
+
+def get_default_device() -> str:
+    return _default_device
+
+
+def normalize_device(device: Any) -> str:
+    """Turn "cpu" / "cuda" / "cuda:1" / "strict:device1" / a strict Device into a name."""
+    if device is None:
+        return _default_device
+    if not isinstance(device, str):
+        return device_of_array_device(device)
+    name = device.strip()
+    if name == "cpu":
+        return "cpu"
+    if name == "cuda" or name == "gpu":
+        return "cuda:0"
+    if name.startswith("cuda:") and name[5:].isdigit():
+        return name
+    if name == "strict":
+        return "strict:CPU_DEVICE"
+    if name.startswith("strict:"):
+        return name
+    raise DeviceError(
+        f"unknown device {device!r}: use 'cpu', 'cuda' (or 'cuda:N'), "
+        "or 'strict:NAME' for the array-api-strict test backend"
+    )
+
+
+def device_of_array_device(dev: Any) -> str:
+    """Name of a backend's own device object (a strict Device, a cupy Device, 'cpu')."""
+    text = repr(dev)
+    if "array_api_strict.Device" in text:
+        return "strict:" + text.split("'")[1]
+    if dev == "cpu":
+        return "cpu"
+    if hasattr(dev, "id"):  # cupy.cuda.Device
+        return f"cuda:{dev.id}"
+    raise DeviceError(f"unknown device object {dev!r}")
+
+
+@functools.lru_cache(maxsize=None)
+def _cupy():
+    """Import CuPy on first use, with one clear sentence when it cannot work."""
+    try:
+        import cupy
+    except ImportError:
+        raise DeviceError(
+            "device 'cuda' needs CuPy, which is not installed: "
+            "pip install 'minitransformer[gpu]' (or cupy-cuda12x) on a machine with an NVIDIA GPU"
+        ) from None
+    try:
+        available = cupy.cuda.is_available()
+    except Exception:  # noqa: BLE001 - any driver problem means "no usable GPU"
+        available = False
+    if not available:
+        raise DeviceError(
+            "device 'cuda' was asked for, but CuPy finds no usable NVIDIA GPU/driver "
+            "on this machine: use device='cpu', or run on a machine with a GPU"
+        )
+    return cupy
+
+
+def _strict():
+    try:
+        import array_api_strict
+    except ImportError:
+        raise DeviceError(
+            "device 'strict:...' needs array-api-strict: pip install array-api-strict "
+            "(it is in the 'dev' extra)"
+        ) from None
+    return array_api_strict
+
+
+def device_of(x: Array) -> str:
+    """The device name of an array ("cpu", "cuda:0", "strict:device1")."""
+    if isinstance(x, np.ndarray | np.generic):
+        return "cpu"
+    mod = type(x).__module__
+    if mod.startswith("cupy"):
+        return f"cuda:{x.device.id}"
+    if mod.startswith("array_api_strict"):
+        return device_of_array_device(x.device)
+    raise DeviceError(f"not an array of a supported backend: {type(x).__name__}")
+
+
+# ----------------------------------------------------------------------------- namespaces
+
+
+def namespace(*arrays: Array):
+    """The array namespace of the given arrays (numpy, cupy or array_api_strict).
+
+    NumPy (>= 2) and CuPy arrays are served by ``array_api_compat``'s wrappers so that
+    standard names (``concat``, ``permute_dims``, ``astype``) work on both; NumPy gets its
+    own module when it already is compliant, which avoids a wrapper call per function.
+    """
+    for x in arrays:
+        if isinstance(x, np.ndarray | np.generic):
+            return _numpy_namespace()
+        mod = type(x).__module__
+        if mod.startswith("cupy"):
+            import array_api_compat
+
+            return array_api_compat.array_namespace(x)
+        if mod.startswith("array_api_strict"):
+            return _strict()
+    return _numpy_namespace()
+
+
+@functools.lru_cache(maxsize=None)
+def _numpy_namespace():
+    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":
+        return np
+    import array_api_compat.numpy
+
+    return array_api_compat.numpy
+
+
+def namespace_for_device(device: str):
+    """The namespace that creates arrays on ``device``."""
+    device = normalize_device(device)
+    if device == "cpu":
+        return _numpy_namespace()
+    if device.startswith("cuda"):
+        import array_api_compat.cupy
+
+        _cupy()
+        return array_api_compat.cupy
+    return _strict()
+
+
+def _native_device(device: str):
+    """The backend's own device object for a device name."""
+    if device == "cpu":
+        return "cpu"
+    if device.startswith("cuda"):
+        return _cupy().cuda.Device(int(device.split(":")[1]))
+    return _strict().Device(device.split(":", 1)[1])
+
+
+def is_array(x: Any) -> bool:
+    """True for an array of any supported backend (not Python or NumPy scalars)."""
+    if isinstance(x, np.ndarray):
+        return True
+    mod = type(x).__module__
+    return mod.startswith("cupy") or mod.startswith("array_api_strict")
+
+
+# ----------------------------------------------------------------------------- creation and moves
+
+
+def resolve_dtype(xp, dtype: Any):
+    """A dtype of namespace ``xp`` from a name ("float32") or a dtype object."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        return getattr(xp, dtype)
+    if xp is np or getattr(xp, "__name__", "").endswith("numpy"):
+        return np.dtype(dtype)
+    name = getattr(dtype, "name", None) or str(dtype)
+    return getattr(xp, name.split(".")[-1])
+
+
+def dtype_name(dtype: Any) -> str:
+    """'float32', 'int64', ... for the dtype of any backend."""
+    name = getattr(dtype, "name", None)
+    if isinstance(name, str):
+        return name
+    return str(dtype).split(".")[-1].rstrip("'>")
+
+
+def asarray(data: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """Make an array of ``data`` on ``device`` (default: the default device)."""
+    device = normalize_device(device)
+    xp = namespace_for_device(device)
+    dt = resolve_dtype(xp, dtype)
+    if is_array(data) and not isinstance(data, np.ndarray) and device_of(data) != device:
+        data = to_numpy(data)  # across backends/devices, go through the host
+    if device == "cpu":
+        return np.asarray(data, dtype=dt)
+    if device.startswith("cuda"):
+        cp = _cupy()
+        with cp.cuda.Device(int(device.split(":")[1])):
+            return cp.asarray(data, dtype=dt)
+    if not is_array(data):
+        data = np.asarray(data)
+        if dt is None:
+            dt = resolve_dtype(xp, data.dtype.name)
+    return xp.asarray(data, dtype=dt, device=_native_device(device))
+
+
+def host_array_with_default_dtype(data: Any) -> tuple[np.ndarray, str | None]:
+    """Python data as a NumPy array plus PyTorch's default dtype for it (float32 for
+    floats, int64 for integers, bool for booleans)."""
+    probe = np.asarray(data)
+    return probe, {"f": "float32", "i": "int64", "u": "int64", "b": "bool"}.get(probe.dtype.kind)
+
+
+def to_numpy(x: Array) -> np.ndarray:
+    """Copy (or view, for NumPy) an array of any backend into a NumPy array on the host."""
+    if isinstance(x, np.ndarray | np.generic):
+        return np.asarray(x)
+    mod = type(x).__module__
+    if mod.startswith("cupy"):
+        return x.get()
+    if mod.startswith("array_api_strict"):
+        xs = _strict()
+        return np.asarray(x.to_device(xs.Device("CPU_DEVICE")))
+    raise DeviceError(f"cannot convert {type(x).__name__} to NumPy")
+
+
+def to_device(x: Array, device: str) -> Array:
+    """Move an array to ``device`` (a no-op when it is already there)."""
+    device = normalize_device(device)
+    if device_of(x) == device:
+        return x
+    return asarray(to_numpy(x), device=device)
+
+
+# ----------------------------------------------------------------------------- beyond the standard
+
+
+def scatter_add(table: Array, ids: Array, values: Array) -> Array:
+    """table[ids[i]] += values[i] for every i, *repeats included*, in place; returns table.
+
+    Shapes: table (V, D), ids (N,) int, values (N, D). This is the embedding gradient.
+    NumPy sorts the ids and sums each run of equal ids with ``add.reduceat`` (much faster
+    than ``np.add.at``); CuPy uses ``cupyx.scatter_add``; the strict stand-in, which has no
+    scatter, uses the dense form ``one_hot(ids).T @ values`` (correct, only slower).
+    """
+    if isinstance(table, np.ndarray):
+        if ids.size == 0:
+            return table
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+        table[sorted_ids[starts]] += np.add.reduceat(values[order], starts, axis=0)
+        return table
+    mod = type(table).__module__
+    if mod.startswith("cupy"):
+        import cupyx
+
+        cupyx.scatter_add(table, ids, values)
+        return table
+    xp = namespace(table)
+    one_hot = xp.astype(
+        ids[:, None] == xp.arange(table.shape[0], device=table.device)[None, :], values.dtype
+    )  # (N, V)
+    table += xp.matmul(xp.matrix_transpose(one_hot), values)
+    return table
+
+
+class Generator:
+    """A seeded random generator whose samples are born on a device.
+
+    NumPy uses ``numpy.random.Generator`` (PCG64); CuPy uses ``cupy.random`` (samples made
+    on the GPU, no host transfer); the strict stand-in samples with NumPy and moves the
+    result to its fake device. ``state()``/``set_state()`` give JSON-friendly snapshots so
+    that a resumed training run draws the same dropout masks.
+    """
+
+    def __init__(self, seed: int = 0, device: str | None = None):
+        self.device = normalize_device(device)
+        self.seed = int(seed)
+        self._make(self.seed)
+
+    def _make(self, seed: int) -> None:
+        if self.device.startswith("cuda"):
+            cp = _cupy()
+            with cp.cuda.Device(int(self.device.split(":")[1])):
+                self._gen = cp.random.RandomState(seed)
+        else:
+            self._gen = np.random.Generator(np.random.PCG64(seed))
+
+    def _out(self, a: Array) -> Array:
+        return a if not self.device.startswith("strict") else asarray(a, device=self.device)
+
+    def random(self, shape: tuple[int, ...], dtype: str = "float32") -> Array:
+        """Uniform samples in [0, 1)."""
+        if self.device.startswith("cuda"):
+            return self._gen.random_sample(shape, dtype=dtype)
+        return self._out(self._gen.random(shape, dtype=np.dtype(dtype)))
+
+    def normal(self, shape: tuple[int, ...], std: float = 1.0, dtype: str = "float32") -> Array:
+        """Normal samples with mean 0 and standard deviation ``std``."""
+        if self.device.startswith("cuda"):
+            return self._gen.standard_normal(shape, dtype=dtype) * std
+        a = self._gen.standard_normal(shape, dtype=np.dtype(dtype))
+        if std != 1.0:
+            a *= std
+        return self._out(a)
+
+    def uniform(self, shape: tuple[int, ...], low: float, high: float, dtype: str = "float32"):
+        """Uniform samples in [low, high)."""
+        return self.random(shape, dtype) * (high - low) + low
+
+    def bernoulli_mask(self, shape: tuple[int, ...], keep: float) -> Array:
+        """Boolean mask, True with probability ``keep`` (used by dropout)."""
+        return self.random(shape) < keep
+
+    def state(self) -> dict:
+        """A JSON-serialisable snapshot of the generator (CPU devices only hold full state)."""
+        if self.device.startswith("cuda"):
+            return {"device": self.device, "seed": self.seed, "bit_generator": None}
+        st = self._gen.bit_generator.state
+        return {
+            "device": self.device,
+            "seed": self.seed,
+            "bit_generator": {
+                "state": {k: str(v) for k, v in st["state"].items()},
+                "has_uint32": st["has_uint32"],
+                "uinteger": st["uinteger"],
+            },
+        }
+
+    def set_state(self, state: dict) -> None:
+        bg = state.get("bit_generator")
+        if bg is None or self.device.startswith("cuda"):
+            self._make(int(state["seed"]))
+            return
+        self._gen.bit_generator.state = {
+            "bit_generator": "PCG64",
+            "state": {k: int(v) for k, v in bg["state"].items()},
+            "has_uint32": bg["has_uint32"],
+            "uinteger": bg["uinteger"],
+        }
+
+
+def cuda_available() -> bool:
+    """True when CuPy is installed and sees a GPU (never raises)."""
+    try:
+        _cupy()
+        return True
+    except DeviceError:
+        return False
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued GPU work (for honest timings); a no-op on the CPU."""
+    if normalize_device(device).startswith("cuda"):
+        _cupy().cuda.Device(int(device.split(":")[1])).synchronize()
+
+
+# ----------------------------------------------------------------------------- default generators
+
+_generators: dict[str, Generator] = {}
+_base_seed = 0
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the default generator of every device (dropout, initialisation)."""
+    global _base_seed
+    _base_seed = int(seed)
+    _generators.clear()
+
+
+def default_generator(device: str) -> Generator:
+    """The generator ops use on ``device`` when none is passed (see ``manual_seed``)."""
+    device = normalize_device(device)
+    if device not in _generators:
+        _generators[device] = Generator(_base_seed, device)
+    return _generators[device]

@@ -1,0 +1,113 @@
+"""Function: one differentiable primitive with an explicit forward and backward.
+
+Every op in ``ops/`` is a subclass::
+
+    class Exp(Function):
+        @staticmethod
+        def forward(ctx, x):            # raw arrays in, raw array out
+            y = ctx.xp.exp(x)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad):        # dL/dy in, one dL/d(input) per input out
+            (y,) = ctx.saved
+            return grad * y
+
+``Exp.apply(t)`` unwraps Tensors to arrays, checks they live on one device, sets
+``ctx.xp`` (the array namespace: numpy, cupy or array_api_strict) and
+``ctx.needs_input_grad``, runs ``forward`` and wraps the result in a Tensor that
+remembers ``ctx`` (only when some input needs a gradient and grad mode is on).
+
+During ``Tensor.backward()``, each gradient that ``backward`` returns is *unbroadcast*
+to its input's shape: where forward broadcast an input (added axes, or size-1 axes
+stretched), the chain rule sums the gradient over those axes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import backend
+from .errors import DeviceError
+from .tensor import Tensor, is_grad_enabled
+
+
+class Context:
+    """What forward leaves for backward: saved arrays, flags, and any attribute you set."""
+
+    def __init__(self, fn: type, xp: Any, needs_input_grad: tuple[bool, ...]):
+        self.fn = fn
+        self.xp = xp
+        self.needs_input_grad = needs_input_grad
+        self.saved: tuple = ()
+        self.parents: tuple = ()
+
+    def save_for_backward(self, *arrays: Any) -> None:
+        self.saved = arrays
+
+
+class Function:
+    """Base class of every differentiable op; see the module docstring."""
+
+    @staticmethod
+    def forward(ctx: Context, *args: Any, **params: Any) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> Any:
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs: Any, **params: Any) -> Tensor:
+        """Run forward on the inputs' arrays and return the result as a Tensor."""
+        return cls.run(*inputs, **params)[0]
+
+    @classmethod
+    def run(cls, *inputs: Any, **params: Any) -> tuple[Tensor, Context]:
+        """Like ``apply`` but also return the context (for by-products such as attention
+        weights that an op computes anyway)."""
+        arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
+        xp = _check_one_device(cls.__name__, arrays)
+        track = is_grad_enabled()
+        needs = tuple(track and isinstance(x, Tensor) and x.requires_grad for x in inputs)
+        ctx = Context(cls, xp, needs)
+        out = Tensor._wrap(cls.forward(ctx, *arrays, **params))
+        if any(needs):
+            out.requires_grad = True
+            out._ctx = ctx
+            ctx.parents = tuple(x if isinstance(x, Tensor) else None for x in inputs)
+        return out, ctx
+
+
+def _check_one_device(op: str, arrays: list) -> Any:
+    """Return the namespace of the arrays; raise DeviceError if they sit on two devices."""
+    first = None
+    for a in arrays:
+        if not backend.is_array(a):
+            continue  # Python numbers (and None) combine with arrays on any device
+        if first is None:
+            first = a
+        elif type(a) is not type(first) or backend.device_of(a) != backend.device_of(first):
+            raise DeviceError(
+                f"{op}: inputs are on different devices, {backend.device_of(first)} and "
+                f"{backend.device_of(a)}; move them to one device first with .to(device)"
+            )
+    return backend.namespace(first) if first is not None else backend.namespace()
+
+
+def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``grad`` down to ``shape``: the backward of NumPy-style broadcasting.
+
+    Leading axes that broadcasting added are summed away; axes where ``shape`` has size 1
+    (stretched by broadcasting) are summed with keepdims.
+    """
+    if tuple(grad.shape) == tuple(shape):
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = xp.sum(grad, axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if stretched:
+        grad = xp.sum(grad, axis=stretched, keepdims=True)
+    return xp.reshape(grad, shape) if tuple(grad.shape) != tuple(shape) else grad

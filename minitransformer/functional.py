@@ -1,0 +1,49 @@
+"""The public face of the ops: ``import minitransformer.functional as F``.
+
+Every name here is a plain function over Tensors whose gradient is an explicit, hand-derived
+``backward`` in ``minitransformer/ops/`` (one family per file).
+"""
+
+from .ops.attention import scaled_dot_product_attention
+from .ops.device import astype, to_device
+from .ops.dropout import dropout
+from .ops.elementwise import add, div, exp, log, mul, neg, pow, relu, sqrt, sub
+from .ops.embedding import embedding
+from .ops.layernorm import layer_norm
+from .ops.loss import cross_entropy
+from .ops.matmul import linear, matmul
+from .ops.reduce import max, mean, sum
+from .ops.shape import concat, getitem, permute, reshape, transpose
+from .ops.softmax import log_softmax, softmax
+
+__all__ = [
+    "add",
+    "astype",
+    "concat",
+    "cross_entropy",
+    "div",
+    "dropout",
+    "embedding",
+    "exp",
+    "getitem",
+    "layer_norm",
+    "linear",
+    "log",
+    "log_softmax",
+    "matmul",
+    "max",
+    "mean",
+    "mul",
+    "neg",
+    "permute",
+    "pow",
+    "relu",
+    "reshape",
+    "scaled_dot_product_attention",
+    "softmax",
+    "sqrt",
+    "sub",
+    "sum",
+    "to_device",
+    "transpose",
+]

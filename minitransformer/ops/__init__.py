@@ -1,0 +1,1 @@
+"""The differentiable ops, one family per file. Use them through ``minitransformer.functional``."""

@@ -1,0 +1,132 @@
+"""Shape ops: reshape, transpose/permute, getitem (basic slicing), concat.
+
+None of these changes a value; backward only routes g back to where each element came
+from: reshape back, permute by the inverse permutation, scatter the slice into zeros,
+split the concatenation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ShapeError
+from ..function import Function
+from ..tensor import Tensor
+
+
+class Reshape(Function):
+    """y = x with a new shape (same elements, row-major order);  dx = g reshaped back."""
+
+    @staticmethod
+    def forward(ctx, x, shape):
+        ctx.shape = x.shape
+        try:
+            return ctx.xp.reshape(x, shape)
+        except ValueError:
+            raise ShapeError(
+                f"reshape: cannot reshape an array of shape {tuple(x.shape)} "
+                f"({x.size} elements) into {tuple(shape)}"
+            ) from None
+
+    @staticmethod
+    def backward(ctx, grad):
+        return ctx.xp.reshape(grad, ctx.shape)
+
+
+class Permute(Function):
+    """y = x with axes reordered: y.shape[i] = x.shape[axes[i]];  dx = g permuted back."""
+
+    @staticmethod
+    def forward(ctx, x, axes):
+        if sorted(a % x.ndim for a in axes) != list(range(x.ndim)):
+            raise ShapeError(f"permute: {tuple(axes)} is not a permutation of the {x.ndim} axes")
+        ctx.axes = tuple(a % x.ndim for a in axes)
+        return ctx.xp.permute_dims(x, ctx.axes)
+
+    @staticmethod
+    def backward(ctx, grad):
+        inverse = [0] * len(ctx.axes)
+        for i, a in enumerate(ctx.axes):
+            inverse[a] = i
+        return ctx.xp.permute_dims(grad, tuple(inverse))
+
+
+class GetItem(Function):
+    """y = x[index] for basic indexing (ints, slices, None, ...);  dx = zeros with g at index."""
+
+    @staticmethod
+    def forward(ctx, x, index):
+        ctx.index, ctx.shape, ctx.dtype = index, x.shape, x.dtype
+        return x[index]
+
+    @staticmethod
+    def backward(ctx, grad):
+        dx = ctx.xp.zeros(ctx.shape, dtype=ctx.dtype, device=grad.device)
+        dx[ctx.index] = grad
+        return dx
+
+
+class Concat(Function):
+    """y = [x_1, x_2, ...] joined along ``axis``;  dx_i = the slice of g that x_i filled."""
+
+    @staticmethod
+    def forward(ctx, *xs, axis=0):
+        ctx.axis = axis % xs[0].ndim
+        ctx.sizes = [x.shape[ctx.axis] for x in xs]
+        return ctx.xp.concat(xs, axis=ctx.axis)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grads, start = [], 0
+        for size, needed in zip(ctx.sizes, ctx.needs_input_grad, strict=True):
+            index = (slice(None),) * ctx.axis + (slice(start, start + size),)
+            grads.append(grad[index] if needed else None)
+            start += size
+        return tuple(grads)
+
+
+def _is_basic(index: Any) -> bool:
+    parts = index if isinstance(index, tuple) else (index,)
+    return all(p is None or p is Ellipsis or isinstance(p, int | slice) for p in parts)
+
+
+def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return Reshape.apply(x, shape=tuple(shape))
+
+
+def transpose(x: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
+    """Swap two axes (default: the last two)."""
+    axes = list(range(x.ndim))
+    axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
+    return Permute.apply(x, axes=tuple(axes))
+
+
+def permute(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    if len(axes) != x.ndim:
+        raise ShapeError(f"permute: got {len(axes)} axes {tuple(axes)} for a tensor of rank {x.ndim}")
+    return Permute.apply(x, axes=tuple(axes))
+
+
+def getitem(x: Tensor, index: Any) -> Tensor:
+    if not _is_basic(index):
+        raise TypeError(
+            f"indexing a Tensor supports ints, slices, None and ... only, got {index!r}; "
+            "for lookups by an array of ids use F.embedding"
+        )
+    return GetItem.apply(x, index=index)
+
+
+def concat(xs: list[Tensor], axis: int = 0) -> Tensor:
+    if not xs:
+        raise ShapeError("concat: needs at least one tensor")
+    ndims = {x.ndim for x in xs}
+    if len(ndims) != 1:
+        raise ShapeError(f"concat: all tensors need the same rank, got shapes {[x.shape for x in xs]}")
+    ax = axis % xs[0].ndim
+    rest = {tuple(n for i, n in enumerate(x.shape) if i != ax) for x in xs}
+    if len(rest) != 1:
+        raise ShapeError(
+            f"concat: shapes {[x.shape for x in xs]} differ outside axis {axis}; "
+            "only the concatenation axis may differ"
+        )
+    return Concat.apply(*xs, axis=axis)
