@@ -1,0 +1,451 @@
+"""Tests for minitransformer.checkpoint: round trips, atomicity, corruption and hostile files."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minitransformer
+from minitransformer import checkpoint as ckpt
+from minitransformer.checkpoint import (
+    check_config,
+    latest_checkpoint,
+    load_checkpoint,
+    read_metadata,
+    save_checkpoint,
+)
+from minitransformer.errors import CheckpointError
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _arrays(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "model.encoder.layers.0.attn.w_q.weight": rng.standard_normal((4, 3)).astype(np.float32),
+        "model.encoder.layers.0.attn.w_q.bias": rng.standard_normal(3),  # float64
+        "optim.m.model.encoder.layers.0.attn.w_q.weight": np.zeros((4, 3), np.float32),
+        "optim.step": np.array(7, dtype=np.int64),  # 0-d
+        "data.mask": np.array([True, False, True]),
+        "data.ids": np.arange(6, dtype=np.int64).reshape(2, 3),
+        "half": np.linspace(0, 1, 5, dtype=np.float16),
+        "empty": np.zeros((0, 4), np.float32),
+        "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+    }
+
+
+def _assert_same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert set(a) == set(b)
+    for name in a:
+        assert a[name].dtype == b[name].dtype, name
+        assert a[name].shape == b[name].shape, name
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+def _rewrite_archive(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
+    """Copy a zip archive, swapping the bytes of some members (keeps CRCs consistent)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, replace.get(info.filename, zin.read(info.filename)))
+
+
+def _npy_bytes(array: np.ndarray, allow_pickle: bool = False) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array(buffer, array, allow_pickle=allow_pickle)
+    return buffer.getvalue()
+
+
+# --- round trip -------------------------------------------------------------------------------
+
+
+def test_round_trip_dtypes_shapes_and_metadata(tmp_path):
+    arrays = _arrays()
+    meta = {"step": 120, "config": {"d_model": 8, "betas": (0.9, 0.98)}, "loss": np.float32(1.5)}
+    path = save_checkpoint(tmp_path / "run" / "ckpt.npz", arrays, meta)
+    assert path == tmp_path / "run" / "ckpt.npz" and path.is_file()
+
+    loaded, loaded_meta = load_checkpoint(path)
+    _assert_same(arrays, loaded)
+    assert loaded["optim.step"].shape == ()
+    assert loaded_meta["step"] == 120
+    assert loaded_meta["config"] == {"d_model": 8, "betas": [0.9, 0.98]}
+    assert loaded_meta["loss"] == 1.5
+    assert loaded_meta["format_version"] == ckpt.FORMAT_VERSION
+    assert loaded_meta["library_version"] == minitransformer.__version__
+    assert loaded_meta["checksum"].startswith("sha256:")
+    assert "T" in loaded_meta["created_at"]
+    assert read_metadata(path) == loaded_meta
+
+
+def test_round_trip_empty_dict_and_no_metadata(tmp_path):
+    path = save_checkpoint(tmp_path / "empty.npz", {})
+    arrays, meta = load_checkpoint(path)
+    assert arrays == {}
+    assert meta["format_version"] == ckpt.FORMAT_VERSION
+
+
+def test_round_trip_compressed_and_names_numpy_savez_cannot_take(tmp_path):
+    arrays = {"file": np.ones(3), "allow_pickle": np.zeros(2, np.int32), "a/b.c": np.eye(2)}
+    path = save_checkpoint(tmp_path / "c.npz", arrays, {}, compress=True)
+    loaded, _ = load_checkpoint(path)
+    _assert_same(arrays, loaded)
+
+
+def test_file_is_a_plain_npz_that_numpy_reads(tmp_path):
+    arrays = _arrays()
+    path = save_checkpoint(tmp_path / "plain.npz", arrays, {"step": 1})
+    with np.load(path, allow_pickle=False) as npz:
+        assert set(npz.files) == set(arrays) | {ckpt.METADATA_KEY}
+        np.testing.assert_array_equal(npz["data.ids"], arrays["data.ids"])
+        assert json.loads(npz[ckpt.METADATA_KEY].tobytes())["step"] == 1
+
+
+def test_checksum_is_independent_of_insertion_order(tmp_path):
+    arrays = _arrays()
+    reversed_arrays = dict(reversed(list(arrays.items())))
+    a = read_metadata(save_checkpoint(tmp_path / "a.npz", arrays))["checksum"]
+    b = read_metadata(save_checkpoint(tmp_path / "b.npz", reversed_arrays))["checksum"]
+    assert a == b
+
+
+def test_overwrite_replaces_previous_checkpoint(tmp_path):
+    path = tmp_path / "last.npz"
+    save_checkpoint(path, {"w": np.zeros(2)}, {"step": 1})
+    save_checkpoint(path, {"w": np.ones(2)}, {"step": 2})
+    arrays, meta = load_checkpoint(path)
+    assert meta["step"] == 2 and arrays["w"].tolist() == [1.0, 1.0]
+    assert [p.name for p in tmp_path.iterdir()] == ["last.npz"]  # no temp files left
+
+
+# --- what save refuses ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        (np.array([{"a": 1}], dtype=object), "dtype object"),
+        (np.array(["a", "b"]), "dtype <U1"),
+        ([1.0, 2.0], "is a list"),
+    ],
+)
+def test_save_rejects_non_numeric_arrays(tmp_path, value, words):
+    with pytest.raises(CheckpointError, match=words) as info:
+        save_checkpoint(tmp_path / "x.npz", {"bad": value}, {})
+    assert "'bad'" in str(info.value) and "Fix:" in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_rejects_reserved_name_and_bad_metadata(tmp_path):
+    with pytest.raises(CheckpointError, match="reserved"):
+        save_checkpoint(tmp_path / "x.npz", {ckpt.METADATA_KEY: np.zeros(1)}, {})
+    with pytest.raises(CheckpointError, match="JSON-serializable"):
+        save_checkpoint(tmp_path / "x.npz", {}, {"fn": print})
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- atomicity --------------------------------------------------------------------------------
+
+
+def test_crash_in_os_replace_keeps_previous_and_cleans_temp(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.npz"
+    save_checkpoint(path, {"w": np.zeros(3)}, {"step": 1})
+
+    def boom(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(ckpt.os, "replace", boom)
+    with pytest.raises(CheckpointError, match="previous file, if any, is untouched"):
+        save_checkpoint(path, {"w": np.ones(3)}, {"step": 2})
+    monkeypatch.undo()
+
+    arrays, meta = load_checkpoint(path)
+    assert meta["step"] == 1 and arrays["w"].tolist() == [0.0, 0.0, 0.0]
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
+
+
+def test_interrupt_halfway_through_writing_keeps_previous_and_cleans_temp(tmp_path, monkeypatch):
+    path = tmp_path / "ckpt.npz"
+    save_checkpoint(path, {"a": np.zeros(3), "b": np.zeros(3)}, {"step": 1})
+    real_write_array = np.lib.format.write_array
+    calls = []
+
+    def write_then_interrupt(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # metadata and one array written, then the user hits Ctrl-C
+            raise KeyboardInterrupt
+        return real_write_array(*args, **kwargs)
+
+    monkeypatch.setattr(np.lib.format, "write_array", write_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(path, {"a": np.ones(3), "b": np.ones(3)}, {"step": 2})
+    monkeypatch.undo()
+
+    assert read_metadata(path)["step"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
+
+
+_KILLED_WRITER = """
+import sys, time
+from pathlib import Path
+import numpy as np
+from minitransformer.checkpoint import save_checkpoint
+
+target, ready = Path(sys.argv[1]), Path(sys.argv[2])
+real_write_array = np.lib.format.write_array
+calls = []
+
+def slow_write_array(*args, **kwargs):
+    real_write_array(*args, **kwargs)
+    calls.append(1)
+    if len(calls) == 2:          # mid-write: metadata and the first big array are on disk
+        ready.write_text("mid-write")
+        time.sleep(60)           # the test SIGKILLs us here
+
+np.lib.format.write_array = slow_write_array
+big = {f"w{i}": np.full(2_000_000, i, np.float32) for i in range(3)}
+save_checkpoint(target, big, {"step": 2})
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
+def test_sigkill_mid_write_leaves_previous_checkpoint_intact(tmp_path):
+    target, ready = tmp_path / "ckpt.npz", tmp_path / "ready.txt"
+    previous = {"w0": np.arange(5, dtype=np.float32)}
+    save_checkpoint(target, previous, {"step": 1})
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *sys.path])}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_WRITER, str(target), str(ready)], env=env
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists():
+            assert proc.poll() is None, "the writer subprocess exited early"
+            assert time.monotonic() < deadline, "the writer never reached mid-write"
+            time.sleep(0.02)
+        temps = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+        assert len(temps) == 1 and temps[0].stat().st_size > 4_000_000  # really mid-write
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    arrays, meta = load_checkpoint(target)  # the old checkpoint, whole and verified
+    assert meta["step"] == 1
+    _assert_same(previous, arrays)
+    assert latest_checkpoint(tmp_path) == target  # the orphaned hidden temp file is ignored
+
+
+# --- damaged and hostile files ----------------------------------------------------------------
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(CheckpointError, match=r"nope\.npz: file not found\. Fix:"):
+        load_checkpoint(tmp_path / "nope.npz")
+
+
+@pytest.mark.parametrize("keep", [0.0, 0.3, 0.7, 0.999])
+def test_truncated_file(tmp_path, keep):
+    path = save_checkpoint(tmp_path / "t.npz", _arrays(), {"step": 3})
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+    with pytest.raises(CheckpointError, match="t.npz") as info:
+        load_checkpoint(path)
+    assert "\n" not in str(info.value) and "Fix:" in str(info.value)
+
+
+def test_flipped_byte_in_array_data_is_detected(tmp_path):
+    arrays = {"w": np.zeros(1000, np.float32)}
+    path = save_checkpoint(tmp_path / "f.npz", arrays, {})
+    data = bytearray(path.read_bytes())
+    offset = data.index(b"\x00" * 64, len(data) // 3)  # inside the zero-filled array payload
+    data[offset] ^= 0x01
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="f.npz"):
+        load_checkpoint(path)
+
+
+def test_checksum_mismatch_on_edited_array(tmp_path):
+    """An archive rebuilt with a changed array (valid zip CRCs) fails only our checksum."""
+    path = save_checkpoint(tmp_path / "orig.npz", {"w": np.zeros(4)}, {"step": 1})
+    edited = tmp_path / "edited.npz"
+    _rewrite_archive(path, edited, {"w.npy": _npy_bytes(np.ones(4))})
+    with pytest.raises(CheckpointError, match="checksum mismatch"):
+        load_checkpoint(edited)
+    arrays, _ = load_checkpoint(edited, verify=False)  # an explicit opt-out still reads it
+    assert arrays["w"].tolist() == [1.0] * 4
+
+
+def test_missing_or_bad_metadata(tmp_path):
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, w=np.zeros(2))
+    with pytest.raises(CheckpointError, match="no __metadata__ entry"):
+        load_checkpoint(plain)
+
+    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    for name, payload, words in [
+        ("json.npz", np.frombuffer(b"{not json", np.uint8), "not valid JSON"),
+        ("list.npz", np.frombuffer(b"[1, 2]", np.uint8), "not a JSON object"),
+        ("dtype.npz", np.zeros(3, np.float32), "malformed __metadata__"),
+    ]:
+        bad = tmp_path / name
+        _rewrite_archive(path, bad, {"__metadata__.npy": _npy_bytes(payload)})
+        with pytest.raises(CheckpointError, match=words):
+            load_checkpoint(bad)
+
+
+def test_unknown_format_version(tmp_path):
+    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    meta = read_metadata(path)
+    meta["format_version"] = ckpt.FORMAT_VERSION + 1
+    newer = tmp_path / "newer.npz"
+    raw = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    _rewrite_archive(path, newer, {"__metadata__.npy": _npy_bytes(raw)})
+    with pytest.raises(CheckpointError, match="unknown checkpoint format version 2.*upgrade"):
+        load_checkpoint(newer)
+
+
+def test_not_an_archive(tmp_path):
+    for name, content, words in [
+        ("text.npz", b"hello, world", "not a .npz"),
+        ("zero.npz", b"", "empty"),
+    ]:
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(CheckpointError, match=words):
+            load_checkpoint(tmp_path / name)
+    np.save(tmp_path / "single.npy", np.zeros(3))
+    with pytest.raises(CheckpointError, match="single .npy array"):
+        load_checkpoint(tmp_path / "single.npy")
+    with pytest.raises(CheckpointError, match="not a regular file"):
+        load_checkpoint(tmp_path)
+
+
+class _Payload:
+    """Unpickling this object creates the marker file: proof that code ran."""
+
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+class _ShellPayload:
+    def __init__(self, marker: Path):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _object_array(payload) -> np.ndarray:
+    array = np.empty(1, dtype=object)
+    array[0] = payload
+    return array
+
+
+@pytest.mark.parametrize("payload_type", [_Payload, _ShellPayload])
+def test_malicious_pickle_entry_is_never_executed(tmp_path, payload_type):
+    marker = tmp_path / "pwned"
+    evil = _npy_bytes(_object_array(payload_type(marker)), allow_pickle=True)
+
+    # Control: the payload really does run when unpickled, so the test below means something.
+    control = tmp_path / "control.npy"
+    control.write_bytes(evil)
+    if payload_type is _ShellPayload and os.name != "posix":
+        pytest.skip("shell payload needs POSIX `touch`")
+    np.load(control, allow_pickle=True)
+    assert marker.exists()
+    marker.unlink()
+
+    good = save_checkpoint(tmp_path / "good.npz", {"w": np.zeros(2)}, {})
+    path = tmp_path / "evil.npz"
+    _rewrite_archive(good, path, {"w.npy": evil})
+    with pytest.raises(CheckpointError, match="'w' holds Python objects") as info:
+        load_checkpoint(path)
+    assert "evil.npz" in str(info.value)
+    assert not marker.exists()
+
+    # Also as the metadata entry, which is read first.
+    path2 = tmp_path / "evil_meta.npz"
+    _rewrite_archive(good, path2, {"__metadata__.npy": evil})
+    with pytest.raises(CheckpointError, match="pickle"):
+        load_checkpoint(path2)
+    with pytest.raises(CheckpointError, match="pickle"):
+        read_metadata(path2)
+    latest_checkpoint(tmp_path)  # reads every candidate's metadata, safely
+    assert not marker.exists()
+
+
+def test_raw_pickle_renamed_to_npz_is_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "model.npz"
+    path.write_bytes(pickle.dumps(_Payload(marker)))
+    with pytest.raises(CheckpointError, match="Python pickle, which is never loaded"):
+        load_checkpoint(path)
+    assert not marker.exists()
+
+
+def test_object_array_npy_renamed_to_npz_is_never_executed(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "model.npz"
+    path.write_bytes(_npy_bytes(_object_array(_Payload(marker)), allow_pickle=True))
+    with pytest.raises(CheckpointError, match="single .npy array"):
+        load_checkpoint(path)
+    assert not marker.exists()
+
+
+# --- trainer helpers --------------------------------------------------------------------------
+
+
+def test_check_config_accepts_equal_configs_after_json_round_trip():
+    expected = {"d_model": 8, "h": 2, "betas": (0.9, 0.98), "optim": {"lr": 1e-3}}
+    stored = json.loads(json.dumps(expected))
+    check_config(stored, expected)  # tuple vs list is not a difference
+
+
+def test_check_config_lists_every_differing_key(tmp_path):
+    stored = {"d_model": 512, "h": 8, "N": 6, "optim": {"lr": 1e-3}, "old": 1}
+    expected = {"d_model": 256, "h": 8, "N": 6, "optim": {"lr": 2e-3}, "new": 2}
+    with pytest.raises(CheckpointError) as info:
+        check_config(stored, expected, path=tmp_path / "c.npz")
+    message = str(info.value)
+    assert "c.npz" in message and "Fix:" in message and "\n" not in message
+    assert "d_model (checkpoint 512, expected 256)" in message
+    assert "optim.lr (checkpoint 0.001, expected 0.002)" in message
+    assert "old (checkpoint 1, expected <missing>)" in message
+    assert "new (checkpoint <missing>, expected 2)" in message
+    assert " h (" not in message and "N (" not in message
+
+    with pytest.raises(CheckpointError, match="d_model") as info:
+        check_config(stored, expected, ignore=["optim.lr", "old", "new"])
+    assert "optim.lr" not in str(info.value)
+
+
+def test_latest_checkpoint(tmp_path):
+    assert latest_checkpoint(tmp_path / "missing") is None
+    assert latest_checkpoint(tmp_path) is None
+
+    save_checkpoint(tmp_path / "step_000900.npz", {}, {"step": 900})
+    save_checkpoint(tmp_path / "step_001000.npz", {}, {"step": 1000})
+    save_checkpoint(tmp_path / "step_000200.npz", {}, {"step": 200})  # newest mtime, old step
+    (tmp_path / ".step_005000.npz.123-abcd.tmp").write_bytes(b"partial")
+    (tmp_path / "metrics.jsonl").write_text("{}\n")
+    assert latest_checkpoint(tmp_path) == tmp_path / "step_001000.npz"
+
+    # The step in metadata wins over the file name; names are the fallback.
+    save_checkpoint(tmp_path / "last.npz", {}, {"step": 1500})
+    assert latest_checkpoint(tmp_path) == tmp_path / "last.npz"
+    (tmp_path / "ckpt_2000.npz").write_bytes(b"garbage")  # unreadable: ranked by its name
+    assert latest_checkpoint(tmp_path) == tmp_path / "ckpt_2000.npz"
