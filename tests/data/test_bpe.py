@@ -1,0 +1,55 @@
+import json
+import time
+
+from minitransformer.data.bpe import BPE, EOW, learn_merges
+from minitransformer.data.vocab import UNK
+
+TEXTS = [
+    "the lowest low lower newer newest widest",
+    "el más bajo y el más nuevo",
+    "low lower lowest new newer newest wide wider widest",
+]
+
+
+def test_merges_follow_the_paper_example():
+    # The toy vocabulary of Sennrich et al. (2016), figure 1. The paper's first three merges
+    # are "e s", "es t", "est </w>"; with the marker attached to the last character (as in
+    # their released code) the latter two are one merge. Then "l o" (count 7), then a tie
+    # at 6 between "e w", "n e" and "w est</w>", broken toward the smallest pair.
+    counts = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
+    merges = learn_merges(counts, 4)
+    assert merges == [("e", "s"), ("es", "t</w>"), ("l", "o"), ("e", "w")]
+
+
+def test_round_trip_on_unseen_text():
+    bpe = BPE.train(TEXTS, n_merges=30)
+    assert len(bpe.merges) == 30
+    for text in ["slowest wider newer", "el nuevo", "owl wow"]:
+        assert bpe.detokenize(bpe.tokenize(text)) == text
+    pieces = bpe.encode("lowest")
+    assert "".join(pieces) == "lowest" + EOW and len(pieces) < len("lowest")
+
+
+def test_unknown_characters_and_empty_text():
+    bpe = BPE.train(TEXTS, n_merges=10)
+    ids = bpe.tokenize("low Qx")
+    assert UNK in ids
+    assert bpe.detokenize(ids).split()[0] == "low"  # the word boundary survives
+    assert bpe.detokenize(bpe.tokenize("lowQ low")) == "low<unk> low"
+    assert bpe.tokenize("") == [] and bpe.detokenize([]) == "" and bpe.encode("  ") == []
+
+
+def test_dict_round_trip():
+    bpe = BPE.train(TEXTS, n_merges=20)
+    again = BPE.from_dict(json.loads(json.dumps(bpe.to_dict())))
+    assert again.merges == bpe.merges and again.vocab == bpe.vocab
+    assert again.tokenize("newest lowest") == bpe.tokenize("newest lowest")
+
+
+def test_training_is_deterministic_and_quick():
+    words = [f"w{i % 97}x{i % 13}y{i % 7}" for i in range(3000)]
+    texts = [" ".join(words[i : i + 10]) for i in range(0, 3000, 10)]
+    start = time.perf_counter()
+    a = BPE.train(texts, n_merges=400)
+    assert time.perf_counter() - start < 5
+    assert a.merges == BPE.train(list(reversed(texts)), n_merges=400).merges
