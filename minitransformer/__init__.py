@@ -1,7 +1,7 @@
 """minitransformer: the Transformer of "Attention Is All You Need", from scratch on NumPy.
 
-    import minitransformer as mt
-    import minitransformer.functional as F
+import minitransformer as mt
+import minitransformer.functional as F
 """
 
 __version__ = "0.1.0"

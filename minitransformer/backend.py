@@ -81,7 +81,7 @@ def device_of_array_device(dev: Any) -> str:
     raise DeviceError(f"unknown device object {dev!r}")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cupy():
     """Import CuPy on first use, with one clear sentence when it cannot work."""
     try:
@@ -149,7 +149,7 @@ def namespace(*arrays: Array):
     return _numpy_namespace()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _numpy_namespace():
     if np.lib.NumpyVersion(np.__version__) >= "2.1.0":
         return np
@@ -164,9 +164,9 @@ def namespace_for_device(device: str):
     if device == "cpu":
         return _numpy_namespace()
     if device.startswith("cuda"):
+        _cupy()  # the clear error first, when CuPy or a GPU is missing
         import array_api_compat.cupy
 
-        _cupy()
         return array_api_compat.cupy
     return _strict()
 

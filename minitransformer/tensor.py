@@ -169,7 +169,7 @@ class Tensor:
             grad = xp.ones_like(self.data)
         elif isinstance(grad, Tensor):
             grad = grad.data
-        elif not backend.is_array(grad):
+        elif not backend.is_array(grad) or backend.device_of(grad) != self.device:
             grad = backend.asarray(grad, dtype=self.data.dtype, device=self.device)
         if tuple(grad.shape) != self.shape:
             raise ValueError(f"backward(): grad has shape {tuple(grad.shape)}, need {self.shape}")

@@ -73,7 +73,11 @@ class Max(Function):
         ctx.axes, ctx.keepdims = _axes(axis, x.ndim), keepdims
         y = xp.max(x, axis=ctx.axes, keepdims=True)
         ctx.save_for_backward(x, y)
-        return y if keepdims else xp.reshape(y, tuple(n for i, n in enumerate(x.shape) if i not in ctx.axes))
+        return (
+            y
+            if keepdims
+            else xp.reshape(y, tuple(n for i, n in enumerate(x.shape) if i not in ctx.axes))
+        )
 
     @staticmethod
     def backward(ctx, grad):

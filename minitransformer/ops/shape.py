@@ -62,7 +62,8 @@ class GetItem(Function):
     @staticmethod
     def backward(ctx, grad):
         dx = ctx.xp.zeros(ctx.shape, dtype=ctx.dtype, device=grad.device)
-        dx[ctx.index] = grad
+        index = tuple(p for p in ctx.index if p is not None)  # None only added size-1 axes
+        dx[index] = ctx.xp.reshape(grad, dx[index].shape)
         return dx
 
 
@@ -79,7 +80,7 @@ class Concat(Function):
     def backward(ctx, grad):
         grads, start = [], 0
         for size, needed in zip(ctx.sizes, ctx.needs_input_grad, strict=True):
-            index = (slice(None),) * ctx.axis + (slice(start, start + size),)
+            index = (slice(None),) * ctx.axis + (slice(start, start + size), ...)
             grads.append(grad[index] if needed else None)
             start += size
         return tuple(grads)
@@ -88,6 +89,14 @@ class Concat(Function):
 def _is_basic(index: Any) -> bool:
     parts = index if isinstance(index, tuple) else (index,)
     return all(p is None or p is Ellipsis or isinstance(p, int | slice) for p in parts)
+
+
+def _full_index(index: Any, ndim: int) -> tuple:
+    """x[0] means x[0, ...] in NumPy; the array API wants the ``...`` written out."""
+    parts = index if isinstance(index, tuple) else (index,)
+    if Ellipsis not in parts and sum(p is not None for p in parts) < ndim:
+        parts = (*parts, Ellipsis)
+    return parts
 
 
 def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -103,7 +112,9 @@ def transpose(x: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
 
 def permute(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     if len(axes) != x.ndim:
-        raise ShapeError(f"permute: got {len(axes)} axes {tuple(axes)} for a tensor of rank {x.ndim}")
+        raise ShapeError(
+            f"permute: got {len(axes)} axes {tuple(axes)} for a tensor of rank {x.ndim}"
+        )
     return Permute.apply(x, axes=tuple(axes))
 
 
@@ -113,7 +124,7 @@ def getitem(x: Tensor, index: Any) -> Tensor:
             f"indexing a Tensor supports ints, slices, None and ... only, got {index!r}; "
             "for lookups by an array of ids use F.embedding"
         )
-    return GetItem.apply(x, index=index)
+    return GetItem.apply(x, index=_full_index(index, x.ndim))
 
 
 def concat(xs: list[Tensor], axis: int = 0) -> Tensor:
@@ -121,7 +132,9 @@ def concat(xs: list[Tensor], axis: int = 0) -> Tensor:
         raise ShapeError("concat: needs at least one tensor")
     ndims = {x.ndim for x in xs}
     if len(ndims) != 1:
-        raise ShapeError(f"concat: all tensors need the same rank, got shapes {[x.shape for x in xs]}")
+        raise ShapeError(
+            f"concat: all tensors need the same rank, got shapes {[x.shape for x in xs]}"
+        )
     ax = axis % xs[0].ndim
     rest = {tuple(n for i, n in enumerate(x.shape) if i != ax) for x in xs}
     if len(rest) != 1:
