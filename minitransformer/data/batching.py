@@ -49,7 +49,9 @@ def pad(seqs: Sequence[Sequence[int]], width: int | None = None) -> np.ndarray:
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     if width is None:
         width = max(int(lengths.max(initial=0)), 1)
-    flat = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum()))
+    flat = np.fromiter(
+        itertools.chain.from_iterable(seqs), dtype=np.int64, count=int(lengths.sum())
+    )
     if flat.size and flat.min() < 0:
         raise TokenIdError(f"negative token id {int(flat.min())} in a batch; ids must be >= 0.")
     out = np.full((len(seqs), width), PAD, dtype=np.int64)

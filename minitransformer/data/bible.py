@@ -46,8 +46,11 @@ _SPACE = re.compile(r"\s+")
 
 
 def strip_markup(raw: str) -> str:
-    """OSIS verse text -> plain text: drop notes and titles with their content, drop every
-    other tag (keeping its content), drop ¶ and stray USFM markers (\\nd), unescape entities, collapse whitespace."""
+    """OSIS verse text -> plain text.
+
+    Drops notes and titles with their content, every other tag (keeping its content), ¶
+    and stray USFM markers (`\\nd`); unescapes entities and collapses whitespace.
+    """
     text = _DROP_WITH_CONTENT.sub(" ", raw)
     text = _USFM.sub("", _TAG.sub("", text)).replace("¶", " ")
     text = html.unescape(text)
@@ -109,7 +112,7 @@ def pair_verses(english: list[str], spanish: list[str]) -> list[tuple[str, str]]
             f"the modules have {len(english)} and {len(spanish)} verse slots; both must use "
             "the same versification (KJV) for slot-by-slot pairing."
         )
-    return [(e, s) for e, s in zip(english, spanish) if e and s]
+    return [(e, s) for e, s in zip(english, spanish, strict=True) if e and s]
 
 
 def filter_max_words(pairs: Iterable[tuple[str, str]], max_words: int) -> list[tuple[str, str]]:
@@ -130,7 +133,9 @@ def read_tsv_gz(path: str | Path) -> list[tuple[str, str]]:
         rows = [line.rstrip("\n").split("\t") for line in f if line.strip()]
     bad = [i for i, r in enumerate(rows) if len(r) != 2]
     if bad:
-        raise ConfigError(f"{path}: line {bad[0] + 1} does not have exactly two tab-separated fields.")
+        raise ConfigError(
+            f"{path}: line {bad[0] + 1} does not have exactly two tab-separated fields."
+        )
     return [(e, s) for e, s in rows]
 
 

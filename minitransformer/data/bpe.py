@@ -34,7 +34,7 @@ def _spell(word: str) -> tuple[str, ...]:
 
 
 def _pairs(symbols: tuple[str, ...]) -> Iterable[Pair]:
-    return zip(symbols, symbols[1:])
+    return zip(symbols, symbols[1:], strict=False)
 
 
 def _merge_word(symbols: tuple[str, ...], pair: Pair, merged: str) -> tuple[str, ...]:
@@ -61,7 +61,7 @@ def learn_merges(word_counts: dict[str, int], n_merges: int) -> list[Pair]:
     freqs = [word_counts[w] for w in sorted(word_counts)]
     pair_counts: dict[Pair, int] = defaultdict(int)
     where: dict[Pair, set[int]] = defaultdict(set)  # pair -> indices of words holding it
-    for idx, (symbols, f) in enumerate(zip(words, freqs)):
+    for idx, (symbols, f) in enumerate(zip(words, freqs, strict=True)):
         for p in _pairs(symbols):
             pair_counts[p] += f
             where[p].add(idx)
@@ -165,7 +165,9 @@ class BPE:
             if i != UNK:
                 ids.append(i)
             elif piece.endswith(EOW) and len(piece) > len(EOW):  # unseen final character
-                ids.extend((self.vocab.token_to_id(piece[: -len(EOW)]), self.vocab.token_to_id(EOW)))
+                ids.extend(
+                    (self.vocab.token_to_id(piece[: -len(EOW)]), self.vocab.token_to_id(EOW))
+                )
             else:
                 ids.append(UNK)
         return ids

@@ -45,17 +45,21 @@ def exact_match(hypotheses: Sequence[str] | Sequence[Sequence[int]], references:
     def norm(x):
         return " ".join(x.split()) if isinstance(x, str) else [int(i) for i in x]
 
-    return sum(norm(h) == norm(r) for h, r in zip(hypotheses, references)) / len(references)
+    return sum(norm(h) == norm(r) for h, r in zip(hypotheses, references, strict=True)) / len(
+        references
+    )
 
 
-def token_accuracy(hypotheses: Sequence[Sequence[int]], references: Sequence[Sequence[int]]) -> float:
+def token_accuracy(
+    hypotheses: Sequence[Sequence[int]], references: Sequence[Sequence[int]]
+) -> float:
     """Fraction of reference tokens predicted at the same position (missing positions count
     as wrong, extra hypothesis tokens are ignored)."""
     _same_length(hypotheses, references, "token_accuracy")
     correct = total = 0
-    for h, r in zip(hypotheses, references):
+    for h, r in zip(hypotheses, references, strict=True):
         h, r = list(h)[: len(r)], list(r)
-        correct += sum(int(a) == int(b) for a, b in zip(h, r))
+        correct += sum(int(a) == int(b) for a, b in zip(h, r, strict=False))
         total += len(r)
     return correct / total if total else 0.0
 
@@ -84,7 +88,7 @@ def word_lookup_table(train_pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
         src_sets.append(us)
         tgt_sets.append(ut)
     n_t = max(len(tgt_index), 1)
-    for us, ut in zip(src_sets, tgt_sets):
+    for us, ut in zip(src_sets, tgt_sets, strict=True):
         if len(us) and len(ut):
             codes.append((us[:, None] * n_t + ut[None, :]).ravel())
     if not codes:
@@ -101,7 +105,7 @@ def word_lookup_table(train_pairs: Sequence[tuple[str, str]]) -> dict[str, str]:
     first[1:] = s_id[order][1:] != s_id[order][:-1]
     best = order[first]
     src_words = sorted(src_index, key=src_index.get)
-    return {src_words[s]: str(tgt_words[t]) for s, t in zip(s_id[best], t_id[best])}
+    return {src_words[s]: str(tgt_words[t]) for s, t in zip(s_id[best], t_id[best], strict=True)}
 
 
 def word_lookup_baseline(

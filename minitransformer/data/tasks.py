@@ -101,7 +101,7 @@ _TRANSFORMS: dict[str, Callable[[list[int]], list[int]]] = {
 def _random_sequences(rng, n: int, n_symbols: int, min_len: int, max_len: int) -> list[list[int]]:
     lengths = rng.integers(min_len, max_len + 1, size=n)
     rows = rng.integers(0, n_symbols, size=(n, max_len)).tolist()
-    return [row[:length] for row, length in zip(rows, lengths.tolist())]
+    return [row[:length] for row, length in zip(rows, lengths.tolist(), strict=True)]
 
 
 def _sequence_task(

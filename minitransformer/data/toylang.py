@@ -86,7 +86,12 @@ DEFINITE = {"def", "this", "that", "my"}
 AGREE = {("m", "sg"): "o", ("f", "sg"): "a", ("m", "pl"): "i", ("f", "pl"): "e"}
 DET_STEMS = {"def": "l", "indef": "un", "this": "est", "that": "kel", "my": "mej"}
 NOUN_ENDINGS = {("m", "sg"): "", ("m", "pl"): "en", ("f", "sg"): "a", ("f", "pl"): "ar"}
-VERB_ENDINGS = {("pres", "sg"): "et", ("pres", "pl"): "en", ("past", "sg"): "ot", ("past", "pl"): "on"}
+VERB_ENDINGS = {
+    ("pres", "sg"): "et",
+    ("pres", "pl"): "en",
+    ("past", "sg"): "ot",
+    ("past", "pl"): "on",
+}
 NEG, OBJ = "ne", "ta"
 _CONSONANTS = "bdfgklmnprstvz"
 _VOWELS = "aeiou"
@@ -230,10 +235,8 @@ class ToyLanguage:
         verbs = {s + e for s in self.verb.values() for e in VERB_ENDINGS.values()}
         adjs = {s + e for s in self.adj.values() for e in AGREE.values()}
         dets = {s + e for s in DET_STEMS.values() for e in AGREE.values()}
-        return nouns | verbs | adjs | dets | set(self.adv.values()) | set(self.post.values()) | {
-            NEG,
-            OBJ,
-        }
+        particles = {NEG, OBJ, *self.adv.values(), *self.post.values()}
+        return nouns | verbs | adjs | dets | particles
 
 
 def make_translation_pairs(
