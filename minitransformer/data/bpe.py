@@ -8,6 +8,11 @@ vocabulary. Pair counts are kept up to date incrementally: a merge only revisits
 that contain the merged pair, and a heap with lazy deletion finds the next best pair, so
 thousands of merges take seconds, not minutes.
 
+With `split_punctuation`, punctuation marks are split off as words of their own before
+anything else (a light pre-tokenizer, like the Moses tokenizer used before subword-nmt), and
+glued back when decoding: "dijo: ¿qué?" is learned as "dijo : ¿ qué ?" and decodes back to
+"dijo: ¿qué?". Quotes are left alone (opening and closing ones look the same).
+
 Encoding applies the merges in the order they were learned. A character never seen in
 training becomes UNK; if it ended a word, a lone `</w>` piece follows it so the word
 boundary survives decoding.
@@ -16,6 +21,7 @@ boundary survives decoding.
 from __future__ import annotations
 
 import heapq
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -24,8 +30,21 @@ from minitransformer.data.vocab import BOS, EOS, PAD, UNK, Vocab
 from minitransformer.errors import ConfigError
 
 EOW = "</w>"
+_PUNCT = re.compile(r"([.,;:!?¡¿()\[\]])")
+_SPACE_BEFORE = re.compile(r" ([.,;:!?)\]])")
+_SPACE_AFTER = re.compile(r"([¡¿(\[]) ")
 
 Pair = tuple[str, str]
+
+
+def split_punct(text: str) -> str:
+    """Put spaces around punctuation marks: "dijo: ¿qué?" -> "dijo : ¿ qué ?"."""
+    return " ".join(_PUNCT.sub(r" \1 ", text).split())
+
+
+def join_punct(text: str) -> str:
+    """Undo `split_punct` for text in the usual spacing: "dijo : ¿ qué ?" -> "dijo: ¿qué?"."""
+    return _SPACE_AFTER.sub(r"\1", _SPACE_BEFORE.sub(r"\1", text))
 
 
 def _spell(word: str) -> tuple[str, ...]:
@@ -110,23 +129,29 @@ class BPE:
 
     pad_id, bos_id, eos_id, unk_id = PAD, BOS, EOS, UNK
 
-    def __init__(self, merges: Iterable[Pair], vocab: Vocab) -> None:
+    def __init__(
+        self, merges: Iterable[Pair], vocab: Vocab, split_punctuation: bool = False
+    ) -> None:
         self.merges: list[Pair] = [(a, b) for a, b in merges]
         self.vocab = vocab
+        self.split_punctuation = split_punctuation
         self._rank = {p: r for r, p in enumerate(self.merges)}
         self._cache: dict[str, tuple[str, ...]] = {}
 
     @classmethod
-    def train(cls, texts: Iterable[str], n_merges: int) -> BPE:
+    def train(cls, texts: Iterable[str], n_merges: int, split_punctuation: bool = False) -> BPE:
         """Learn `n_merges` merges from whitespace-split `texts` (pass source and target
-        sentences together for a joint vocabulary)."""
+        sentences together for a joint vocabulary); see the module docstring for
+        `split_punctuation`."""
         if n_merges < 0:
             raise ConfigError(f"n_merges must be >= 0; got {n_merges}.")
+        if split_punctuation:
+            texts = map(split_punct, texts)
         counts = Counter(w for t in texts for w in t.split())
         merges = learn_merges(counts, n_merges)
         chars = sorted({c for w in counts for c in w})
         pieces = [EOW] + [s for c in chars for s in (c, c + EOW)] + [a + b for a, b in merges]
-        return cls(merges, Vocab(pieces))
+        return cls(merges, Vocab(pieces), split_punctuation)
 
     def __len__(self) -> int:
         return len(self.vocab)
@@ -151,11 +176,14 @@ class BPE:
 
     def encode(self, text: str) -> list[str]:
         """Text -> subword pieces (strings), e.g. `["low", "er</w>"]`; "" gives []."""
+        if self.split_punctuation:
+            text = split_punct(text)
         return [p for w in text.split() for p in self.segment_word(w)]
 
     def decode(self, pieces: Iterable[str]) -> str:
         """Pieces -> text: concatenate, turn `</w>` into a space, strip the ends."""
-        return "".join(pieces).replace(EOW, " ").strip()
+        text = "".join(pieces).replace(EOW, " ").strip()
+        return join_punct(text) if self.split_punctuation else text
 
     def tokenize(self, text: str) -> list[int]:
         """Text -> ids (no BOS/EOS). Unseen characters become UNK, keeping word boundaries."""
@@ -182,6 +210,7 @@ class BPE:
             "type": "bpe",
             "merges": [[a, b] for a, b in self.merges],
             "vocab": self.vocab.to_dict(),
+            "split_punctuation": self.split_punctuation,
         }
 
     @classmethod
@@ -192,4 +221,5 @@ class BPE:
                 "BPE.from_dict expects {'type': 'bpe', 'merges': [...], 'vocab': {...}} as "
                 f"written by BPE.to_dict(); got keys {sorted(d)}."
             )
-        return cls([tuple(m) for m in d["merges"]], Vocab.from_dict(d["vocab"]))
+        merges = [tuple(m) for m in d["merges"]]
+        return cls(merges, Vocab.from_dict(d["vocab"]), bool(d.get("split_punctuation", False)))

@@ -1,7 +1,7 @@
 import json
 import time
 
-from minitransformer.data.bpe import BPE, EOW, learn_merges
+from minitransformer.data.bpe import BPE, EOW, join_punct, learn_merges, split_punct
 from minitransformer.data.vocab import UNK
 
 TEXTS = [
@@ -37,6 +37,18 @@ def test_unknown_characters_and_empty_text():
     assert bpe.detokenize(ids).split()[0] == "low"  # the word boundary survives
     assert bpe.detokenize(bpe.tokenize("lowQ low")) == "low<unk> low"
     assert bpe.tokenize("") == [] and bpe.detokenize([]) == "" and bpe.encode("  ") == []
+
+
+def test_split_punctuation():
+    texts = ["dijo: ¿qué? (y luz.)", "said, let [there] be light!"]
+    bpe = BPE.train(texts, 40, split_punctuation=True)
+    assert ":</w>" in bpe.vocab and "¿</w>" in bpe.vocab
+    assert bpe.encode("luz.") == bpe.encode("luz .")
+    for text in ["dijo: ¿qué luz?", "let (there) be: light, [said]!"]:
+        assert bpe.detokenize(bpe.tokenize(text)) == text
+    again = BPE.from_dict(json.loads(json.dumps(bpe.to_dict())))
+    assert again.detokenize(again.tokenize("¿luz?")) == "¿luz?"
+    assert join_punct(split_punct("a (b), c: ¡d!")) == "a (b), c: ¡d!"
 
 
 def test_dict_round_trip():
