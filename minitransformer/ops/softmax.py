@@ -1,0 +1,112 @@
+"""Softmax and log-softmax along one axis, fused, with closed-form backward passes.
+
+softmax:     y_i = e^(x_i - m) / sum_j e^(x_j - m)        m = max_j x_j (stability only)
+             dx = y * (g - sum_j g_j y_j)                  (Jacobian diag(y) - y y^T, applied)
+log_softmax: o_i = x_i - m - log sum_j e^(x_j - m)
+             dx = g - softmax(x) * sum_j g_j
+
+Shapes: x (..., n, ...) -> y of the same shape; ``axis`` picks the n axis (default -1).
+Subtracting the row max keeps every exponent <= 0, so logits of +-1e4 neither overflow
+nor lose the answer. Masked entries (-inf) get probability 0 and zero gradient.
+A row that is entirely -inf (everything masked) is defined as: softmax -> all 0 (not NaN),
+gradient 0; log_softmax -> all -inf, gradient dx = g (its softmax is taken as 0). Both
+stay NaN-free in forward and backward.
+"""
+
+from __future__ import annotations
+
+from .. import backend
+from ..errors import DTypeError, ShapeError
+from ..function import Function
+from ..tensor import Tensor
+
+
+def exp_inplace(xp, z):
+    """e^z, written into z when the backend's exp is a ufunc (NumPy, CuPy: ``out=``);
+    otherwise (the strict standard API) a new array. Only call it on arrays you own."""
+    return xp.exp(z, out=z) if hasattr(xp.exp, "nin") else xp.exp(z)
+
+
+def shifted(xp, x, axis: int):
+    """(x - m, m) with m = max over ``axis`` (keepdims); m is 0 on all -inf rows so that
+    they give -inf (not NaN = -inf - -inf)."""
+    m = xp.max(x, axis=axis, keepdims=True)
+    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
+    return x - m, m
+
+
+def safe_sum(xp, e, axis: int):
+    """sum of e over ``axis`` (keepdims) with 0 replaced by 1: an all-masked row divides
+    by 1 (softmax 0) and its log is 0 (log_softmax -inf), never 0/0."""
+    s = xp.sum(e, axis=axis, keepdims=True)
+    return xp.where(s > 0, s, xp.ones_like(s))
+
+
+class Softmax(Function):
+    """y = softmax(x) along ``axis``; dx = y * (g - <g, y>)."""
+
+    @staticmethod
+    def forward(ctx, x, axis: int = -1):
+        xp = ctx.xp
+        y = exp_inplace(xp, shifted(xp, x, axis)[0])  # e^(x - m), our own buffer
+        y /= safe_sum(xp, y, axis)
+        ctx.save_for_backward(y)
+        ctx.axis = axis
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        (y,) = ctx.saved
+        gy = xp.expand_dims(xp.vecdot(grad, y, axis=ctx.axis), axis=ctx.axis)  # <g, y>
+        dx = grad - gy
+        dx *= y
+        return dx
+
+
+class LogSoftmax(Function):
+    """o = x - logsumexp(x) along ``axis``; dx = g - e^o * sum(g)."""
+
+    @staticmethod
+    def forward(ctx, x, axis: int = -1):
+        xp = ctx.xp
+        o, _ = shifted(xp, x, axis)  # x - m, our own buffer
+        o -= xp.log(safe_sum(xp, xp.exp(o), axis))
+        ctx.save_for_backward(o)
+        ctx.axis = axis
+        return o
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        (o,) = ctx.saved
+        dx = xp.exp(o)  # softmax, a new buffer (o stays intact for retain_graph)
+        dx *= -xp.sum(grad, axis=ctx.axis, keepdims=True)
+        dx += grad
+        return dx
+
+
+def _check(op: str, x: Tensor, axis: int) -> int:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+    if not backend.dtype_name(x.dtype).startswith("float"):
+        raise DTypeError(
+            f"{op}: needs a floating-point tensor, got {backend.dtype_name(x.dtype)}; convert it "
+            "first with x.astype('float32')"
+        )
+    if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
+        raise ShapeError(
+            f"{op}: axis {axis} is out of range for a tensor of shape {x.shape}; "
+            f"use an axis in [-{max(x.ndim, 1)}, {max(x.ndim, 1) - 1}]"
+        )
+    return axis % x.ndim - x.ndim  # negative: vecdot in the standard wants it so
+
+
+def softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Probabilities along ``axis`` (rows sum to 1; all -inf rows give 0)."""
+    return Softmax.apply(x, axis=_check("softmax", x, axis))
+
+
+def log_softmax(x: Tensor, axis: int = -1) -> Tensor:
+    """Log-probabilities along ``axis`` (all -inf rows give -inf)."""
+    return LogSoftmax.apply(x, axis=_check("log_softmax", x, axis))
