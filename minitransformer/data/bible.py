@@ -121,9 +121,10 @@ def filter_max_words(pairs: Iterable[tuple[str, str]], max_words: int) -> list[t
 
 
 def write_tsv_gz(pairs: Iterable[tuple[str, str]], path: str | Path) -> None:
-    """Write `english<TAB>spanish` lines, gzip-compressed with a fixed mtime (reproducible)."""
+    """Write `english<TAB>spanish` lines, gzip-compressed with no name and a fixed mtime in
+    the header, so the same pairs always give the same bytes."""
     data = "".join(f"{e}\t{s}\n" for e, s in pairs).encode("utf-8")
-    with open(path, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as gz:
+    with open(path, "wb") as raw, gzip.GzipFile("", "wb", fileobj=raw, mtime=0) as gz:
         gz.write(data)
 
 

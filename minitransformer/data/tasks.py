@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from minitransformer.data.bible import read_tsv_gz
 from minitransformer.data.bpe import BPE
 from minitransformer.data.toylang import make_translation_pairs
 from minitransformer.data.vocab import Tokenizer, Vocab
@@ -84,7 +83,7 @@ class Task:
 
 def _make(name: str, vocab: Tokenizer, texts: dict, knobs: dict) -> Task:
     splits = {k: [(vocab.tokenize(s), vocab.tokenize(t)) for s, t in v] for k, v in texts.items()}
-    max_len = max(max(len(s), len(t) + 1) for v in splits.values() for s, t in v)
+    max_len = max((max(len(s), len(t) + 1) for v in splits.values() for s, t in v), default=1)
     return Task(name, vocab, splits, max_len, texts, {"name": name, **knobs})
 
 
@@ -202,6 +201,8 @@ def normalize(text: str, lowercase: bool = True) -> str:
 
 def load_bible_pairs() -> list[tuple[str, str]]:
     """The shipped English-Spanish verse pairs (<= 20 words per side), as raw text."""
+    from minitransformer.data.bible import read_tsv_gz  # lazy: keeps `python -m ...bible` clean
+
     ref = resources.files("minitransformer.data").joinpath("files", BIBLE_FILE)
     with resources.as_file(ref) as path:
         return read_tsv_gz(path)
