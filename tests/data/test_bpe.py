@@ -1,6 +1,8 @@
 import json
 import time
 
+import numpy as np
+
 from minitransformer.data.bpe import BPE, EOW, join_punct, learn_merges, split_punct
 from minitransformer.data.vocab import UNK
 
@@ -65,3 +67,29 @@ def test_training_is_deterministic_and_quick():
     a = BPE.train(texts, n_merges=400)
     assert time.perf_counter() - start < 5
     assert a.merges == BPE.train(list(reversed(texts)), n_merges=400).merges
+
+
+def naive_merges(word_counts, n_merges):
+    """Recount every pair after every merge: slow, obviously right."""
+    from minitransformer.data.bpe import _merge_word, _pairs, _spell
+
+    words = {_spell(w): c for w, c in word_counts.items()}
+    merges = []
+    for _ in range(n_merges):
+        counts = {}
+        for symbols, c in words.items():
+            for p in _pairs(symbols):
+                counts[p] = counts.get(p, 0) + c
+        if not counts:
+            break
+        best = min(counts, key=lambda p: (-counts[p], p))
+        merges.append(best)
+        words = {_merge_word(s, best, best[0] + best[1]): c for s, c in words.items()}
+    return merges
+
+
+def test_incremental_counts_match_a_naive_recount():
+    rng = np.random.default_rng(0)
+    words = {"".join(rng.choice(list("aab"), rng.integers(1, 9))) for _ in range(300)}
+    counts = {w: int(rng.integers(1, 20)) for w in sorted(words)}
+    assert learn_merges(counts, 60) == naive_merges(counts, 60)
