@@ -6,20 +6,23 @@ import minitransformer.functional as F
 
 __version__ = "0.1.0"
 
-from . import backend, errors
+from . import backend, errors, nn
 from .backend import cuda_available, set_default_device
+from .config import TransformerConfig
 from .gradcheck import GradcheckError, gradcheck
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, tensor
 
 __all__ = [
     "GradcheckError",
     "Tensor",
+    "TransformerConfig",
     "backend",
     "cuda_available",
     "enable_grad",
     "errors",
     "gradcheck",
     "is_grad_enabled",
+    "nn",
     "no_grad",
     "set_default_device",
     "tensor",

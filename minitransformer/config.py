@@ -1,0 +1,162 @@
+"""TransformerConfig: the model's sizes, with the paper's names, and the named presets.
+
+    cfg = TransformerConfig(src_vocab=V, tgt_vocab=V)              # the paper's base sizes
+    cfg = TransformerConfig.preset("tiny", src_vocab=V, tgt_vocab=V)
+    cfg.to_dict()  ->  JSON-friendly dict;  TransformerConfig.from_dict(d)  ->  the same config
+
+Presets (d_model, h, N, d_ff, dropout):
+
+    tiny   64    4   2   256   0.0    CPU-sized, for tests and lessons
+    small  128   4   2   512   0.1
+    base   512   8   6   2048  0.1    the paper's base model (Table 3)
+    big    1024  16  6   4096  0.3    the paper's big model (Table 3)
+
+This module stands on the ground: it imports nothing from the autograd core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConfigError
+
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": {"d_model": 64, "h": 4, "N": 2, "d_ff": 256, "dropout": 0.0},
+    "small": {"d_model": 128, "h": 4, "N": 2, "d_ff": 512, "dropout": 0.1},
+    "base": {"d_model": 512, "h": 8, "N": 6, "d_ff": 2048, "dropout": 0.1},
+    "big": {"d_model": 1024, "h": 16, "N": 6, "d_ff": 4096, "dropout": 0.3},
+}
+
+_DTYPES = ("float32", "float64")
+
+
+@dataclass
+class TransformerConfig:
+    """Sizes and switches of an encoder-decoder Transformer.
+
+    Attributes:
+        src_vocab, tgt_vocab: vocabulary sizes of source and target token ids.
+        d_model: width of every sublayer's input and output (the paper's d_model).
+        h: number of attention heads; d_k = d_v = d_model / h.
+        N: number of layers in the encoder and in the decoder.
+        d_ff: inner width of the position-wise feed-forward network.
+        dropout: P_drop, applied to each sublayer output and to the embedded inputs.
+        max_len: the longest source or target sequence (size of the positional table).
+        label_smoothing: epsilon_ls of the training loss (the paper uses 0.1).
+        pre_norm: False = the paper's post-LN, x = LN(x + Sublayer(x));
+            True = pre-LN, x = x + Sublayer(LN(x)) plus a final LayerNorm on each stack.
+        tie_embeddings: one matrix for source embedding, target embedding and the output
+            projection (paper section 3.4); needs src_vocab == tgt_vocab.
+        learned_positions: a learned position table instead of the sinusoids.
+        pad_id, bos_id, eos_id: the special token ids (padding builds the masks).
+        dtype: "float32" (default) or "float64" (for gradient checks).
+    """
+
+    src_vocab: int
+    tgt_vocab: int
+    d_model: int = 512
+    h: int = 8
+    N: int = 6
+    d_ff: int = 2048
+    dropout: float = 0.1
+    max_len: int = 256
+    label_smoothing: float = 0.1
+    pre_norm: bool = False
+    tie_embeddings: bool = True
+    learned_positions: bool = False
+    pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    dtype: str = "float32"
+
+    @property
+    def d_k(self) -> int:
+        """Width of one attention head: d_model / h."""
+        return self.d_model // self.h
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> TransformerConfig:
+        """A named size ("tiny", "small", "base", "big"); ``overrides`` set any field
+        (src_vocab and tgt_vocab are required)."""
+        if name not in PRESETS:
+            raise ConfigError(
+                f"preset: unknown name {name!r}; choose one of {sorted(PRESETS)}, "
+                "or build TransformerConfig(...) with explicit sizes"
+            )
+        fields = {**PRESETS[name], **overrides}
+        missing = [k for k in ("src_vocab", "tgt_vocab") if k not in fields]
+        if missing:
+            raise ConfigError(
+                f"preset({name!r}): {', '.join(missing)} must be given, e.g. "
+                f"TransformerConfig.preset({name!r}, src_vocab=V, tgt_vocab=V)"
+            )
+        unknown = sorted(set(fields) - _field_names())
+        if unknown:
+            raise ConfigError(
+                f"preset({name!r}): unknown field(s) {unknown}; valid fields: "
+                f"{sorted(_field_names())}"
+            )
+        return cls(**fields).validate()
+
+    def validate(self) -> TransformerConfig:
+        """Raise ConfigError listing every inconsistency; return self when all is well."""
+        problems = []
+        for name in ("src_vocab", "tgt_vocab", "d_model", "h", "N", "d_ff", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                problems.append(f"{name} must be a positive int, got {value!r}")
+        if not problems and self.d_model % self.h != 0:
+            problems.append(
+                f"d_model ({self.d_model}) must be divisible by h ({self.h}) so that each "
+                f"head gets d_k = d_model / h; pick e.g. d_model = {self.h * max(1, self.d_k)}"
+            )
+        if not 0.0 <= self.dropout < 1.0:
+            problems.append(f"dropout must be in [0, 1), got {self.dropout!r}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            problems.append(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
+        sizes_ok = not problems
+        ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
+        if len(set(ids.values())) != 3:
+            problems.append(f"pad_id, bos_id and eos_id must be distinct, got {ids}")
+        vocab = min(self.src_vocab, self.tgt_vocab) if sizes_ok else None
+        for name, value in ids.items():
+            if not isinstance(value, int) or value < 0:
+                problems.append(f"{name} must be a non-negative int, got {value!r}")
+            elif vocab is not None and value >= vocab:
+                problems.append(f"{name} = {value} is outside the vocabulary of size {vocab}")
+        if self.tie_embeddings and self.src_vocab != self.tgt_vocab:
+            problems.append(
+                f"tie_embeddings=True shares one matrix between source and target, but "
+                f"src_vocab ({self.src_vocab}) != tgt_vocab ({self.tgt_vocab}); set "
+                "tie_embeddings=False or use a joint vocabulary"
+            )
+        if self.dtype not in _DTYPES:
+            problems.append(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
+        if problems:
+            raise ConfigError("invalid TransformerConfig: " + "; ".join(problems))
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, JSON-serialisable dict of every field."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TransformerConfig:
+        """The config of ``to_dict()`` output; unknown keys are an error (a typo, or a
+        config from another version)."""
+        unknown = sorted(set(d) - _field_names())
+        if unknown:
+            raise ConfigError(
+                f"from_dict: unknown key(s) {unknown}; valid keys: {sorted(_field_names())}. "
+                "Fix the spelling or drop the key(s)"
+            )
+        missing = [k for k in ("src_vocab", "tgt_vocab") if k not in d]
+        if missing:
+            raise ConfigError(f"from_dict: required key(s) {missing} are missing")
+        return cls(**d).validate()
+
+
+def _field_names() -> set[str]:
+    return {f.name for f in dataclasses.fields(TransformerConfig)}

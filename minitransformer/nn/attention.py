@@ -1,0 +1,114 @@
+"""MultiHeadAttention (paper section 3.2.2) and the key/value cache of one attention layer.
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O
+    head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i),  Attention(q, k, v) = softmax(q kᵀ/√d_k) v
+
+All h heads come from ONE (D, D) projection each: project, then split the last axis into
+(H, d_k) and move the head axis forward, (B, T, D) -> (B, T, H, d_k) -> (B, H, T, d_k).
+The heads then run as one batched attention; no Python loop over heads.
+
+Cached decoding: a ``KVCache`` keeps the projected keys and values so a decoder step
+projects only its new token. Self-attention caches grow by one position per step;
+cross-attention caches (``static=True``) hold the memory's keys and values, computed once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .. import backend
+from .. import functional as F
+from ..errors import ShapeError
+from ..tensor import Tensor
+from .layers import Linear
+from .module import Module
+
+
+@dataclass
+class KVCache:
+    """Projected keys and values (B, H, L, d_k) of one attention layer, seen so far.
+
+    ``static=False`` (self-attention): each call appends the new positions' k and v.
+    ``static=True`` (cross-attention): the first call projects key/value (the memory) and
+    later calls reuse them.
+    """
+
+    static: bool = False
+    k: Tensor | None = None
+    v: Tensor | None = None
+
+
+class MultiHeadAttention(Module):
+    """h heads of scaled dot-product attention with projections w_q, w_k, w_v, w_o.
+
+    Shapes: query (B, T, D), key and value (B, S, D), mask bool broadcastable to
+    (B, H, T, S) with True = may attend -> output (B, T, D). d_k = d_v = D / h.
+
+    No dropout inside: the paper drops each sublayer's *output* (the layers in
+    transformer.py do that); the fused attention op has no dropout on the weights P.
+
+    Set ``store_weights = True`` to keep the attention probabilities of the last call in
+    ``last_weights`` (B, H, T, S) (a raw array, for plots); off by default, so training
+    pays nothing for it.
+    """
+
+    def __init__(self, d_model: int, h: int, generator: backend.Generator | None = None):
+        super().__init__()
+        if d_model % h != 0:
+            raise ShapeError(
+                f"MultiHeadAttention: d_model ({d_model}) must be divisible by h ({h}); "
+                "change d_model or h in the config"
+            )
+        self.d_model, self.h, self.d_k = d_model, h, d_model // h
+        self.w_q = Linear(d_model, d_model, generator=generator)
+        self.w_k = Linear(d_model, d_model, generator=generator)
+        self.w_v = Linear(d_model, d_model, generator=generator)
+        self.w_o = Linear(d_model, d_model, generator=generator)
+        self.store_weights = False
+        self.last_weights: Any = None
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        B, L, _ = x.shape
+        x = x.reshape(B, L, self.h, self.d_k)  # (B, L, H, d_k)
+        return x.permute(0, 2, 1, 3)  # (B, H, L, d_k)
+
+    def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None):
+        """Projected (B, H, S, d_k) keys and values, through the cache when there is one."""
+        if cache is not None and cache.static and cache.k is not None:
+            return cache.k, cache.v
+        k = self._split_heads(self.w_k(key))  # (B, H, S_new, d_k)
+        v = self._split_heads(self.w_v(value))  # (B, H, S_new, d_k)
+        if cache is not None:
+            if not cache.static and cache.k is not None:
+                k = F.concat([cache.k, k], axis=2)  # (B, H, S_old + S_new, d_k)
+                v = F.concat([cache.v, v], axis=2)  # (B, H, S_old + S_new, d_k)
+            cache.k, cache.v = k, v
+        return k, v
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Any = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        B, T, D = query.shape
+        if D != self.d_model:
+            raise ShapeError(
+                f"MultiHeadAttention: query has width {D}, expected d_model = {self.d_model}"
+            )
+        q = self._split_heads(self.w_q(query))  # (B, H, T, d_k)
+        k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
+        if self.store_weights:
+            out, self.last_weights = F.scaled_dot_product_attention(
+                q, k, v, mask=mask, need_weights=True
+            )
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, T, d_k)
+        out = out.permute(0, 2, 1, 3).reshape(B, T, D)  # (B, T, H, d_k) -> (B, T, D)
+        return self.w_o(out)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}"

@@ -1,0 +1,133 @@
+"""The basic layers: Linear, Embedding, LayerNorm, Dropout, PositionwiseFeedForward.
+
+Weights are drawn on the host in float64 by a seeded ``backend.Generator`` (the model's,
+or the default CPU generator that ``backend.manual_seed`` seeds), then stored as float32
+on the default device; ``module.to(device, dtype)`` moves or casts them later. Drawing in
+float64 first means a float32 and a float64 model built from one seed hold the same
+weights up to rounding.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import backend
+from .. import functional as F
+from ..tensor import Tensor
+from .module import Module, Parameter
+
+
+def _generator(generator: backend.Generator | None) -> backend.Generator:
+    return generator if generator is not None else backend.default_generator("cpu")
+
+
+def _host():
+    """The array namespace of host (CPU) arrays, for initial values."""
+    return backend.namespace_for_device("cpu")
+
+
+class Linear(Module):
+    """y = x W + b, with W (d_in, d_out) as in the paper's "xW + b" (PyTorch stores W^T).
+
+    Shapes: x (..., d_in) -> y (..., d_out). Init: Xavier/Glorot uniform,
+    W ~ U(-a, a) with a = sqrt(6 / (d_in + d_out)), which keeps the variance of
+    activations and of gradients roughly equal across the layer; b = 0.
+    """
+
+    def __init__(
+        self, d_in: int, d_out: int, bias: bool = True, generator: backend.Generator | None = None
+    ):
+        super().__init__()
+        self.d_in, self.d_out = d_in, d_out
+        a = math.sqrt(6.0 / (d_in + d_out))
+        w = _generator(generator).uniform((d_in, d_out), -a, a, dtype="float64")
+        self.weight = Parameter(w, dtype="float32")
+        self.bias = Parameter(_host().zeros(d_out), dtype="float32") if bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return f"d_in={self.d_in}, d_out={self.d_out}, bias={self.bias is not None}"
+
+
+class Embedding(Module):
+    """A lookup table: ids (...) int -> weight[ids] (..., D), weight (V, D).
+
+    Init: normal with std D^-1/2, so that after the model's scaling by sqrt(D) the
+    embedded tokens have unit variance per coordinate, the scale of the sinusoids.
+    """
+
+    def __init__(self, V: int, D: int, generator: backend.Generator | None = None):
+        super().__init__()
+        self.V, self.D = V, D
+        w = _generator(generator).normal((V, D), std=D**-0.5, dtype="float64")
+        self.weight = Parameter(w, dtype="float32")
+
+    def forward(self, ids: Tensor) -> Tensor:
+        return F.embedding(ids, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"V={self.V}, D={self.D}"
+
+
+class LayerNorm(Module):
+    """y = gamma * (x - mean) / sqrt(var + eps) + beta over the last axis (size D).
+
+    Shapes: x (..., D) -> y (..., D); gamma = 1 and beta = 0 at init.
+    """
+
+    def __init__(self, D: int, eps: float = 1e-5):
+        super().__init__()
+        self.D, self.eps = D, eps
+        self.gamma = Parameter(_host().ones(D), dtype="float32")
+        self.beta = Parameter(_host().zeros(D), dtype="float32")
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.gamma, self.beta, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"D={self.D}, eps={self.eps}"
+
+
+class Dropout(Module):
+    """In training, zero each element with probability p and scale the rest by 1/(1-p)
+    (so the expectation is unchanged); in eval mode, the identity."""
+
+    def __init__(self, p: float, generator: backend.Generator | None = None):
+        super().__init__()
+        self.p = float(p)
+        self.generator = generator  # None: the default generator of the input's device
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        return F.dropout(x, self.p, training=True, generator=self.generator)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class PositionwiseFeedForward(Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alone (paper eq. 2).
+
+    Shapes: x (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model).
+    ``dropout`` is an optional dropout on the hidden ReLU activations (PyTorch's
+    nn.Transformer and the Annotated Transformer use one); the default 0.0 is the paper's
+    formula, and the model uses that.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        generator: backend.Generator | None = None,
+    ):
+        super().__init__()
+        self.w_1 = Linear(d_model, d_ff, generator=generator)
+        self.w_2 = Linear(d_ff, d_model, generator=generator)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w_2(self.dropout(F.relu(self.w_1(x))))

@@ -1,0 +1,50 @@
+"""Attention masks, built from token ids. Convention: True = may attend.
+
+Attention scores have shape (B, H, T_query, S_key); every mask here broadcasts to that:
+
+    padding_mask(ids, pad_id)     (B, 1, 1, S)  key s is a real token (not padding)
+    causal_mask(T, device)        (1, 1, T, T)  query t sees keys 0..t (no peeking ahead)
+    target_mask(tgt, pad_id)      (B, 1, T, T)  causal AND padding: the decoder's self-attention
+
+The encoder's self-attention and the decoder's cross-attention use ``padding_mask(src)``.
+Masks are raw bool arrays on the ids' device, made with the ids' array namespace; they
+carry no gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import backend
+from ..tensor import Tensor
+
+
+def _array(ids: Any) -> Any:
+    return ids.data if isinstance(ids, Tensor) else ids
+
+
+def padding_mask(ids: Any, pad_id: int) -> backend.Array:
+    """ids (B, S) -> (B, 1, 1, S) bool, True where ids != pad_id."""
+    a = _array(ids)
+    xp = backend.namespace(a)
+    B, S = a.shape
+    return xp.reshape(a != pad_id, (B, 1, 1, S))  # (B, 1, 1, S)
+
+
+def causal_mask(T: int, device: str = "cpu", offset: int = 0) -> backend.Array:
+    """(1, 1, T, offset + T) bool: query i (at position offset + i) may attend to key j
+    iff j <= offset + i. ``offset`` > 0 is for cached decoding, where T new queries meet
+    offset earlier keys plus themselves."""
+    S = offset + T
+    keys = backend.asarray(list(range(S)), dtype="int64", device=device)  # (S,)
+    xp = backend.namespace(keys)
+    queries = keys[offset:]  # (T,) positions of the queries
+    allowed = xp.reshape(keys, (1, S)) <= xp.reshape(queries, (T, 1))  # (T, S)
+    return xp.reshape(allowed, (1, 1, T, S))  # (1, 1, T, S)
+
+
+def target_mask(tgt: Any, pad_id: int) -> backend.Array:
+    """tgt (B, T) -> (B, 1, T, T) bool: causal AND key is not padding."""
+    a = _array(tgt)
+    T = a.shape[1]
+    return causal_mask(T, backend.device_of(a)) & padding_mask(a, pad_id)  # (B, 1, T, T)

@@ -1,0 +1,64 @@
+"""PositionalEncoding: tell the model where each token sits (paper section 3.5).
+
+Attention alone is blind to order, so each embedded token gets a vector that depends on
+its position. The paper's sinusoids, for position pos and i = 0 .. d_model/2 - 1:
+
+    PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
+    PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
+
+Each pair of coordinates is a rotation at its own wavelength (2 pi to 10000 * 2 pi), so
+PE(pos + k) is a linear function of PE(pos) for every offset k. The table (max_len, D)
+is a non-persistent buffer (the config determines it, so checkpoints need not store it).
+With ``learned=True`` the table is a Parameter instead, initialised with the sinusoids.
+"""
+
+from __future__ import annotations
+
+import math
+
+from .. import backend
+from ..errors import TokenIdError
+from ..tensor import Tensor
+from .layers import Dropout
+from .module import Module, Parameter
+
+
+def sinusoid_table(max_len: int, d_model: int) -> backend.Array:
+    """The (max_len, d_model) float64 host array of sines and cosines above."""
+    xp = backend.namespace_for_device("cpu")
+    pos = xp.reshape(xp.arange(max_len, dtype=xp.float64), (max_len, 1))  # (L, 1)
+    two_i = xp.arange(0, d_model, 2, dtype=xp.float64)  # (ceil(D/2),)
+    angle = pos * xp.exp(two_i * (-math.log(10000.0) / d_model))  # (L, ceil(D/2))
+    pairs = xp.stack([xp.sin(angle), xp.cos(angle)], axis=-1)  # (L, ceil(D/2), 2)
+    return xp.reshape(pairs, (max_len, -1))[:, :d_model]  # (L, D): sin, cos, sin, cos ...
+
+
+class PositionalEncoding(Module):
+    """x (B, T, D) -> dropout(x + PE[offset : offset + T]) (B, T, D).
+
+    ``offset`` is the position of x's first token (nonzero during cached decoding, where
+    one new token arrives at a time).
+    """
+
+    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, learned: bool = False):
+        super().__init__()
+        self.d_model, self.max_len, self.learned = d_model, max_len, learned
+        table = sinusoid_table(max_len, d_model)
+        if learned:
+            self.table = Parameter(table, dtype="float32")
+        else:
+            self.register_buffer("table", Tensor(table, dtype="float32"), persistent=False)
+        self.dropout = Dropout(dropout)
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        T = x.shape[1]
+        if offset + T > self.max_len:
+            where = f"positions {offset}..{offset + T - 1}" if offset else f"length T = {T}"
+            raise TokenIdError(
+                f"PositionalEncoding: {where} exceed(s) max_len = {self.max_len}; raise "
+                f"max_len in the config (TransformerConfig(max_len=...)) or shorten the input"
+            )
+        return self.dropout(x + self.table[offset : offset + T])  # (B, T, D) + (T, D)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, max_len={self.max_len}, learned={self.learned}"

@@ -1,0 +1,233 @@
+"""The encoder-decoder Transformer (paper section 3, figure 1).
+
+    src (B, S) ─ embed·√d_model + PE ─ dropout ─ Encoder: N × EncoderLayer ─► memory (B, S, D)
+    tgt_in (B, T) ─ same ─ Decoder: N × DecoderLayer(memory) ─ h @ Eᵀ ─► logits (B, T, V)
+
+Each sublayer (self-attention, cross-attention, feed-forward) sits in a residual block:
+    post-LN (the paper, default):  x = LayerNorm(x + Dropout(Sublayer(x)))
+    pre-LN (cfg.pre_norm):         x = x + Dropout(Sublayer(LayerNorm(x))), and each stack
+                                   ends with one more LayerNorm
+With tied embeddings (paper 3.4), ONE matrix E (V, D) embeds source and target tokens and
+projects the decoder's output to logits = h Eᵀ (no bias).
+
+Cached decoding: ``cache = model.new_cache()``, then ``model.decode(tgt_step, memory,
+src, cache)`` for each new token (B, 1); each step projects only the new position, and
+its logits equal those of a full recomputation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import backend
+from .. import functional as F
+from ..config import TransformerConfig
+from ..tensor import Tensor
+from .attention import KVCache, MultiHeadAttention
+from .inputs import check_ids, check_memory
+from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward
+from .masks import causal_mask, padding_mask
+from .module import Module, ModuleList
+from .positional import PositionalEncoding
+
+
+class _Residual(Module):
+    """One residual block around a sublayer, post-LN or pre-LN (see the module doc)."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm = LayerNorm(d_model)
+        self.dropout = Dropout(dropout)
+        self.pre_norm = pre_norm
+
+    def forward(self, x: Tensor, sublayer: Any) -> Tensor:
+        if self.pre_norm:
+            return x + self.dropout(sublayer(self.norm(x)))
+        return self.norm(x + self.dropout(sublayer(x)))
+
+
+class EncoderLayer(Module):
+    """Self-attention then feed-forward, each in a residual block. x (B, S, D) -> (B, S, D)."""
+
+    def __init__(self, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, generator=generator)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, generator=generator)
+        self.block1 = _Residual(d_model, dropout, pre_norm)
+        self.block2 = _Residual(d_model, dropout, pre_norm)
+
+    def forward(self, x: Tensor, src_mask: Any = None) -> Tensor:
+        x = self.block1(x, lambda y: self.self_attn(y, y, y, src_mask))
+        return self.block2(x, self.ffn)
+
+
+class DecoderLayer(Module):
+    """Masked self-attention, cross-attention over memory, feed-forward; each residual.
+
+    x (B, T, D), memory (B, S, D), tgt_mask (B|1, 1, T, T'), src_mask (B, 1, 1, S).
+    ``cache``: (self-attention KVCache, cross-attention KVCache) for cached decoding.
+    """
+
+    def __init__(self, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, h, generator=generator)
+        self.cross_attn = MultiHeadAttention(d_model, h, generator=generator)
+        self.ffn = PositionwiseFeedForward(d_model, d_ff, generator=generator)
+        self.block1 = _Residual(d_model, dropout, pre_norm)
+        self.block2 = _Residual(d_model, dropout, pre_norm)
+        self.block3 = _Residual(d_model, dropout, pre_norm)
+
+    def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None) -> Tensor:
+        self_cache, cross_cache = cache if cache is not None else (None, None)
+        x = self.block1(x, lambda y: self.self_attn(y, y, y, tgt_mask, self_cache))
+        x = self.block2(x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_cache))
+        return self.block3(x, self.ffn)
+
+
+class Encoder(Module):
+    """N EncoderLayers (plus a final LayerNorm when pre-LN). x (B, S, D) -> memory (B, S, D)."""
+
+    def __init__(self, N, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+        super().__init__()
+        args = (d_model, h, d_ff, dropout, pre_norm, generator)
+        self.layers = ModuleList([EncoderLayer(*args) for _ in range(N)])
+        self.norm = LayerNorm(d_model) if pre_norm else None
+
+    def forward(self, x: Tensor, src_mask: Any = None) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, src_mask)
+        return self.norm(x) if self.norm is not None else x
+
+
+class Decoder(Module):
+    """N DecoderLayers (plus a final LayerNorm when pre-LN). x (B, T, D) -> (B, T, D)."""
+
+    def __init__(self, N, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+        super().__init__()
+        args = (d_model, h, d_ff, dropout, pre_norm, generator)
+        self.layers = ModuleList([DecoderLayer(*args) for _ in range(N)])
+        self.norm = LayerNorm(d_model) if pre_norm else None
+
+    def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None) -> Tensor:
+        for i, layer in enumerate(self.layers):
+            layer_cache = None if cache is None else (cache.self_attn[i], cache.cross_attn[i])
+            x = layer(x, memory, src_mask, tgt_mask, layer_cache)
+        return self.norm(x) if self.norm is not None else x
+
+
+@dataclass
+class DecoderCache:
+    """What cached decoding keeps between steps.
+
+    self_attn[i]: layer i's self-attention keys/values of the target so far (B, H, t, d_k).
+    cross_attn[i]: layer i's cross-attention keys/values of memory (computed at step 1).
+    tgt_keep: (B, 1, 1, t) bool, which target positions so far are not padding.
+    offset: t, the number of target positions already decoded (the next one's position).
+    """
+
+    self_attn: list[KVCache] = field(default_factory=list)
+    cross_attn: list[KVCache] = field(default_factory=list)
+    tgt_keep: Any = None
+    offset: int = 0
+
+
+class Transformer(Module):
+    """Transformer(cfg, seed): the whole model; forward(src, tgt_in) -> logits.
+
+    src (B, S) and tgt_in (B, T) are int token ids (Tensors or raw arrays on the model's
+    device); masks come from ``cfg.pad_id``. Weights are drawn from ``seed`` (on the host)
+    in cfg.dtype on the default device; ``model.to("cuda")`` moves them.
+    """
+
+    def __init__(self, cfg: TransformerConfig, seed: int = 0):
+        super().__init__()
+        self.cfg = cfg.validate()
+        gen = backend.Generator(seed, "cpu")
+        D, layer_args = cfg.d_model, (cfg.d_model, cfg.h, cfg.d_ff, cfg.dropout, cfg.pre_norm)
+        self.src_embed = Embedding(cfg.src_vocab, D, generator=gen)
+        self.tgt_embed = (
+            self.src_embed if cfg.tie_embeddings else Embedding(cfg.tgt_vocab, D, generator=gen)
+        )
+        self.positions = PositionalEncoding(D, cfg.max_len, cfg.dropout, cfg.learned_positions)
+        self.encoder = Encoder(cfg.N, *layer_args, generator=gen)
+        self.decoder = Decoder(cfg.N, *layer_args, generator=gen)
+        self.out_proj = (
+            None if cfg.tie_embeddings else Linear(D, cfg.tgt_vocab, bias=False, generator=gen)
+        )
+        self.scale = math.sqrt(D)
+        self.to(dtype=cfg.dtype)
+
+    # ------------------------------------------------------------------ the three passes
+    def forward(self, src: Any, tgt_in: Any) -> Tensor:
+        """src (B, S), tgt_in (B, T) int ids -> logits (B, T, tgt_vocab)."""
+        return self.decode(tgt_in, self.encode(src), src)
+
+    def encode(self, src: Any) -> Tensor:
+        """src (B, S) int ids -> memory (B, S, d_model)."""
+        src = check_ids("src", src, self.cfg.src_vocab, self.cfg.max_len, self.device)
+        x = self.positions(self.src_embed(src) * self.scale)  # (B, S, D)
+        return self.encoder(x, padding_mask(src, self.cfg.pad_id))
+
+    def decode(
+        self, tgt_in: Any, memory: Tensor, src: Any, cache: DecoderCache | None = None
+    ) -> Tensor:
+        """tgt_in (B, T) ids, memory (B, S, D), src (B, S) ids -> logits (B, T, tgt_vocab).
+
+        With ``cache`` (from ``new_cache()``), tgt_in holds only the NEW positions (usually
+        one, (B, 1)); earlier positions' keys and values come from the cache, which is
+        updated in place.
+        """
+        cfg = self.cfg
+        offset = cache.offset if cache is not None else 0
+        tgt = check_ids("tgt_in", tgt_in, cfg.tgt_vocab, cfg.max_len, self.device, offset)
+        src = check_ids("src", src, cfg.src_vocab, cfg.max_len, self.device)
+        check_memory(memory, src, cfg.d_model)
+        keep = padding_mask(tgt, cfg.pad_id)  # (B, 1, 1, T)
+        if cache is not None:
+            if cache.tgt_keep is not None:
+                keep = backend.namespace(keep).concat([cache.tgt_keep, keep], axis=-1)
+            cache.tgt_keep = keep  # (B, 1, 1, offset + T)
+        T = tgt.shape[1]
+        tgt_mask = causal_mask(T, tgt.device, offset) & keep  # (B, 1, T, offset + T)
+        x = self.positions(self.tgt_embed(tgt) * self.scale, offset=offset)  # (B, T, D)
+        x = self.decoder(x, memory, padding_mask(src, cfg.pad_id), tgt_mask, cache)
+        if cache is not None:
+            cache.offset += T
+        return self.project(x)
+
+    def project(self, x: Tensor) -> Tensor:
+        """Decoder output (B, T, D) -> logits (B, T, tgt_vocab): x Eᵀ when tied, else x W."""
+        if self.out_proj is not None:
+            return self.out_proj(x)
+        return F.linear(x, self.tgt_embed.weight.T)  # (B, T, D) @ (D, V)
+
+    # ------------------------------------------------------------------ helpers
+    def loss(self, logits: Tensor, tgt_out: Any) -> Tensor:
+        """Label-smoothed cross-entropy (cfg.label_smoothing), ignoring padding targets."""
+        return F.cross_entropy(
+            logits,
+            tgt_out,
+            label_smoothing=self.cfg.label_smoothing,
+            ignore_index=self.cfg.pad_id,
+        )
+
+    def new_cache(self) -> DecoderCache:
+        """An empty cache for cached (incremental) decoding; one per batch being decoded."""
+        N = self.cfg.N
+        return DecoderCache(
+            self_attn=[KVCache(static=False) for _ in range(N)],
+            cross_attn=[KVCache(static=True) for _ in range(N)],
+        )
+
+    def attention_weights(self, on: bool = True) -> None:
+        """Keep (on=True) each attention layer's last weights in ``.last_weights``."""
+        for module in self.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.store_weights = on
+                module.last_weights = None
+
+    def extra_repr(self) -> str:
+        c = self.cfg
+        return f"d_model={c.d_model}, h={c.h}, N={c.N}, d_ff={c.d_ff}, tied={c.tie_embeddings}"
