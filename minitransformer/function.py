@@ -72,7 +72,10 @@ class Function:
         track = is_grad_enabled()
         needs = tuple(track and isinstance(x, Tensor) and x.requires_grad for x in inputs)
         ctx = Context(cls, xp, needs)
-        out = Tensor._wrap(cls.forward(ctx, *arrays, **params))
+        data = cls.forward(ctx, *arrays, **params)
+        if not backend.is_array(data):  # NumPy reductions return scalars; keep 0-d arrays
+            data = backend.asarray(data, device=backend.device_of(data))
+        out = Tensor._wrap(data)
         if any(needs):
             out.requires_grad = True
             out._ctx = ctx
