@@ -1,0 +1,204 @@
+"""Decoding: turn a trained model's next-token distribution into output sequences.
+
+greedy_decode: at each step take the most probable next token (one forward step each).
+beam_search:   keep the ``beam_size`` best partial outputs by total log-probability; rank
+               finished ones by  log p(Y) / lp(Y),  lp(Y) = ((5 + |Y|) / 6)^alpha  (the
+               length penalty of Wu et al. 2016 that the paper uses, §6.1: beam 4, α 0.6).
+
+Both are batched (no Python loop over sentences) and, by default, *incremental*: the
+decoder's keys/values of earlier positions live in a cache (``model.new_cache()``), so
+step t costs one position instead of recomputing all t. ``use_cache=False`` recomputes the
+whole prefix every step (the slow reference the tests compare against).
+
+Outputs are lists of token ids without BOS/EOS. Decoding stops at EOS or after
+``max_len`` tokens (never past the model's ``cfg.max_len`` positions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import backend
+from . import functional as F
+from .tensor import Tensor, no_grad
+
+
+def _ids(model: Any, src: Any) -> Any:
+    data = src.data if isinstance(src, Tensor) else src
+    if not backend.is_array(data):
+        data = backend.asarray(data, device=model.device)
+    return data
+
+
+def _steps(model: Any, max_len: int | None) -> int:
+    """How many tokens may be generated: positions 0 .. cfg.max_len - 1 are available."""
+    limit = model.cfg.max_len
+    return limit if max_len is None else max(1, min(int(max_len), limit))
+
+
+def _strip(rows: Any, cfg: Any) -> list[list[int]]:
+    """(B, L) host ids after BOS -> lists cut at the first EOS, without PAD."""
+    out = []
+    for row in rows.tolist():
+        seq = []
+        for tok in row:
+            if tok == cfg.eos_id:
+                break
+            if tok != cfg.pad_id:
+                seq.append(int(tok))
+        out.append(seq)
+    return out
+
+
+def greedy_decode(
+    model: Any, src: Any, max_len: int | None = None, use_cache: bool = True
+) -> list[list[int]]:
+    """src (B, S) ids -> B output id lists, taking the arg-max token at every step."""
+    cfg = model.cfg
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            src = _ids(model, src)
+            xp = backend.namespace(src)
+            memory = model.encode(src)
+            B = src.shape[0]
+            ys = xp.full((B, 1), cfg.bos_id, dtype=src.dtype, device=src.device)
+            done = xp.zeros((B,), dtype=xp.bool, device=src.device)
+            cache = model.new_cache() if use_cache else None
+            pad = xp.asarray(cfg.pad_id, dtype=src.dtype, device=src.device)
+            for _ in range(_steps(model, max_len)):
+                step_in = ys[:, -1:] if use_cache else ys
+                last = model.decode(step_in, memory, src, cache).data[:, -1, :]  # (B, V)
+                _forbid_specials(last, cfg)
+                nxt = xp.astype(xp.argmax(last, axis=-1), src.dtype)  # (B,)
+                nxt = xp.where(done, pad, nxt)
+                ys = xp.concat([ys, nxt[:, None]], axis=1)  # (B, t + 1)
+                done = done | (nxt == cfg.eos_id)
+                if bool(xp.all(done)):
+                    break
+    finally:
+        model.train(was_training)
+    return _strip(backend.to_numpy(ys[:, 1:]), cfg)
+
+
+def _forbid_specials(logits: Any, cfg: Any) -> None:
+    """PAD and BOS are never outputs: give them -inf (in place, on a fresh array)."""
+    logits[:, cfg.pad_id] = -float("inf")
+    logits[:, cfg.bos_id] = -float("inf")
+
+
+def length_penalty(length: int, alpha: float) -> float:
+    """lp(Y) = ((5 + |Y|) / 6)^alpha; alpha = 0 ranks by raw log-probability."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def beam_search(
+    model: Any,
+    src: Any,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len: int | None = None,
+) -> list[list[int]]:
+    """src (B, S) ids -> B output id lists, the best of ``beam_size`` hypotheses each.
+
+    Beams of all sentences are decoded together as one batch of B·k rows. At each step the
+    k·V continuations of a sentence's k beams are ranked by total log-probability and the
+    best k kept; a continuation that ends in EOS leaves the beam as a finished hypothesis
+    (scored with the length penalty). A sentence stops when it has k finished hypotheses
+    and no live beam can still beat its best one.
+    """
+    if beam_size == 1:
+        return greedy_decode(model, src, max_len)
+    cfg = model.cfg
+    k = int(beam_size)
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            src = _ids(model, src)
+            xp = backend.namespace(src)
+            dev = src.device
+            B = src.shape[0]
+            rows = xp.reshape(xp.broadcast_to(xp.arange(B, device=dev)[:, None], (B, k)), (-1,))
+            src_k = xp.take(src, rows, axis=0)  # (B·k, S): each sentence k times
+            memory = Tensor._wrap(xp.take(model.encode(src).data, rows, axis=0))  # (B·k, S, D)
+            cache = model.new_cache()
+            ys = xp.full((B * k, 1), cfg.bos_id, dtype=src.dtype, device=dev)
+            # Only beam 0 starts alive, so the first step does not pick k copies of one token.
+            neg_inf = -float("inf")
+            scores = [[0.0] + [neg_inf] * (k - 1) for _ in range(B)]
+            finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+            steps = _steps(model, max_len)
+            for t in range(1, steps + 1):
+                logits = model.decode(ys[:, -1:], memory, src_k, cache)  # (B·k, 1, V)
+                last = logits.data[:, -1, :]  # (B·k, V)
+                _forbid_specials(last, cfg)
+                logp = backend.to_numpy(F.log_softmax(Tensor._wrap(last)).data)  # host (B·k, V)
+                V = logp.shape[-1]
+                parents, tokens = [], []
+                for b in range(B):
+                    total = logp[b * k : (b + 1) * k] + backend.np.asarray(scores[b])[:, None]
+                    flat = total.reshape(-1)
+                    best = backend.np.argsort(-flat, kind="stable")[: 2 * k]
+                    new_scores, kept = [], []
+                    for idx in best.tolist():
+                        score = float(flat[idx])
+                        if score == neg_inf:
+                            break
+                        parent, tok = divmod(idx, V)
+                        if tok == cfg.eos_id or t == steps:
+                            prefix = backend.to_numpy(ys[b * k + parent, 1:]).tolist()
+                            out = prefix if tok == cfg.eos_id else prefix + [tok]
+                            norm = score / length_penalty(len(out) + 1, alpha)
+                            finished[b].append((norm, out))
+                        elif len(kept) < k:
+                            kept.append((parent, tok))
+                            new_scores.append(score)
+                        if len(kept) == k:
+                            break
+                    while len(kept) < k:  # fewer than k live continuations: pad dead beams
+                        kept.append((0, cfg.pad_id))
+                        new_scores.append(neg_inf)
+                    if _sentence_done(finished[b], new_scores, k, steps, alpha):
+                        new_scores = [neg_inf] * k
+                    scores[b] = new_scores
+                    parents += [b * k + p for p, _ in kept]
+                    tokens += [tok for _, tok in kept]
+                if all(s[0] == neg_inf for s in scores):
+                    break
+                order = xp.asarray(backend.np.asarray(parents), device=dev)
+                new_tok = xp.asarray(backend.np.asarray(tokens, dtype="int64"), device=dev)
+                ys = xp.concat(
+                    [xp.take(ys, order, axis=0), xp.astype(new_tok, ys.dtype)[:, None]], axis=1
+                )
+                _reorder_cache(cache, order, xp)
+    finally:
+        model.train(was_training)
+    return [max(f)[1] if f else [] for f in finished]
+
+
+def _sentence_done(
+    finished: list[tuple[float, list[int]]], alive: list[float], k: int, steps: int, alpha: float
+) -> bool:
+    """True when k hypotheses are finished and no live beam can overtake the best one.
+
+    A live beam's log-probability only falls as it grows, so its best possible final score
+    is its current log-probability divided by the largest length penalty it could reach.
+    """
+    if len(finished) < k:
+        return False
+    best_alive = max(alive)
+    if best_alive == -float("inf"):
+        return True
+    return max(f[0] for f in finished) >= best_alive / length_penalty(steps, alpha)
+
+
+def _reorder_cache(cache: Any, order: Any, xp: Any) -> None:
+    """Keep the cached keys/values of the beams that survived (rows ``order``)."""
+    for kv in cache.self_attn:
+        if kv.k is not None:
+            kv.k = Tensor._wrap(xp.take(kv.k.data, order, axis=0))
+            kv.v = Tensor._wrap(xp.take(kv.v.data, order, axis=0))
+    if cache.tgt_keep is not None:
+        cache.tgt_keep = xp.take(cache.tgt_keep, order, axis=0)
