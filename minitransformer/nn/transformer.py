@@ -51,7 +51,15 @@ class _Residual(Module):
 class EncoderLayer(Module):
     """Self-attention then feed-forward, each in a residual block. x (B, S, D) -> (B, S, D)."""
 
-    def __init__(self, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        pre_norm: bool = False,
+        generator: backend.Generator | None = None,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, h, generator=generator)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, generator=generator)
@@ -70,7 +78,15 @@ class DecoderLayer(Module):
     ``cache``: (self-attention KVCache, cross-attention KVCache) for cached decoding.
     """
 
-    def __init__(self, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        pre_norm: bool = False,
+        generator: backend.Generator | None = None,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, h, generator=generator)
         self.cross_attn = MultiHeadAttention(d_model, h, generator=generator)
@@ -79,7 +95,14 @@ class DecoderLayer(Module):
         self.block2 = _Residual(d_model, dropout, pre_norm)
         self.block3 = _Residual(d_model, dropout, pre_norm)
 
-    def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Any = None,
+        tgt_mask: Any = None,
+        cache: Any = None,
+    ) -> Tensor:
         self_cache, cross_cache = cache if cache is not None else (None, None)
         x = self.block1(x, lambda y: self.self_attn(y, y, y, tgt_mask, self_cache))
         x = self.block2(x, lambda y: self.cross_attn(y, memory, memory, src_mask, cross_cache))
@@ -89,7 +112,16 @@ class DecoderLayer(Module):
 class Encoder(Module):
     """N EncoderLayers (plus a final LayerNorm when pre-LN). x (B, S, D) -> memory (B, S, D)."""
 
-    def __init__(self, N, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+    def __init__(
+        self,
+        N: int,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        pre_norm: bool = False,
+        generator: backend.Generator | None = None,
+    ):
         super().__init__()
         args = (d_model, h, d_ff, dropout, pre_norm, generator)
         self.layers = ModuleList([EncoderLayer(*args) for _ in range(N)])
@@ -104,13 +136,29 @@ class Encoder(Module):
 class Decoder(Module):
     """N DecoderLayers (plus a final LayerNorm when pre-LN). x (B, T, D) -> (B, T, D)."""
 
-    def __init__(self, N, d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None):
+    def __init__(
+        self,
+        N: int,
+        d_model: int,
+        h: int,
+        d_ff: int,
+        dropout: float = 0.0,
+        pre_norm: bool = False,
+        generator: backend.Generator | None = None,
+    ):
         super().__init__()
         args = (d_model, h, d_ff, dropout, pre_norm, generator)
         self.layers = ModuleList([DecoderLayer(*args) for _ in range(N)])
         self.norm = LayerNorm(d_model) if pre_norm else None
 
-    def forward(self, x, memory, src_mask=None, tgt_mask=None, cache=None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        src_mask: Any = None,
+        tgt_mask: Any = None,
+        cache: Any = None,
+    ) -> Tensor:
         for i, layer in enumerate(self.layers):
             layer_cache = None if cache is None else (cache.self_attn[i], cache.cross_attn[i])
             x = layer(x, memory, src_mask, tgt_mask, layer_cache)
