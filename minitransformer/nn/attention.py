@@ -94,11 +94,25 @@ class MultiHeadAttention(Module):
         mask: Any = None,
         cache: KVCache | None = None,
     ) -> Tensor:
-        B, T, D = query.shape
-        if D != self.d_model:
+        for name, x in (("query", query), ("key", key), ("value", value)):
+            if x.ndim != 3:
+                raise ShapeError(
+                    f"MultiHeadAttention: {name} has shape {tuple(x.shape)}, expected 3 axes "
+                    f"(B, L, d_model = {self.d_model}); add a batch axis with x[None]"
+                )
+            if x.shape[-1] != self.d_model:
+                raise ShapeError(
+                    f"MultiHeadAttention: {name} has width {x.shape[-1]}, expected d_model = "
+                    f"{self.d_model} (shape {tuple(x.shape)}); project it to {self.d_model} "
+                    "features or build the layer with that d_model"
+                )
+        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ShapeError(
-                f"MultiHeadAttention: query has width {D}, expected d_model = {self.d_model}"
+                f"MultiHeadAttention: query {tuple(query.shape)}, key {tuple(key.shape)} and "
+                f"value {tuple(value.shape)} must share the batch size B, and key and value "
+                "the length S"
             )
+        B, T, D = query.shape
         q = self._split_heads(self.w_q(query))  # (B, H, T, d_k)
         k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
         if self.store_weights:

@@ -24,7 +24,13 @@ def check_ids(
     """
     a = ids.data if isinstance(ids, Tensor) else ids
     if not backend.is_array(a):
-        a = backend.asarray(a, device=device)
+        try:
+            a = backend.asarray(a, device=device)
+        except ValueError as err:  # ragged nested lists
+            raise ShapeError(
+                f"{name} is not a rectangular (B, L) batch ({err}); pad the sequences to "
+                "one length with the pad id (minitransformer.data.batching.pad)"
+            ) from None
     here = backend.device_of(a)
     if device is not None and here != device:
         raise DeviceError(

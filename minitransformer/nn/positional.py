@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 
 from .. import backend
-from ..errors import TokenIdError
+from ..errors import ShapeError, TokenIdError
 from ..tensor import Tensor
 from .layers import Dropout
 from .module import Module, Parameter
@@ -51,6 +51,12 @@ class PositionalEncoding(Module):
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        if x.ndim != 3 or x.shape[-1] != self.d_model:
+            raise ShapeError(
+                f"PositionalEncoding: x has shape {tuple(x.shape)}, expected (B, T, d_model) "
+                f"with d_model = {self.d_model}; embed the token ids first (B, T) -> "
+                f"(B, T, {self.d_model})"
+            )
         T = x.shape[1]
         if offset + T > self.max_len:
             where = f"positions {offset}..{offset + T - 1}" if offset else f"length T = {T}"

@@ -75,6 +75,12 @@ def _check(q: Any, k: Any, v: Any, mask: Any) -> None:
             f"scaled_dot_product_attention: q, k, v need the same rank >= 2, got {shapes}; "
             "use q (B, H, T, d_k), k (B, H, S, d_k), v (B, H, S, d_v)"
         )
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if not backend.dtype_name(x.dtype).startswith("float"):
+            raise DTypeError(
+                f"scaled_dot_product_attention: {name} has dtype {backend.dtype_name(x.dtype)}, "
+                "need a float dtype; project embedded tokens, not raw ids"
+            )
     lead = tuple(q.shape[:-2])
     if tuple(k.shape[:-2]) != lead or tuple(v.shape[:-2]) != lead:
         raise ShapeError(
@@ -108,8 +114,10 @@ def scaled_dot_product_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Any = None, need_weights: bool = False
 ) -> Tensor | tuple[Tensor, Any]:
     """softmax(q k^T / sqrt(d_k), masked) v; with need_weights, also P (a raw array)."""
-    _check(q, k, v, mask)
     if isinstance(mask, Tensor):
         mask = mask.data
+    elif mask is not None and not backend.is_array(mask):  # a Python list of bools
+        mask = backend.asarray(mask, device=q.device)
+    _check(q, k, v, mask)
     out, ctx = ScaledDotProductAttention.run(q, k, v, mask)
     return (out, ctx.probs) if need_weights else out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ShapeError
 from ..function import Function
 from ..tensor import Tensor
 
@@ -159,6 +160,12 @@ class ReLU(Function):
 def _check_pair(op: str, a: Any, b: Any) -> None:
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         raise TypeError(f"{op}: at least one operand must be a Tensor")
+    sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
+    if not all(m == n or 1 in (m, n) for m, n in zip(sa[::-1], sb[::-1], strict=False)):
+        raise ShapeError(
+            f"{op}: shapes {sa} and {sb} do not broadcast: aligned from the right, each pair "
+            "of axes must be equal or one of them 1; reshape one operand (e.g. x[:, None])"
+        )
 
 
 def add(a: Any, b: Any) -> Tensor:

@@ -71,7 +71,7 @@ def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Ten
                 f"layer_norm: {name} has shape {tuple(p.shape)} but x has shape {tuple(x.shape)}; "
                 f"{name} must have shape ({D},), the size of x's last (feature) axis"
             )
-        if p.dtype != x.dtype:
+        if backend.dtype_name(p.dtype) != backend.dtype_name(x.dtype):
             raise DTypeError(
                 f"layer_norm: {name} is {backend.dtype_name(p.dtype)} but x is "
                 f"{backend.dtype_name(x.dtype)}; give the parameters x's dtype (model.to / astype)"

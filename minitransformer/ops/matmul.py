@@ -12,7 +12,8 @@ The weight is (d_in, d_out), as in the paper's "x W + b" (PyTorch stores W trans
 
 from __future__ import annotations
 
-from ..errors import ShapeError
+from .. import backend
+from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
 
@@ -88,15 +89,26 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
             f"matmul: shapes {a.shape} and {b.shape} do not fit: the last axis of the first "
             f"({a.shape[-1]}) must equal the second-to-last of the second ({b.shape[-2]})"
         )
+    ba, bb = tuple(a.shape[:-2]), tuple(b.shape[:-2])
+    if not all(m == n or 1 in (m, n) for m, n in zip(ba[::-1], bb[::-1], strict=False)):
+        raise ShapeError(
+            f"matmul: the batch axes of {a.shape} and {b.shape}, {ba} and {bb}, do not "
+            "broadcast; they must be equal or 1 (e.g. (B, H, T, d) @ (B, H, d, S))"
+        )
     return MatMul.apply(a, b)
 
 
 def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     """x (..., d_in) @ weight (d_in, d_out) + bias (d_out,)."""
-    if weight.ndim != 2 or x.shape[-1] != weight.shape[0]:
+    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[0]:
         raise ShapeError(
             f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape}: "
             f"the input's last axis must be d_in = weight.shape[0]"
+        )
+    if not backend.dtype_name(x.dtype).startswith("float"):
+        raise DTypeError(
+            f"linear: input has dtype {backend.dtype_name(x.dtype)}, need a float dtype; "
+            "token ids go through an Embedding first, other data through x.astype('float32')"
         )
     if bias is not None and tuple(bias.shape) != (weight.shape[1],):
         raise ShapeError(f"linear: bias has shape {bias.shape}, need ({weight.shape[1]},)")

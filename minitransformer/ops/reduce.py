@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ShapeError
 from ..function import Function
 from ..tensor import Tensor
 
@@ -19,7 +20,10 @@ def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     for a in axes:
         if not -ndim <= a < ndim:
-            raise ValueError(f"reduction axis {a} is out of range for an array of rank {ndim}")
+            raise ShapeError(
+                f"reduction axis {a} is out of range for an array of rank {ndim}; "
+                f"use an axis in [-{ndim}, {ndim - 1}] (or axis=None for all)"
+            )
     return tuple(a % ndim for a in axes)
 
 
