@@ -8,8 +8,10 @@
     minitransformer plot --run runs/translate
     minitransformer bench --compare torch
 
-A user's mistake (unknown task, bad value, unreadable file) ends with exit status 2, a
-one-line reason and the usage; a traceback only with ``--debug``.
+A user's mistake (unknown task, bad value, unreadable or corrupted file) ends with exit
+status 2, a one-line reason and the usage; a training run that diverges (NaN/Inf) ends with
+status 1 and says where to resume; Ctrl-C ends with 130. A traceback only with ``--debug``
+(before or after the command: ``minitransformer train copy --debug``).
 """
 
 from __future__ import annotations
@@ -17,9 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from pathlib import Path
+from typing import Any
 
-from .errors import MiniTransformerError
+from .errors import MiniTransformerError, TrainingError
 
 TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es")
 
@@ -54,7 +58,30 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _key_value(text: str) -> tuple[str, Any]:
+    """KEY=VALUE with VALUE read as int, float, true/false/none, or else a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    low = raw.strip().lower()
+    value: Any = {"true": True, "false": False, "none": None}.get(low, raw.strip())
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                value = kind(raw)
+                break
+            except ValueError:
+                pass
+    return key.strip().replace("-", "_"), value
+
+
 def build_parser() -> argparse.ArgumentParser:
+    # --debug works before the command and after it (SUPPRESS: a sub-command's default
+    # must not overwrite the value given before the command).
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
+    )
     parser = argparse.ArgumentParser(
         prog="minitransformer",
         description="The Transformer of 'Attention Is All You Need', from scratch on NumPy.",
@@ -62,31 +89,50 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    train = sub.add_parser("train", help="train a model on a task")
+    train = sub.add_parser("train", help="train a model on a task", parents=[debug])
     train.add_argument("task", nargs="?", choices=TASKS, help="what to learn")
     train.add_argument("--preset", choices=("tiny", "small", "base", "big"))
-    train.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    train.add_argument("--device", help="cpu (default), cuda or cuda:N")
     train.add_argument("--steps", type=_positive_int)
     train.add_argument("--batch-size", type=_positive_int)
     train.add_argument("--warmup", type=_positive_int, help="warm-up steps of the schedule")
     train.add_argument("--lr", type=_positive_float, help="peak learning rate")
     train.add_argument("--dropout", type=_probability)
-    train.add_argument("--label-smoothing", type=_probability, default=0.1)
-    train.add_argument("--seed", type=int, default=0)
+    train.add_argument("--label-smoothing", type=_probability, help="default 0.1")
+    train.add_argument("--clip-norm", type=_positive_float, help="gradient clipping (default 1)")
+    train.add_argument("--seed", type=int, help="default 0")
     train.add_argument("--out", help="run directory (default runs/TASK)")
-    train.add_argument("--eval-every", type=_positive_int, default=500)
-    train.add_argument("--checkpoint-every", type=_positive_int, default=500)
+    train.add_argument("--log-every", type=_positive_int, help="default 50")
+    train.add_argument("--eval-every", type=_positive_int, help="default 500")
+    train.add_argument("--eval-samples", type=_positive_int, help="default 200")
+    train.add_argument("--checkpoint-every", type=_positive_int, help="default 500")
+    train.add_argument(
+        "--final-eval-samples", type=_positive_int, help="test sentences at the end (1000)"
+    )
+    train.add_argument(
+        "--model", metavar="KEY=VALUE", type=_key_value, action="append", default=[],
+        help="override a model size, e.g. --model d_model=32 --model N=1",
+    )  # fmt: skip
+    train.add_argument(
+        "--knob", metavar="KEY=VALUE", type=_key_value, action="append", default=[],
+        help="a task knob, e.g. --knob n_train=2000 --knob max_len=8",
+    )  # fmt: skip
     train.add_argument("--resume", metavar="RUN", help="continue the run in this directory")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
+    train.add_argument("--no-plots", action="store_true", help="skip plots/*.png at the end")
 
-    tr = sub.add_parser("translate", help="translate sentences with a trained checkpoint")
+    tr = sub.add_parser(
+        "translate", help="translate sentences with a trained checkpoint", parents=[debug]
+    )
     tr.add_argument("--checkpoint", required=True, help="a run directory or checkpoint .npz")
     tr.add_argument("--beam", type=_positive_int, default=1, help="beam size (1 = greedy)")
     tr.add_argument("--alpha", type=float, default=0.6, help="length penalty (beam search)")
     tr.add_argument("--device", default="cpu")
     tr.add_argument("sentences", nargs="*", help="sentences (default: one per line on stdin)")
 
-    ev = sub.add_parser("evaluate", help="BLEU / exact match on the held-out split")
+    ev = sub.add_parser(
+        "evaluate", help="BLEU / exact match on the held-out split", parents=[debug]
+    )
     ev.add_argument("--checkpoint", required=True)
     ev.add_argument("--split", choices=("valid", "test"), default="test")
     ev.add_argument("--samples", type=_positive_int, help="only the first N sentences")
@@ -94,10 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--alpha", type=float, default=0.6)
     ev.add_argument("--device", default="cpu")
 
-    pl = sub.add_parser("plot", help="draw the curves of a run into RUN/plots")
+    pl = sub.add_parser("plot", help="draw the curves of a run into RUN/plots", parents=[debug])
     pl.add_argument("--run", required=True)
 
-    bench = sub.add_parser("bench", help="time training steps (and PyTorch side by side)")
+    bench = sub.add_parser(
+        "bench", help="time training steps (and PyTorch side by side)", parents=[debug]
+    )
     bench.add_argument("--preset", action="append", choices=("tiny", "small", "base"))
     bench.add_argument("--compare", choices=("torch",))
     bench.add_argument("--device", default="cpu")
@@ -107,22 +155,63 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit status (also for argparse's own errors)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0) or a usage error (2), already printed
+        return done.code if isinstance(done.code, int) else 2
     if args.command is None:
-        parser.print_help()
+        parser.print_usage(sys.stderr)
+        print(
+            "minitransformer: error: a COMMAND is needed: train, translate, evaluate, plot or "
+            "bench (minitransformer --help lists them)",
+            file=sys.stderr,
+        )
         return 2
     try:
-        return _run(args, parser)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = _show_warning  # restored when the block ends
+            return _run(args, parser)
+    except SystemExit as done:  # parser.error() inside a command: usage already printed
+        return done.code if isinstance(done.code, int) else 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        if args.debug:
+            raise
+        print("minitransformer: interrupted", file=sys.stderr)
         return 130
+    except TrainingError as err:
+        if args.debug:
+            raise
+        print(f"minitransformer: error: {_one_line(err)}", file=sys.stderr)
+        return 1
     except (MiniTransformerError, OSError, ValueError) as err:
         if args.debug:
             raise
-        parser.print_usage(sys.stderr)
-        print(f"minitransformer: error: {err}", file=sys.stderr)
+        _subparser(parser, args.command).print_usage(sys.stderr)
+        print(f"minitransformer {args.command}: error: {_one_line(err)}", file=sys.stderr)
         return 2
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """Warnings (truncated input, unknown words) as one plain line, not a source excerpt."""
+    del category, filename, lineno, file, line
+    print(f"minitransformer: warning: {message}", file=sys.stderr)
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        text = f"{err.filename}: {err.strerror}"  # not "[Errno 2] No such file ..."
+    return text
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    for action in parser._subparsers._group_actions if parser._subparsers else ():
+        if command in getattr(action, "choices", {}):
+            return action.choices[command]
+    return parser
 
 
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -147,42 +236,54 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     raise AssertionError(args.command)
 
 
+# train options -> TrainConfig fields (None: not given on the command line)
+_TRAIN_FIELDS = {
+    "preset": "preset", "steps": "steps", "batch_size": "batch_size", "warmup": "warmup",
+    "lr": "peak_lr", "dropout": "dropout", "label_smoothing": "label_smoothing",
+    "clip_norm": "clip_norm", "seed": "seed", "device": "device", "out": "out",
+    "log_every": "log_every", "eval_every": "eval_every", "eval_samples": "eval_samples",
+    "checkpoint_every": "checkpoint_every", "final_eval_samples": "final_eval_samples",
+}  # fmt: skip
+
+
 def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .train import TrainConfig, Trainer
 
+    given = {
+        field: getattr(args, name)
+        for name, field in _TRAIN_FIELDS.items()
+        if getattr(args, name) is not None
+    }
+    given["progress"] = not args.no_progress
+    if args.no_plots:
+        given["plots"] = False
+    if args.model:
+        given["model_overrides"] = dict(args.model)
+    if args.knob:
+        given["task_knobs"] = dict(args.knob)
     if args.resume:
-        run = Path(args.resume)
-        if not run.exists():
-            raise FileNotFoundError(f"--resume {run}: no such run directory or checkpoint")
-        changes = {"progress": not args.no_progress}
-        if args.steps:
-            changes["steps"] = args.steps
-        trainer = Trainer.resume(run, **changes)
+        run = _checkpoint_path("--resume", args.resume)
+        if args.task is not None:
+            given["task"] = args.task
+        trainer = Trainer.resume(run, **given)
+        if trainer.step >= trainer.cfg.steps:
+            print(
+                f"the run is already at step {trainer.step} of {trainer.cfg.steps}; pass "
+                "--steps N to train longer (re-running the final evaluation now)",
+                file=sys.stderr,
+            )
     else:
         if args.task is None:
-            parser.error("train needs a TASK (or --resume RUN)")
-        cfg = TrainConfig(
-            task=args.task,
-            preset=args.preset,
-            steps=args.steps,
-            batch_size=args.batch_size,
-            warmup=args.warmup,
-            peak_lr=args.lr,
-            dropout=args.dropout,
-            label_smoothing=args.label_smoothing,
-            seed=args.seed,
-            device=args.device,
-            out=args.out or f"runs/{args.task}",
-            eval_every=args.eval_every,
-            checkpoint_every=args.checkpoint_every,
-            progress=not args.no_progress,
-        )
-        trainer = Trainer(cfg)
+            _subparser(parser, "train").error("train needs a TASK (or --resume RUN)")
+        given.setdefault("out", f"runs/{args.task}")
+        trainer = Trainer(TrainConfig(task=args.task, **given))
     print(trainer.task.summary(), file=sys.stderr)
     print(
         f"model: {trainer.model.extra_repr()}, {trainer.model.num_parameters():,} parameters,"
-        f" device {trainer.cfg.device}",
+        f" device {trainer.cfg.device}"
+        + (f", resuming at step {trainer.step}" if args.resume else ""),
         file=sys.stderr,
+        flush=True,
     )
     result = trainer.train()
     if result.get("interrupted"):
@@ -192,11 +293,37 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
+def _checkpoint_path(flag: str, text: str) -> Path:
+    """A run directory or a checkpoint file given on the command line, checked for the
+    mistakes a user makes (a typo, a run that has not saved yet) before anything loads."""
+    path = Path(text)
+    if not path.exists():
+        raise FileNotFoundError(f"{flag} {text}: no such run directory or checkpoint file")
+    if path.is_dir() and not (path / "checkpoint.npz").exists():
+        raise FileNotFoundError(
+            f"{flag} {text}: this directory holds no checkpoint.npz (is it the --out "
+            "directory of `minitransformer train`, and did the run save a checkpoint?)"
+        )
+    return path
+
+
+def _sentences(args: argparse.Namespace) -> list[str]:
+    """The sentences to translate: the arguments, else one per line on stdin."""
+    if args.sentences:
+        return list(args.sentences)
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")  # undecodable bytes become U+FFFD (-> UNK)
+    if sys.stdin.isatty():
+        print("reading sentences from stdin, one per line (Ctrl-D ends)", file=sys.stderr)
+    return [line.rstrip("\r\n") for line in sys.stdin]
+
+
 def _translate(args: argparse.Namespace) -> int:
     from .translator import Translator
 
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
-    sentences = args.sentences or [line.rstrip("\n") for line in sys.stdin]
+    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    translator = Translator.from_checkpoint(path, device=args.device)
+    sentences = _sentences(args)
     for line in translator.translate(sentences, beam_size=args.beam, alpha=args.alpha):
         print(line)
     return 0
@@ -205,7 +332,8 @@ def _translate(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from .translator import Translator
 
-    translator = Translator.from_checkpoint(args.checkpoint, device=args.device)
+    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    translator = Translator.from_checkpoint(path, device=args.device)
     metrics = translator.evaluate(args.split, args.samples, beam_size=args.beam, alpha=args.alpha)
     print(json.dumps(metrics, indent=2))
     return 0
@@ -218,8 +346,7 @@ def _plot(args: argparse.Namespace) -> int:
     log = run / "metrics.jsonl"
     if not log.exists():
         raise FileNotFoundError(f"--run {run}: no metrics.jsonl there (is it a run directory?)")
-    path = viz.plot_training_curves(log, path=run / "plots" / "curves.png")
-    del path
+    viz.plot_training_curves(log, path=run / "plots" / "curves.png")
     print(f"wrote {run / 'plots' / 'curves.png'}")
     return 0
 

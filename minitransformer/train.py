@@ -23,7 +23,9 @@ import math
 import platform
 import signal
 import sys
+import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +80,8 @@ class TrainConfig:
     final_eval_samples: int | None = 1000  # None: the whole split
     task_knobs: dict[str, Any] = field(default_factory=dict)
     model_overrides: dict[str, Any] = field(default_factory=dict)
-    progress: bool = True
+    progress: bool = True  # a tqdm bar; without it, one plain line per log step on stderr
+    plots: bool = True  # draw plots/*.png at the end (matplotlib; a few seconds)
 
     def resolved(self) -> TrainConfig:
         """A copy with every ``None`` replaced by the task's default."""
@@ -90,12 +93,35 @@ class TrainConfig:
         for key, value in TASK_DEFAULTS[self.task].items():
             if getattr(out, key) is None:
                 setattr(out, key, value)
-        for key in ("steps", "batch_size", "warmup", "log_every", "eval_every"):
-            if getattr(out, key) <= 0:
-                raise ConfigError(f"{key} must be positive, got {getattr(out, key)}")
-        if not 0 < out.peak_lr < 1:
-            raise ConfigError(f"peak_lr must be in (0, 1), got {out.peak_lr}")
+        positive = ("steps", "batch_size", "warmup", "log_every", "eval_every",
+                    "eval_samples", "checkpoint_every")  # fmt: skip
+        for key in positive:
+            value = getattr(out, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"{key} must be a positive integer, got {value!r}")
+        if not isinstance(out.peak_lr, (int, float)) or not 0 < out.peak_lr < 1:
+            raise ConfigError(f"peak_lr must be in (0, 1), got {out.peak_lr!r}")
+        if not 0 <= out.label_smoothing < 1:
+            raise ConfigError(f"label_smoothing must be in [0, 1), got {out.label_smoothing!r}")
+        if out.dropout is not None and not 0 <= out.dropout < 1:
+            raise ConfigError(f"dropout must be in [0, 1), got {out.dropout!r}")
+        if out.clip_norm is not None and not out.clip_norm > 0:
+            raise ConfigError(
+                f"clip_norm must be positive (or None: no clipping), got {out.clip_norm!r}"
+            )
+        if out.final_eval_samples is not None and out.final_eval_samples <= 0:
+            raise ConfigError(
+                f"final_eval_samples must be positive or None, got {out.final_eval_samples!r}"
+            )
+        backend.normalize_device(out.device)  # DeviceError for a name that is no device
         return out
+
+
+# Options a resumed run may change; every other one is part of what the checkpoint is.
+RESUMABLE = frozenset(
+    {"steps", "progress", "plots", "device", "out", "log_every", "eval_every", "eval_samples",
+     "checkpoint_every", "final_eval_split", "final_eval_samples"}
+)  # fmt: skip
 
 
 class Trainer:
@@ -127,11 +153,16 @@ class Trainer:
         self.losses: list[float] = []  # one per step: the curve a resumed run must reproduce
         self.out = Path(cfg.out)
         self.elapsed = 0.0  # training seconds over all sessions of this run
+        self.checkpoint_step: int | None = None  # step of the last checkpoint written
         self._stop_requested = False
 
     # ------------------------------------------------------------------ one step
     def train_step(self, batch) -> float:
-        """Forward, backward, clip, update. Returns the loss (per non-pad target token)."""
+        """Forward, backward, clip, update. Returns the loss (per non-pad target token).
+
+        A NaN/Inf loss or gradient norm raises TrainingError *before* the update, so the
+        weights (and every checkpoint on disk) stay as they were.
+        """
         dev = self.cfg.device
         src = backend.asarray(batch.src, device=dev)
         tgt_in = backend.asarray(batch.tgt_in, device=dev)
@@ -149,25 +180,44 @@ class Trainer:
         value = loss.item()
         norm = clip_grad_norm(self.optimizer.params, self.cfg.clip_norm or math.inf)
         if not (math.isfinite(value) and math.isfinite(norm)):
+            self.optimizer.zero_grad()
             raise TrainingError(
                 f"step {self.step + 1}: the loss is {value} and the gradient norm {norm}; "
-                f"training stopped before updating the weights. The last good checkpoint "
-                f"({self.out / 'checkpoint.npz'}) is intact: lower --lr or raise --warmup, "
-                "then resume."
+                f"training stopped before updating the weights. {self._last_good()}"
             )
         self.optimizer.step()  # the n-th update uses lr_at(n) ...
         self.schedule.step()  # ... then the schedule sets the next step's lr
         return value
 
+    def _last_good(self) -> str:
+        """Where the run can go on from, for the message of a TrainingError."""
+        fix = "lower --lr, raise --warmup or set --clip-norm"
+        if self.checkpoint_step is None:
+            return f"No checkpoint was saved yet; {fix} and start again."
+        return (
+            f"The last good checkpoint, {self.out / 'checkpoint.npz'} (step "
+            f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
+            f"minitransformer train --resume {self.out}"
+        )
+
     # ------------------------------------------------------------------ the loop
     def train(self) -> dict[str, Any]:
-        """Train to ``cfg.steps``; evaluate, log and checkpoint along the way."""
+        """Train to ``cfg.steps``; evaluate, log and checkpoint along the way.
+
+        Ctrl-C (SIGINT) finishes the current step, saves a checkpoint, prints the command
+        that resumes, and returns ``{"interrupted": True, "step": ...}``; a second Ctrl-C
+        stops at once (KeyboardInterrupt; the last checkpoint on disk stays intact).
+        """
         from tqdm.auto import tqdm
 
         cfg = self.cfg
+        if self.out.exists() and not self.out.is_dir():
+            raise ConfigError(f"out {str(self.out)!r} is a file; pass a directory for the run")
         self.out.mkdir(parents=True, exist_ok=True)
         log = open(self.out / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
-        previous = signal.signal(signal.SIGINT, self._on_sigint)
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, self._on_sigint) if main_thread else None
+        self._stop_requested = False
         bar = tqdm(
             total=cfg.steps, initial=self.step, disable=not cfg.progress, unit="step",
             desc=f"{cfg.task}", dynamic_ncols=True, file=sys.stderr,
@@ -193,9 +243,14 @@ class Trainer:
                     self._log(log, record)
                     bar.set_postfix(loss=f"{value:.3f}", lr=f"{self.optimizer.lr:.2e}",
                                     tok_s=f"{record['tokens_per_s']:.0f}")  # fmt: skip
+                    self._say(
+                        f"step {self.step}/{cfg.steps}  loss {value:.4f}  "
+                        f"lr {self.optimizer.lr:.2e}  {record['tokens_per_s']:.0f} tok/s"
+                    )
                 if self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                     metrics = self.evaluate("valid", cfg.eval_samples)
                     self._log(log, dict(step=self.step, split="valid", **metrics))
+                    self._say(f"step {self.step} valid  " + _fmt(metrics))
                 if self.step % cfg.checkpoint_every == 0:
                     self.save()
                 if self._stop_requested:
@@ -205,14 +260,21 @@ class Trainer:
                         f"\nInterrupted at step {self.step}; checkpoint saved. Resume with:\n"
                         f"  minitransformer train --resume {self.out}",
                         file=sys.stderr,
+                        flush=True,
                     )
                     return {"interrupted": True, "step": self.step}
         finally:
-            signal.signal(signal.SIGINT, previous)
+            if main_thread:
+                signal.signal(signal.SIGINT, previous)
             bar.close()
             log.close()
         self.save()
         return self.finish()
+
+    def _say(self, line: str) -> None:
+        """A plain progress line on stderr when there is no progress bar (logs, CI, pipes)."""
+        if not self.cfg.progress:
+            print(line, file=sys.stderr, flush=True)
 
     def finish(self) -> dict[str, Any]:
         """Final evaluation on the held-out split, the result card and the plots."""
@@ -235,7 +297,8 @@ class Trainer:
             hardware=_hardware(cfg.device),
         )
         (self.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
-        self.plot()
+        if cfg.plots:
+            self.plot()
         return result
 
     def _mean_tokens_per_s(self) -> float:
@@ -245,27 +308,39 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str = "valid", samples: int | None = None) -> dict[str, float]:
-        """Loss and token accuracy (teacher forcing) and greedy exact-match / BLEU."""
+        """Loss and token accuracy (teacher forcing) and greedy exact-match / BLEU.
+
+        Leaves the training run untouched: the dropout generator's state is restored
+        afterwards, so a run with evaluations draws the same masks as one without.
+        """
         pairs = self.task.splits[split][: samples or None]
         refs = self.task.references(split)[: len(pairs)]
+        generator = backend.default_generator(self.cfg.device)
+        rng_state = generator.state()
+        was_training = self.model.training
         self.model.eval()
         total, correct, count, hyps = 0.0, 0, 0, []
-        with no_grad():
-            for start in range(0, len(pairs), 100):
-                batch = make_batch(pairs[start : start + 100])
-                src = backend.asarray(batch.src, device=self.cfg.device)
-                logits = self.model(src, backend.asarray(batch.tgt_in, device=self.cfg.device))
-                target = backend.asarray(batch.tgt_out, device=self.cfg.device)
-                loss = F.cross_entropy(
-                    logits, target, ignore_index=self.model_cfg.pad_id, reduction="sum"
-                )
-                total += loss.item()
-                pred = backend.to_numpy(logits.data).argmax(-1)
-                mask = batch.tgt_out != self.model_cfg.pad_id
-                correct += int(((pred == batch.tgt_out) & mask).sum())
-                count += int(mask.sum())
-                for ids in greedy_decode(self.model, src, max_len=self.task.max_len + 1):
-                    hyps.append(self.task.detokenize(ids))
+        try:
+            with no_grad():
+                for start in range(0, len(pairs), 100):
+                    batch = make_batch(pairs[start : start + 100])
+                    src = backend.asarray(batch.src, device=self.cfg.device)
+                    tgt_in = backend.asarray(batch.tgt_in, device=self.cfg.device)
+                    logits = self.model(src, tgt_in)
+                    target = backend.asarray(batch.tgt_out, device=self.cfg.device)
+                    loss = F.cross_entropy(
+                        logits, target, ignore_index=self.model_cfg.pad_id, reduction="sum"
+                    )
+                    total += loss.item()
+                    pred = backend.to_numpy(logits.data).argmax(-1)
+                    mask = batch.tgt_out != self.model_cfg.pad_id
+                    correct += int(((pred == batch.tgt_out) & mask).sum())
+                    count += int(mask.sum())
+                    for ids in greedy_decode(self.model, src, max_len=self.task.max_len + 1):
+                        hyps.append(self.task.detokenize(ids))
+        finally:
+            self.model.train(was_training)
+            generator.set_state(rng_state)
         metrics = dict(
             loss=total / max(count, 1),
             token_acc=correct / max(count, 1),
@@ -277,8 +352,18 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: Path | None = None) -> Path:
-        """Model, optimizer, schedule, data position, RNG and log state in one atomic file."""
-        arrays = {f"model.{k}": backend.to_numpy(v) for k, v in self.model.state_dict().items()}
+        """Model, optimizer, schedule, data position, RNG and log state in one atomic file.
+
+        Refuses (TrainingError) to overwrite a checkpoint with non-finite weights.
+        """
+        state = self.model.state_dict()
+        bad = [k for k, v in state.items() if not _finite(v)]
+        if bad:
+            raise TrainingError(
+                f"step {self.step}: weights {bad[:3]} hold NaN or Inf, so no checkpoint was "
+                f"written. {self._last_good()}"
+            )
+        arrays = {f"model.{k}": backend.to_numpy(v) for k, v in state.items()}
         opt_arrays, opt_meta = self.optimizer.state_dict()
         arrays.update({f"optim.{k}": backend.to_numpy(v) for k, v in opt_arrays.items()})
         meta = dict(
@@ -294,54 +379,110 @@ class Trainer:
             stream=self.stream.state_dict(),
             rng=backend.default_generator(self.cfg.device).state(),
         )
-        return checkpoint.save_checkpoint(path or self.out / "checkpoint.npz", arrays, meta)
+        written = checkpoint.save_checkpoint(path or self.out / "checkpoint.npz", arrays, meta)
+        if path is None:
+            self.checkpoint_step = self.step
+        return written
 
     @classmethod
     def resume(cls, run: str | Path, **changes: Any) -> Trainer:
-        """A Trainer that continues the run in directory ``run`` (or a checkpoint file)."""
+        """A Trainer that continues the run in directory ``run`` (or a checkpoint file).
+
+        ``changes`` may set the options in RESUMABLE (``steps`` to train longer, ``device``
+        to continue on another device, ...); the run goes on writing next to its checkpoint
+        unless ``out`` is given. Changing anything else (task, model, seed, batch size,
+        learning rate ...) raises CheckpointError naming each difference: that would be a
+        different run.
+        """
         path = Path(run)
         path = path / "checkpoint.npz" if path.is_dir() else path
         arrays, meta = checkpoint.load_checkpoint(path)
         if meta.get("kind") != "minitransformer-train":
-            raise checkpoint.CheckpointError(f"{path}: not a training checkpoint of this library")
-        cfg = TrainConfig(**{**meta["train_config"], **changes})
-        trainer = cls(cfg)
-        checkpoint.check_config(meta["model_config"], trainer.model_cfg.to_dict())
-        model_state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
-        trainer.model.load_state_dict(
-            {k: backend.asarray(v, device=cfg.device) for k, v in model_state.items()}
-        )
-        opt_state = {
-            k[6:]: backend.asarray(v, device=cfg.device)
-            for k, v in arrays.items()
-            if k.startswith("optim.")
-        }
-        trainer.optimizer.load_state_dict(opt_state, meta["optimizer"])
-        trainer.schedule.load_state_dict(meta["schedule"])
-        trainer.stream.load_state_dict(meta["stream"])
-        backend.default_generator(cfg.device).set_state(meta["rng"])
-        trainer.step, trainer.losses = meta["step"], list(meta["losses"])
-        trainer.elapsed = meta["elapsed"]
+            raise checkpoint.CheckpointError(
+                f"cannot resume from {path}: it is not a training checkpoint of this library "
+                "(no kind 'minitransformer-train'); pass the run directory of "
+                "`minitransformer train`"
+            )
+        try:
+            stored = dict(meta["train_config"])
+            known = {f.name for f in dataclasses.fields(TrainConfig)}
+            unknown = sorted(set(stored) - known)
+            if unknown:
+                raise checkpoint.CheckpointError(
+                    f"cannot resume from {path}: it has training options this version does "
+                    f"not know ({', '.join(unknown)}); resume it with the version that wrote it"
+                )
+            bad = sorted(set(changes) - known)
+            if bad:
+                raise ConfigError(f"resume: unknown option(s) {bad}; valid: {sorted(known)}")
+            changes = {k: v for k, v in changes.items() if k in RESUMABLE or v is not None}
+            differ = [
+                f"{k} (checkpoint {stored.get(k)!r}, given {v!r})"
+                for k, v in changes.items()
+                if k not in RESUMABLE and stored.get(k) != v
+            ]  # task, model, data, seed, optimisation: what makes the run this run
+            if differ:
+                raise checkpoint.CheckpointError(
+                    f"cannot resume {path} with other settings: {'; '.join(differ)}. Fix: "
+                    "leave these options out to continue the run as it was, or start a new "
+                    "run in another directory (--out)"
+                )
+            changes.setdefault("out", str(path.parent))
+            cfg = TrainConfig(**{**stored, **changes})
+            trainer = cls(cfg)
+            checkpoint.check_config(meta["model_config"], trainer.model_cfg.to_dict(), path=path)
+            dev = trainer.cfg.device
+            model_state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+            trainer.model.load_state_dict(
+                {k: backend.asarray(v, device=dev) for k, v in model_state.items()}
+            )
+            opt_state = {
+                k[6:]: backend.asarray(v, device=dev)
+                for k, v in arrays.items()
+                if k.startswith("optim.")
+            }
+            trainer.optimizer.load_state_dict(opt_state, meta["optimizer"])
+            trainer.schedule.load_state_dict(meta["schedule"])
+            trainer.stream.load_state_dict(meta["stream"])
+            backend.default_generator(dev).set_state(meta["rng"])
+            trainer.step, trainer.losses = int(meta["step"]), list(meta["losses"])
+            trainer.elapsed = float(meta["elapsed"])
+        except KeyError as err:
+            raise checkpoint.CheckpointError(
+                f"cannot resume from {path}: the checkpoint lacks {err} (an incomplete or "
+                "foreign training checkpoint); resume from a file written by Trainer.save"
+            ) from None
+        trainer.checkpoint_step = trainer.step if path == trainer.out / "checkpoint.npz" else None
+        trainer.out.mkdir(parents=True, exist_ok=True)
         _truncate_log(trainer.out / "metrics.jsonl", trainer.step)
         return trainer
 
     # ------------------------------------------------------------------ helpers
     def plot(self) -> None:
-        """Loss/accuracy curves and the learning-rate schedule, into ``out/plots``."""
+        """Loss/accuracy curves and the learning-rate schedule, into ``out/plots``.
+
+        A figure that cannot be drawn gives a warning, never a failed run.
+        """
         try:
             from . import viz
         except ImportError:  # matplotlib is optional
             return
         plots = self.out / "plots"
-        viz.plot_training_curves(self.out / "metrics.jsonl", path=plots / "curves.png")
-        steps = list(range(1, self.cfg.steps + 1))
-        viz.plot_lr_schedule(steps, [self.schedule.lr_at(s) for s in steps],
-                             path=plots / "lr_schedule.png")  # fmt: skip
+        try:
+            viz.plot_training_curves(self.out / "metrics.jsonl", path=plots / "curves.png")
+            steps = list(range(1, self.cfg.steps + 1))
+            viz.plot_lr_schedule(steps, [self.schedule.lr_at(s) for s in steps],
+                                 path=plots / "lr_schedule.png")  # fmt: skip
+        except Exception as err:  # noqa: BLE001 - the run's result is already written
+            warnings.warn(f"could not draw the plots in {plots}: {err}", stacklevel=2)
 
     def _on_sigint(self, signum, frame) -> None:  # noqa: ARG002
         if self._stop_requested:  # a second Ctrl-C: stop now
             raise KeyboardInterrupt
         self._stop_requested = True
+        if not self.cfg.progress:
+            print("\nCtrl-C: finishing this step, then saving a checkpoint (Ctrl-C again to "
+                  "stop at once)", file=sys.stderr, flush=True)  # fmt: skip
 
     @staticmethod
     def _log(handle, record: dict[str, Any]) -> None:
@@ -349,10 +490,29 @@ class Trainer:
         handle.flush()
 
 
+def _finite(a: Any) -> bool:
+    """True when array ``a`` holds no NaN or Inf (one device sync)."""
+    xp = backend.namespace(a)
+    return bool(xp.all(xp.isfinite(a)))
+
+
+def _fmt(metrics: dict[str, float]) -> str:
+    return "  ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The records of a metrics log; a line cut short by a crash is skipped."""
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
 
 
 def _truncate_log(path: Path, step: int) -> None:

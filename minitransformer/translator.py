@@ -4,8 +4,10 @@
     t.translate(["the small dog sees a cat"], beam_size=4)  # -> list of output texts
     t.evaluate("test", beam_size=4)                         # BLEU / exact match
 
-Input text is handled gracefully: empty strings give empty outputs, unknown words become
-the UNK token, and inputs longer than the model's max_len are truncated with a warning.
+Input text is handled gracefully: empty (or blank) strings give empty outputs, unknown
+words and characters become the UNK token (with a warning that counts them), and inputs
+longer than the model's max_len are truncated with a warning. A single string in gives a
+single string out.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from .data.batching import pad
 from .data.metrics import bleu, exact_match
 from .data.tasks import make_task, tokenizer_from_dict
 from .decode import beam_search, greedy_decode
-from .errors import CheckpointError
+from .errors import CheckpointError, MiniTransformerError
 from .nn import Transformer
 
 
@@ -42,53 +44,115 @@ class Translator:
                 f"{path}: this checkpoint has no model config or tokenizer; it was not written "
                 "by `minitransformer train`"
             )
-        cfg = TransformerConfig.from_dict(meta["model_config"])
-        model = Transformer(cfg)
-        state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
-        model.load_state_dict({k: backend.asarray(v) for k, v in state.items()})
-        model.to(device)
-        return cls(model, tokenizer_from_dict(meta["tokenizer"]), meta)
+        try:
+            cfg = TransformerConfig.from_dict(meta["model_config"])
+            tokenizer = tokenizer_from_dict(meta["tokenizer"])
+            model = Transformer(cfg)
+            state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+            model.load_state_dict({k: backend.asarray(v) for k, v in state.items()})
+        except (MiniTransformerError, KeyError, TypeError, ValueError) as err:
+            if isinstance(err, CheckpointError):
+                raise
+            raise CheckpointError(
+                f"{path}: its weights, model config and tokenizer do not fit together ({err}); "
+                "the file was edited or written by another version: retrain or use another "
+                "checkpoint"
+            ) from err
+        if len(tokenizer) > cfg.src_vocab:
+            raise CheckpointError(
+                f"{path}: the tokenizer has {len(tokenizer)} tokens but the model only "
+                f"{cfg.src_vocab} embeddings; the checkpoint's parts do not belong together"
+            )
+        model.to(device)  # weights are loaded on the host: any saving device loads anywhere
+        return cls(model, tokenizer, meta)
+
+    def tokenize(self, text: str) -> list[int]:
+        """One text -> ids, cut to the model's max_len (with a warning); blank -> []."""
+        if not isinstance(text, str):
+            raise TypeError(
+                f"translate: sentences must be str, got {type(text).__name__} ({text!r:.40}); "
+                "pass a list of texts"
+            )
+        text = text.strip()
+        ids = self.tokenizer.tokenize(text) if text else []
+        limit = self.model.cfg.max_len
+        if len(ids) > limit:
+            warnings.warn(
+                f"input of {len(ids)} tokens is longer than the model's max_len {limit}; "
+                f"it was truncated to the first {limit} tokens",
+                stacklevel=4,
+            )
+            ids = ids[:limit]
+        return ids
 
     def encode_batch(self, sentences: list[str]) -> Any:
-        """Texts -> a padded (B, S) id array on the model's device (truncating if needed)."""
-        limit = self.model.cfg.max_len
-        rows = []
-        for text in sentences:
-            ids = self.tokenizer.tokenize(text.strip()) if text.strip() else []
-            if len(ids) > limit:
-                warnings.warn(
-                    f"input of {len(ids)} tokens is longer than the model's max_len {limit}; "
-                    f"it was truncated to the first {limit} tokens",
-                    stacklevel=3,
-                )
-                ids = ids[:limit]
-            rows.append(ids or [self.model.cfg.pad_id])
+        """Texts -> a padded (B, S) id array on the model's device (truncating if needed).
+
+        A blank text becomes one PAD (the model needs a position); its output is "".
+        """
+        rows = [self.tokenize(text) or [self.model.cfg.pad_id] for text in sentences]
         return backend.asarray(pad(rows), device=self.model.device)
 
     def translate(
-        self, sentences: list[str], beam_size: int = 1, alpha: float = 0.6, batch_size: int = 64
-    ) -> list[str]:
-        """Translate texts; an empty input gives an empty output."""
+        self,
+        sentences: list[str] | str,
+        beam_size: int = 1,
+        alpha: float = 0.6,
+        batch_size: int = 64,
+    ) -> list[str] | str:
+        """Translate texts (a list, or one string -> one string); blank input -> "".
+
+        Words and characters the tokenizer does not know become UNK, with one warning
+        that counts them.
+        """
+        if isinstance(sentences, str):
+            return self.translate([sentences], beam_size, alpha, batch_size)[0]
+        if beam_size < 1 or batch_size < 1:
+            raise ValueError(f"translate: beam_size ({beam_size}) and batch_size "
+                             f"({batch_size}) must be >= 1")  # fmt: skip
+        sentences = list(sentences)
         outputs: list[str] = []
+        unknown = 0
         for start in range(0, len(sentences), batch_size):
             chunk = sentences[start : start + batch_size]
-            src = self.encode_batch(chunk)
-            if beam_size > 1:
-                ids = beam_search(self.model, src, beam_size, alpha)
-            else:
-                ids = greedy_decode(self.model, src)
+            rows = [self.tokenize(text) for text in chunk]
+            unknown += sum(row.count(self.tokenizer.unk_id) for row in rows)
+            keep = [i for i, row in enumerate(rows) if row]  # blank inputs are not decoded
+            ids: list[list[int]] = [[] for _ in chunk]
+            if keep:
+                src = backend.asarray(pad([rows[i] for i in keep]), device=self.model.device)
+                if beam_size > 1:
+                    decoded = beam_search(self.model, src, beam_size, alpha)
+                else:
+                    decoded = greedy_decode(self.model, src)
+                for i, seq in zip(keep, decoded, strict=True):
+                    ids[i] = seq
             outputs += [
-                self.tokenizer.detokenize(seq) if text.strip() else ""
-                for text, seq in zip(chunk, ids, strict=True)
+                self.tokenizer.detokenize(seq) if row else ""
+                for row, seq in zip(rows, ids, strict=True)
             ]
+        if unknown:
+            warnings.warn(
+                f"{unknown} token(s) of the input are not in the model's vocabulary of "
+                f"{len(self.tokenizer)}; they were read as <unk>",
+                stacklevel=2,
+            )
         return outputs
 
     def evaluate(
         self, split: str = "test", samples: int | None = None, beam_size: int = 1, alpha=0.6
     ) -> dict[str, float]:
         """Exact match (and BLEU for translation tasks) on a held-out split of the run's task."""
-        train_cfg = self.meta.get("train_config", {})
-        task = make_task(train_cfg["task"], seed=train_cfg["seed"], **train_cfg["task_knobs"])
+        train_cfg = self.meta.get("train_config") or {}
+        if "task" not in train_cfg:
+            raise CheckpointError(
+                "evaluate: this checkpoint does not say which task it was trained on (no "
+                "train_config); translate with it, or evaluate a checkpoint from "
+                "`minitransformer train`"
+            )
+        task = make_task(
+            train_cfg["task"], seed=train_cfg.get("seed", 0), **train_cfg.get("task_knobs", {})
+        )
         sources = task.sources(split)[:samples]
         refs = task.references(split)[:samples]
         hyps = self.translate(sources, beam_size=beam_size, alpha=alpha)

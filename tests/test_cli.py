@@ -1,0 +1,241 @@
+"""The command line: user mistakes end with status 2, a one-line reason and the usage (no
+traceback unless --debug); train / evaluate / translate work end to end at tiny size;
+Ctrl-C on a real process saves a checkpoint, exits 130 and prints the resume command.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from minitransformer import checkpoint
+from minitransformer.cli import main
+
+TINY = [
+    "--model", "d_model=16", "--model", "h=2", "--model", "N=1", "--model", "d_ff=32",
+    "--knob", "n_train=200", "--knob", "n_valid=16", "--knob", "n_test=16",
+    "--knob", "max_len=6", "--batch-size", "8", "--warmup", "10", "--no-progress",
+    "--no-plots", "--eval-samples", "8", "--final-eval-samples", "8",
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A 20-step copy run made through the CLI (shared by the tests that only read it)."""
+    out = tmp_path_factory.mktemp("cli") / "run"
+    assert main(["train", "copy", "--steps", "20", "--out", str(out), *TINY]) == 0
+    return out
+
+
+def run_main(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_user_error(code, err, *patterns):
+    """Status 2, the usage, ONE error line naming the problem, and no traceback."""
+    assert code == 2, err
+    assert "usage: minitransformer" in err
+    assert "Traceback" not in err
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1, err
+    for pattern in patterns:
+        assert pattern in errors[0], (pattern, errors[0])
+
+
+# ------------------------------------------------------------------ user mistakes
+
+
+@pytest.mark.parametrize(
+    ("argv", "patterns"),
+    [
+        ([], ["a COMMAND is needed"]),
+        (["fly"], ["invalid choice: 'fly'"]),
+        (["train"], ["train needs a TASK"]),
+        (["train", "nosuchtask"], ["invalid choice: 'nosuchtask'", "copy"]),
+        (["train", "copy", "--steps", "0"], ["--steps", "expected a positive integer, got 0"]),
+        (["train", "copy", "--steps", "ten"], ["--steps", "'ten'"]),
+        (["train", "copy", "--lr", "-1"], ["--lr", "positive number"]),
+        (["train", "copy", "--dropout", "1.5"], ["--dropout", "[0, 1)"]),
+        (["train", "copy", "--bogus"], ["unrecognized arguments: --bogus"]),
+        (["train", "copy", "--model", "d_model"], ["KEY=VALUE"]),
+        (["train", "copy", "--lr", "5", "--out", "{tmp}/a"], ["peak_lr must be in (0, 1)"]),
+        (["train", "copy", "--device", "gpu7", "--out", "{tmp}/b"], ["unknown device 'gpu7'"]),
+        (["train", "copy", "--knob", "bogus=1", "--out", "{tmp}/c"], ["no knob(s) ['bogus']"]),
+        (["train", "copy", "--model", "d_model=7", "--out", "{tmp}/d"], ["divisible by h"]),
+        (["train", "copy", "--out", "{tmp}/file", *TINY], ["is a file"]),
+        (["train", "--resume", "{tmp}/nowhere"], ["--resume", "no such run directory"]),
+        (["train", "--resume", "{tmp}"], ["holds no checkpoint.npz"]),
+        (["translate", "--checkpoint", "{tmp}/nowhere", "hi"], ["no such run directory"]),
+        (["translate", "hi"], ["--checkpoint"]),
+        (["translate", "--checkpoint", "{tmp}", "--beam", "0", "x"], ["--beam"]),
+        (["evaluate", "--checkpoint", "{tmp}/nowhere"], ["no such run directory"]),
+        (["evaluate", "--checkpoint", "{tmp}/file"], ["the file is not a .npz (zip) archive"]),
+        (["evaluate", "--checkpoint", "x", "--split", "train"], ["invalid choice: 'train'"]),
+        (["plot", "--run", "{tmp}"], ["no metrics.jsonl"]),
+    ],
+)
+def test_user_mistakes_exit_2_with_one_line_and_usage(argv, patterns, tmp_path, capsys):
+    (tmp_path / "file").write_text("not a checkpoint")
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, _, err = run_main(argv, capsys)
+    assert_user_error(code, err, *patterns)
+
+
+def test_help_exits_0(capsys):
+    code, out, _ = run_main(["--help"], capsys)
+    assert code == 0 and "train" in out and "translate" in out
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    from minitransformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="peak_lr"):
+        main(["train", "copy", "--lr", "5", "--out", str(tmp_path), "--debug"])
+    with pytest.raises(ConfigError, match="peak_lr"):
+        main(["--debug", "train", "copy", "--lr", "5", "--out", str(tmp_path)])
+
+
+@pytest.mark.parametrize("command", ["translate", "evaluate", "resume"])
+def test_corrupted_checkpoint_exits_2_with_the_reason(command, run, tmp_path, capsys):
+    bad = tmp_path / "checkpoint.npz"
+    data = (run / "checkpoint.npz").read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    argv = {
+        "translate": ["translate", "--checkpoint", str(bad), "1 2"],
+        "evaluate": ["evaluate", "--checkpoint", str(tmp_path)],
+        "resume": ["train", "--resume", str(tmp_path)],
+    }[command]
+    code, out, err = run_main(argv, capsys)
+    assert_user_error(code, err, str(bad), "truncated or corrupted")
+    assert out == ""
+
+
+def test_flipped_byte_fails_the_checksum(run, tmp_path, capsys):
+    data = bytearray((run / "checkpoint.npz").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # inside some weight array
+    (tmp_path / "checkpoint.npz").write_bytes(bytes(data))
+    code, _, err = run_main(["translate", "--checkpoint", str(tmp_path), "1 2"], capsys)
+    assert_user_error(code, err)
+    assert "checksum mismatch" in err or "corrupted" in err
+
+
+def test_resume_with_another_task_or_model_exits_2(run, capsys):
+    code, _, err = run_main(["train", "reverse", "--resume", str(run)], capsys)
+    assert_user_error(code, err, "task (checkpoint 'copy', given 'reverse')")
+    code, _, err = run_main(["train", "--resume", str(run), "--model", "d_model=32"], capsys)
+    assert_user_error(code, err, "model_overrides")
+
+
+def test_a_diverging_run_exits_1_with_the_step(tmp_path, monkeypatch, capsys):
+    import minitransformer.train as train_module
+
+    monkeypatch.setattr(train_module, "clip_grad_norm", lambda params, max_norm: math.nan)
+    code, _, err = run_main(
+        ["train", "copy", "--out", str(tmp_path), "--steps", "3", *TINY], capsys
+    )
+    assert code == 1
+    assert "step 1: the loss is" in err and "gradient norm nan" in err
+    assert "Traceback" not in err and "usage:" not in err
+
+
+# ------------------------------------------------------------------ the happy paths
+
+
+def test_train_prints_the_result_and_writes_the_run(run):
+    card = json.loads((run / "result.json").read_text())
+    assert card["steps"] == 20 and card["config"]["d_model"] == 16
+    assert checkpoint.read_metadata(run / "checkpoint.npz")["step"] == 20
+
+
+def test_evaluate(run, capsys):
+    code, out, err = run_main(["evaluate", "--checkpoint", str(run), "--samples", "4"], capsys)
+    assert code == 0, err
+    metrics = json.loads(out)
+    assert metrics["sentences"] == 4 and 0 <= metrics["exact_match"] <= 1
+
+
+def test_translate_arguments_and_stdin(run, capsys, monkeypatch):
+    code, out, err = run_main(["translate", "--checkpoint", str(run), "1 2 3", "4"], capsys)
+    assert code == 0, err
+    assert len(out.splitlines()) == 2
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"1 2\n\n3 \xff 4\n")))
+    code, out, err = run_main(["translate", "--checkpoint", str(run), "--beam", "2"], capsys)
+    assert code == 0, err
+    lines = out.split("\n")[:-1]
+    assert len(lines) == 3 and lines[1] == ""  # the empty line stays empty
+    assert "<unk>" in err  # the undecodable byte became an unknown token, with a warning
+
+
+def test_resume_to_more_steps(run, tmp_path, capsys):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    code, out, err = run_main(["train", "--resume", str(copy), "--steps", "22"], capsys)
+    assert code == 0, err
+    assert "resuming at step 20" in err and json.loads(out.splitlines()[0])["steps"] == 22
+
+
+# ------------------------------------------------------------------ real processes
+
+
+def _env():
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def test_real_process_user_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "minitransformer", "train", "nosuchtask"],
+        capture_output=True, text=True, timeout=60, env=_env(), cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("usage: minitransformer train")
+    assert "invalid choice: 'nosuchtask'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child is POSIX")
+def test_ctrl_c_saves_exits_130_and_prints_the_resume_command(tmp_path, capsys):
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "minitransformer", "train", "copy", "--steps", "400",
+           "--out", str(out), "--checkpoint-every", "1000", "--log-every", "1", *TINY]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=tmp_path
+    )
+    watchdog = threading.Timer(90, proc.kill)  # never hang the test suite
+    watchdog.start()
+    try:
+        seen = []
+        for line in proc.stderr:  # wait for the first step's log line
+            seen.append(line)
+            if line.startswith("step 1/400"):
+                break
+        proc.send_signal(signal.SIGINT)
+        stdout, rest = proc.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
+    stderr = "".join(seen) + rest
+    assert proc.returncode == 130, stderr
+    assert f"minitransformer train --resume {out}" in stderr
+    assert "Traceback" not in stderr and stdout == ""
+    step = checkpoint.read_metadata(out / "checkpoint.npz")["step"]
+    assert 1 <= step < 400
+
+    code, stdout, err = run_main(["train", "--resume", str(out), "--steps", str(step + 2)], capsys)
+    assert code == 0, err
+    assert json.loads(stdout.splitlines()[0])["steps"] == step + 2
+    assert checkpoint.read_metadata(out / "checkpoint.npz")["step"] == step + 2

@@ -1,0 +1,208 @@
+# ruff: noqa: E501 - one row per bad input reads best on one line
+"""Bad inputs into every public layer and op: one exception type per family of mistake
+(minitransformer.errors) and a message that names the argument, what was expected, what
+was given, and how to fix it. One row per mistake; each row's guard is what raises.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+import minitransformer.functional as F
+from minitransformer import backend
+from minitransformer.errors import DeviceError, DTypeError, ShapeError, TokenIdError
+
+nn = mt.nn
+STRICT = "strict:device1"
+
+
+def t(*shape, dtype="float32", device="cpu"):
+    """A Tensor of ones of the given shape (the values never matter here)."""
+    return mt.tensor(np.ones(shape, dtype=dtype), device=device)
+
+
+def ids(rows, device="cpu", dtype="int64"):
+    return backend.asarray(np.asarray(rows, dtype=dtype), device=device)
+
+
+def cfg():
+    return mt.TransformerConfig(
+        src_vocab=12, tgt_vocab=12, d_model=8, h=2, N=1, d_ff=16, max_len=6, dropout=0.0
+    )
+
+
+def model():
+    return nn.Transformer(cfg())
+
+
+SRC, TGT = [[4, 5, 6]], [[1, 4, 5]]
+M8 = "MultiHeadAttention"
+
+# (id, call, exception type, regexes that must all appear in the message)
+CASES = [
+    # ---- Linear
+    ("linear-width", lambda: nn.Linear(4, 3)(t(2, 5)), ShapeError, [r"\(2, 5\)", r"\(4, 3\)", "d_in"]),
+    ("linear-0d", lambda: nn.Linear(4, 3)(t()), ShapeError, [r"shape \(\)", "d_in"]),
+    ("linear-int-input", lambda: nn.Linear(4, 3)(t(2, 4, dtype="int64")), DTypeError,
+     ["int64", "float", "Embedding"]),
+    ("linear-device", lambda: nn.Linear(4, 3)(t(2, 4, device=STRICT)), DeviceError,
+     [STRICT, "cpu", r"\.to\(device\)"]),
+    ("F.linear-bias", lambda: F.linear(t(2, 3), t(3, 2), t(3)), ShapeError, [r"bias", r"\(3,\)", r"\(2,\)"]),
+    # ---- LayerNorm
+    ("layernorm-width", lambda: nn.LayerNorm(4)(t(2, 5)), ShapeError, ["gamma", r"\(4,\)", r"\(5,\)"]),
+    ("layernorm-int", lambda: nn.LayerNorm(4)(t(2, 4, dtype="int64")), DTypeError, ["int64", "float32"]),
+    ("layernorm-device", lambda: nn.LayerNorm(4)(t(2, 4, device=STRICT)), DeviceError, [STRICT, "cpu"]),
+    # ---- Embedding
+    ("embedding-float-ids", lambda: nn.Embedding(10, 4)(t(2, 3)), DTypeError, ["float32", "integer", "astype"]),
+    ("embedding-bool-ids", lambda: nn.Embedding(10, 4)(np.array([[True]])), DTypeError, ["bool", "integer"]),
+    ("embedding-id-too-big", lambda: nn.Embedding(10, 4)(np.array([[1, 10]])), TokenIdError,
+     [r"\[0, 10\)", "10", "vocabulary"]),
+    ("embedding-negative-id", lambda: nn.Embedding(10, 4)(np.array([[-1, 2]])), TokenIdError,
+     [r"\[0, 10\)", "-1"]),
+    ("embedding-device", lambda: nn.Embedding(10, 4)(ids([[1, 2]], STRICT)), DeviceError, [STRICT, "cpu"]),
+    ("F.embedding-weight-1d", lambda: F.embedding(np.array([1]), t(4)), ShapeError, ["weight", r"\(V, D\)"]),
+    # ---- MultiHeadAttention
+    ("mha-query-rank", lambda: nn.MultiHeadAttention(8, 2)(t(3, 8), t(3, 8), t(3, 8)), ShapeError,
+     ["query", r"\(3, 8\)", "3 axes", r"x\[None\]"]),
+    ("mha-query-width", lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 6), t(2, 3, 6), t(2, 3, 6)),
+     ShapeError, ["query has width 6", "d_model = 8"]),
+    ("mha-key-width", lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8), t(2, 3, 6), t(2, 3, 6)),
+     ShapeError, ["key has width 6", "d_model = 8"]),
+    ("mha-batch", lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8), t(3, 4, 8), t(3, 4, 8)), ShapeError,
+     [r"query \(2, 3, 8\)", r"key \(3, 4, 8\)", "batch size"]),
+    ("mha-key-value-length", lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8), t(2, 4, 8), t(2, 5, 8)),
+     ShapeError, ["length S"]),
+    ("mha-mask-not-broadcast",
+     lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8), t(2, 3, 8), t(2, 3, 8), mask=np.ones((2, 1, 1, 5), bool)),
+     ShapeError, ["mask", r"\(2, 1, 1, 5\)", r"\(2, 2, 3, 3\)", r"\(B, 1, 1, S\)"]),
+    ("mha-mask-rank-5",
+     lambda: nn.MultiHeadAttention(8, 2)(t(1, 3, 8), t(1, 3, 8), t(1, 3, 8), mask=np.ones((1, 1, 1, 1, 3), bool)),
+     ShapeError, ["mask", "does not broadcast"]),
+    ("mha-mask-float",
+     lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8), t(2, 3, 8), t(2, 3, 8), mask=np.ones((2, 1, 1, 3), "f4")),
+     DTypeError, ["mask", "float32", "bool", "True = may attend"]),
+    ("mha-mask-device",
+     lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8), t(2, 3, 8), t(2, 3, 8),
+                                         mask=backend.asarray(np.ones((2, 1, 1, 3), bool), device=STRICT)),
+     DeviceError, [STRICT, "cpu"]),
+    ("mha-int-query", lambda: nn.MultiHeadAttention(8, 2)(t(2, 3, 8, dtype="int64"), t(2, 3, 8), t(2, 3, 8)),
+     DTypeError, ["int64", "float"]),
+    # ---- PositionwiseFeedForward, PositionalEncoding
+    ("ffn-width", lambda: nn.PositionwiseFeedForward(8, 16)(t(2, 3, 5)), ShapeError, [r"\(2, 3, 5\)", "d_in"]),
+    ("ffn-device", lambda: nn.PositionwiseFeedForward(8, 16)(t(2, 3, 8, device=STRICT)), DeviceError, [STRICT]),
+    ("positions-rank", lambda: nn.PositionalEncoding(8, 4)(t(3, 8)), ShapeError,
+     [r"\(3, 8\)", r"\(B, T, d_model\)", "embed the token ids"]),
+    ("positions-width", lambda: nn.PositionalEncoding(8, 4)(t(1, 3, 6)), ShapeError, [r"\(1, 3, 6\)", "d_model = 8"]),
+    ("positions-too-long", lambda: nn.PositionalEncoding(8, 4)(t(1, 5, 8)), TokenIdError, ["T = 5", "max_len = 4"]),
+    # ---- Encoder / Decoder stacks
+    ("encoder-rank", lambda: nn.Encoder(1, 8, 2, 16)(t(3, 8)), ShapeError, ["query", "3 axes"]),
+    ("encoder-width", lambda: nn.Encoder(1, 8, 2, 16)(t(2, 3, 5)), ShapeError, ["width 5", "d_model = 8"]),
+    ("encoder-mask", lambda: nn.Encoder(1, 8, 2, 16)(t(2, 3, 8), np.ones((2, 1, 1, 4), bool)), ShapeError,
+     ["mask", r"\(2, 1, 1, 4\)"]),
+    ("decoder-memory-rank", lambda: nn.Decoder(1, 8, 2, 16)(t(2, 3, 8), t(4, 8)), ShapeError, ["key", "3 axes"]),
+    ("decoder-memory-width", lambda: nn.Decoder(1, 8, 2, 16)(t(2, 3, 8), t(2, 4, 6)), ShapeError,
+     ["key has width 6"]),
+    ("decoder-memory-batch", lambda: nn.Decoder(1, 8, 2, 16)(t(2, 3, 8), t(3, 4, 8)), ShapeError, ["batch size"]),
+    # ---- Transformer: token ids
+    ("model-float-ids", lambda: model()(np.asarray(SRC, "f4"), TGT), DTypeError, ["src", "float32", "astype"]),
+    ("model-python-floats", lambda: model()([[4.0, 5.0]], TGT), DTypeError, ["src", "float64"]),
+    ("model-id-too-big", lambda: model()([[4, 12]], TGT), TokenIdError,
+     ["src", r"\[0, 12\)", r"\[12\]", r"\(0, 1\)", "tokenizer"]),
+    ("model-negative-tgt", lambda: model()(SRC, [[1, -1]]), TokenIdError, ["tgt_in", r"\[-1\]"]),
+    ("model-src-too-long", lambda: model()([[4] * 7], TGT), TokenIdError, ["src", "length 7", "max_len = 6"]),
+    ("model-tgt-too-long", lambda: model()(SRC, [[4] * 7]), TokenIdError, ["tgt_in", "length 7", "max_len"]),
+    ("model-empty-batch", lambda: model()(np.zeros((0, 3), "i8"), np.zeros((0, 3), "i8")), ShapeError,
+     ["src is empty", r"\(0, 3\)", "at least one"]),
+    ("model-empty-sequence", lambda: model()(np.zeros((1, 0), "i8"), TGT), ShapeError, ["src is empty"]),
+    ("model-ids-1d", lambda: model()(np.array([4, 5]), TGT), ShapeError, [r"\(B, L\)", r"\(2,\)", r"ids\[None, :\]"]),
+    ("model-ids-3d", lambda: model()(np.ones((1, 2, 2), "i8"), TGT), ShapeError, [r"\(B, L\)", r"\(1, 2, 2\)"]),
+    ("model-ragged-list", lambda: model()([[4, 5], [4]], TGT), ShapeError, ["src", "rectangular", "pad"]),
+    ("model-batch-mismatch", lambda: model()(np.full((2, 3), 4), TGT), ShapeError, ["batch size"]),
+    ("model-bad-memory", lambda: model().decode(TGT, t(1, 3, 6), SRC), ShapeError,
+     ["memory", r"\(1, 3, 6\)", r"\(1, 3, 8\)", "model.encode"]),
+    # ---- Transformer: devices
+    ("batch-on-strict-model-on-cpu", lambda: model()(ids(SRC, STRICT), ids(TGT, STRICT)), DeviceError,
+     ["src", STRICT, "'cpu'", "model.to"]),
+    ("batch-on-cpu-model-on-strict", lambda: model().to(STRICT)(np.asarray(SRC), np.asarray(TGT)),
+     DeviceError, ["src", "'cpu'", STRICT]),
+    ("model-two-fake-devices", lambda: model().to(STRICT)(ids(SRC, "strict:device2"), ids(TGT, "strict:device2")),
+     DeviceError, ["strict:device2", STRICT]),
+    # ---- ops
+    ("matmul-1d", lambda: F.matmul(t(3), t(3, 2)), ShapeError, ["at least 2 axes", r"\(3,\)"]),
+    ("matmul-inner", lambda: F.matmul(t(2, 3), t(4, 2)), ShapeError, [r"\(2, 3\)", r"\(4, 2\)", "last axis"]),
+    ("matmul-batch", lambda: F.matmul(t(2, 2, 3), t(3, 3, 2)), ShapeError, ["batch axes", r"\(2,\)", r"\(3,\)"]),
+    ("matmul-device", lambda: F.matmul(t(2, 3), t(3, 2, device=STRICT)), DeviceError, ["MatMul", STRICT, "cpu"]),
+    ("add-broadcast", lambda: t(2, 3) + t(4, 3), ShapeError, ["add", r"\(2, 3\)", r"\(4, 3\)", "broadcast"]),
+    ("mul-broadcast", lambda: t(2, 3) * t(2, 4), ShapeError, ["mul", "broadcast"]),
+    ("add-device", lambda: t(2, 3) + t(2, 3, device=STRICT), DeviceError, ["Add", STRICT]),
+    ("sum-axis", lambda: t(2, 3).sum(axis=3), ShapeError, ["axis 3", "rank 2", r"\[-2, 1\]"]),
+    ("reshape", lambda: t(2, 3).reshape(4, 2), ShapeError, [r"\(2, 3\)", r"\(4, 2\)"]),
+    ("permute", lambda: t(2, 3).permute(0, 2), ShapeError, ["permutation"]),
+    ("concat", lambda: F.concat([t(2, 3), t(2, 4)], axis=0), ShapeError, ["concat", "axis 0"]),
+    ("softmax-int", lambda: F.softmax(t(3, dtype="int64")), DTypeError, ["softmax", "int64", "astype"]),
+    ("softmax-axis", lambda: F.softmax(t(2, 3), axis=2), ShapeError, ["axis 2", r"\[-2, 1\]"]),
+    ("layer_norm-device", lambda: F.layer_norm(t(2, 3), t(3, device=STRICT), t(3, device=STRICT)),
+     DeviceError, [STRICT, "cpu"]),
+    ("sdpa-rank", lambda: F.scaled_dot_product_attention(t(3), t(3), t(3)), ShapeError, ["rank >= 2"]),
+    ("sdpa-d_k", lambda: F.scaled_dot_product_attention(t(1, 2, 4), t(1, 3, 5), t(1, 3, 5)), ShapeError,
+     ["same d_k"]),
+    ("sdpa-mask-list", lambda: F.scaled_dot_product_attention(t(1, 2, 4), t(1, 3, 4), t(1, 3, 4), mask=[[1, 1, 0]]),
+     DTypeError, ["mask", "int64", "bool"]),
+    ("sdpa-int", lambda: F.scaled_dot_product_attention(t(1, 2, 4, dtype="int64"), t(1, 3, 4), t(1, 3, 4)),
+     DTypeError, ["q has dtype int64"]),
+    ("cross_entropy-float-target", lambda: F.cross_entropy(t(2, 4), np.array([1.0, 2.0])), DTypeError,
+     ["target", "float64", "astype"]),
+    ("cross_entropy-target-shape", lambda: F.cross_entropy(t(2, 4), np.array([1, 2, 3])), ShapeError,
+     ["target", r"\(3,\)", r"\(2,\)"]),
+    ("cross_entropy-id-too-big", lambda: F.cross_entropy(t(2, 4), np.array([1, 4])), TokenIdError,
+     ["target id 4", r"\[0, 4\)", "ignore_index"]),
+    ("cross_entropy-negative-id", lambda: F.cross_entropy(t(2, 4), np.array([1, -2])), TokenIdError, ["-2"]),
+    ("cross_entropy-device", lambda: F.cross_entropy(t(2, 4), ids([1, 2], STRICT)), DeviceError, [STRICT]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "patterns"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_bad_input_gets_one_clear_error(call, kind, patterns):
+    pytest.importorskip("array_api_strict")
+    with pytest.raises(Exception) as info:  # noqa: PT011 - the exact type is checked below
+        call()
+    err = info.value
+    assert type(err) is kind, f"{type(err).__name__}: {err}"
+    message = str(err)
+    for pattern in patterns:
+        assert _search(pattern, message), f"{pattern!r} not in: {message}"
+    assert "\n" not in message  # one line: fits a CLI error and a log record
+
+
+def _search(pattern: str, text: str) -> bool:
+    import re
+
+    return re.search(pattern, text) is not None
+
+
+def test_every_family_is_a_builtin_exception_too():
+    """`except ValueError` / `except TypeError` keep working for callers that do not know
+    this library's types."""
+    with pytest.raises(ValueError, match="broadcast"):
+        t(2, 3) + t(4, 3)
+    with pytest.raises(TypeError, match="integer"):
+        nn.Embedding(10, 4)(t(1, 2))
+    with pytest.raises(RuntimeError, match="device"):
+        t(2) + t(2, device=STRICT)
+
+
+def test_valid_inputs_still_pass():
+    """The guards refuse only mistakes: broadcasting, masks as lists, and Python id lists
+    of a valid shape go through."""
+    assert (t(2, 3) + t(1, 3)).shape == (2, 3)
+    assert (t(2, 3) * 2.0).shape == (2, 3)
+    assert F.matmul(t(2, 1, 3, 4), t(5, 4, 2)).shape == (2, 5, 3, 2)
+    out = F.scaled_dot_product_attention(
+        t(1, 2, 4), t(1, 3, 4), t(1, 3, 4), mask=[[True, True, False]]
+    )
+    assert out.shape == (1, 2, 4)
+    assert model()(SRC, TGT).shape == (1, 3, 12)
