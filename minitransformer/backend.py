@@ -379,8 +379,62 @@ def cuda_available() -> bool:
 
 def synchronize(device: str) -> None:
     """Wait for queued GPU work (for honest timings); a no-op on the CPU."""
-    if normalize_device(device).startswith("cuda"):
+    device = normalize_device(device)
+    if device.startswith("cuda"):
         _cupy().cuda.Device(int(device.split(":")[1])).synchronize()
+
+
+# ----------------------------------------------------------------------------- BLAS threads
+
+# Products of at most this many multiply-adds (m * k * n) run on ONE BLAS thread. Splitting
+# a small GEMM across threads gains little even on an idle machine, and on a busy one
+# (other processes on the cores) each split product waits for a descheduled worker
+# thread: measured on 2 shared vCPUs, (1024, 64) @ (64, 256) took 12-16 ms on 2 OpenBLAS
+# threads vs 0.3 ms on one. 2**26 is about a 400^3 product.
+SMALL_GEMM = 1 << 26
+
+
+@functools.cache
+def _openblas_threads_api():
+    """(get, set) of the OpenBLAS that NumPy loaded, via ctypes; None if not found."""
+    import ctypes
+    import glob
+    import os
+
+    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
+            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
+            put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
+            if get is not None and put is not None:
+                return get, put
+    return None
+
+
+def blas_threads() -> int | None:
+    """How many threads NumPy's OpenBLAS uses (None when it is not OpenBLAS)."""
+    api = _openblas_threads_api()
+    return None if api is None else int(api[0]())
+
+
+def matmul(xp, a: Array, b: Array) -> Array:
+    """``xp.matmul(a, b)``; on NumPy, a product of at most SMALL_GEMM multiply-adds runs on
+    one BLAS thread (see SMALL_GEMM). Other backends: plain ``xp.matmul``."""
+    if type(a) is not np.ndarray or a.shape[-2] * a.shape[-1] * b.shape[-1] > SMALL_GEMM:
+        return xp.matmul(a, b)
+    api = _openblas_threads_api()
+    threads = api[0]() if api is not None else 1
+    if threads <= 1:
+        return xp.matmul(a, b)
+    api[1](1)
+    try:
+        return xp.matmul(a, b)
+    finally:
+        api[1](threads)
 
 
 # ----------------------------------------------------------------------------- default generators

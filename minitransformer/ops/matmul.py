@@ -26,9 +26,9 @@ class MatMul(Function):
         xp = ctx.xp
         ctx.save_for_backward(a, b)
         if b.ndim == 2 and a.ndim > 2:  # rows @ one matrix: one 2-D GEMM
-            y = xp.matmul(xp.reshape(a, (-1, a.shape[-1])), b)  # (rows, m)
+            y = backend.matmul(xp, xp.reshape(a, (-1, a.shape[-1])), b)  # (rows, m)
             return xp.reshape(y, (*a.shape[:-1], b.shape[-1]))
-        return xp.matmul(a, b)
+        return backend.matmul(xp, a, b)
 
     @staticmethod
     def backward(ctx, grad):
@@ -38,14 +38,14 @@ class MatMul(Function):
         if b.ndim == 2 and a.ndim > 2:
             g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, m)
             if ctx.needs_input_grad[0]:
-                da = xp.reshape(xp.matmul(g2, xp.matrix_transpose(b)), a.shape)
+                da = xp.reshape(backend.matmul(xp, g2, xp.matrix_transpose(b)), a.shape)
             if ctx.needs_input_grad[1]:
-                db = xp.matmul(xp.matrix_transpose(xp.reshape(a, (-1, a.shape[-1]))), g2)
+                db = backend.matmul(xp, xp.matrix_transpose(xp.reshape(a, (-1, a.shape[-1]))), g2)
             return da, db
         if ctx.needs_input_grad[0]:
-            da = xp.matmul(grad, xp.matrix_transpose(b))
+            da = backend.matmul(xp, grad, xp.matrix_transpose(b))
         if ctx.needs_input_grad[1]:
-            db = xp.matmul(xp.matrix_transpose(a), grad)
+            db = backend.matmul(xp, xp.matrix_transpose(a), grad)
         return da, db
 
 
@@ -58,7 +58,7 @@ class Linear(Function):
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
         ctx.save_for_backward(x2, weight)
         ctx.x_shape = x.shape
-        y = xp.matmul(x2, weight)  # (rows, d_out)
+        y = backend.matmul(xp, x2, weight)  # (rows, d_out)
         if bias is not None:
             y += bias
         return xp.reshape(y, (*x.shape[:-1], weight.shape[1]))
@@ -70,9 +70,9 @@ class Linear(Function):
         g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = xp.reshape(xp.matmul(g2, xp.matrix_transpose(weight)), ctx.x_shape)
+            dx = xp.reshape(backend.matmul(xp, g2, xp.matrix_transpose(weight)), ctx.x_shape)
         if ctx.needs_input_grad[1]:
-            dw = xp.matmul(xp.matrix_transpose(x2), g2)
+            dw = backend.matmul(xp, xp.matrix_transpose(x2), g2)
         if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
             db = xp.sum(g2, axis=0)
         return dx, dw, db
