@@ -208,7 +208,7 @@ class Trainer:
         that resumes, and returns ``{"interrupted": True, "step": ...}``; a second Ctrl-C
         stops at once (KeyboardInterrupt; the last checkpoint on disk stays intact).
         """
-        from tqdm.auto import tqdm
+        from tqdm import tqdm  # the text bar: no widget warnings in notebooks
 
         cfg = self.cfg
         if self.out.exists() and not self.out.is_dir():
