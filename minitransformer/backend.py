@@ -386,12 +386,15 @@ def synchronize(device: str) -> None:
 
 # ----------------------------------------------------------------------------- BLAS threads
 
-# Products of at most this many multiply-adds (m * k * n) run on ONE BLAS thread. Splitting
-# a small GEMM across threads gains little even on an idle machine, and on a busy one
-# (other processes on the cores) each split product waits for a descheduled worker
-# thread: measured on 2 shared vCPUs, (1024, 64) @ (64, 256) took 12-16 ms on 2 OpenBLAS
-# threads vs 0.3 ms on one. 2**26 is about a 400^3 product.
+# A GEMM split across BLAS threads stalls whenever one of its threads is not running: on a
+# shared machine, other processes hold the cores and every split product waits for a
+# descheduled worker. Measured on 2 vCPUs with other jobs running (load ~4): (1024, 64) @
+# (64, 256) took 12-16 ms on 2 OpenBLAS threads vs 0.3 ms on one; a base-model step 8.0 s
+# vs 1.7 s. So NumPy products run on ONE thread when they are small (at most SMALL_GEMM
+# multiply-adds, about 400^3: little to gain even on an idle machine), or when other
+# processes used more than half a core over the last half second (/proc/stat, Linux).
 SMALL_GEMM = 1 << 26
+_BUSY_CORES, _BUSY_WINDOW_S = 0.5, 0.5
 
 
 @functools.cache
@@ -421,14 +424,58 @@ def blas_threads() -> int | None:
     return None if api is None else int(api[0]())
 
 
+def set_blas_threads(n: int) -> int | None:
+    """Make NumPy's OpenBLAS use ``n`` threads; return the previous count (None, and no
+    change, when NumPy's BLAS is not OpenBLAS)."""
+    api = _openblas_threads_api()
+    if api is None:
+        return None
+    previous = int(api[0]())
+    api[1](int(n))
+    return previous
+
+
+class _CpuLoad:
+    """Cores used by OTHER processes, from /proc/stat minus this process's own CPU time,
+    sampled at most every _BUSY_WINDOW_S; ``busy`` when above _BUSY_CORES."""
+
+    def __init__(self):
+        self.last: tuple[float, float, float] | None = None
+        self.busy = False
+
+    def sample(self) -> bool:
+        import os
+        import time
+
+        now = time.monotonic()
+        if self.last is not None and now - self.last[0] < _BUSY_WINDOW_S:
+            return self.busy
+        try:
+            with open("/proc/stat", encoding="ascii") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return False  # not Linux: no way to tell, keep the configured threads
+        all_busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # - idle
+        own = sum(os.times()[:2])
+        if self.last is not None:
+            t0, all0, own0 = self.last
+            self.busy = ((all_busy - all0) - (own - own0)) / (now - t0) > _BUSY_CORES
+        self.last = (now, all_busy, own)
+        return self.busy
+
+
+_cpu_load = _CpuLoad()
+
+
 def matmul(xp, a: Array, b: Array) -> Array:
-    """``xp.matmul(a, b)``; on NumPy, a product of at most SMALL_GEMM multiply-adds runs on
-    one BLAS thread (see SMALL_GEMM). Other backends: plain ``xp.matmul``."""
-    if type(a) is not np.ndarray or a.shape[-2] * a.shape[-1] * b.shape[-1] > SMALL_GEMM:
+    """``xp.matmul(a, b)``; NumPy products run on one BLAS thread when small or when the
+    machine is busy (see SMALL_GEMM above). Other backends: plain ``xp.matmul``."""
+    if type(a) is not np.ndarray:
         return xp.matmul(a, b)
     api = _openblas_threads_api()
     threads = api[0]() if api is not None else 1
-    if threads <= 1:
+    small = a.shape[-2] * a.shape[-1] * b.shape[-1] <= SMALL_GEMM
+    if threads <= 1 or not (small or _cpu_load.sample()):
         return xp.matmul(a, b)
     api[1](1)
     try:
