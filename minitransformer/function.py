@@ -48,7 +48,14 @@ class Context:
 
 
 class Function:
-    """Base class of every differentiable op; see the module docstring."""
+    """Base class of every differentiable op; see the module docstring.
+
+    ``fresh_grads = True`` promises that ``backward`` returns newly made arrays that
+    nothing else holds (not ``grad`` itself, not a view of it, not a saved array), so the
+    engine may add further gradients into them in place instead of allocating a sum.
+    """
+
+    fresh_grads = False
 
     @staticmethod
     def forward(ctx: Context, *args: Any, **params: Any) -> Any:

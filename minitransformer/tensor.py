@@ -181,14 +181,15 @@ class Tensor:
             if g is None:
                 continue
             ctx = node._ctx
-            if ctx is None or node._retains_grad:
-                node._accumulate(g, id(node) in owned)
+            if ctx is None or node._retains_grad:  # a retained (non-leaf) grad is never
+                node._accumulate(g, id(node) in owned and ctx is None)  # added into in place
             owned.discard(id(node))
             if ctx is None:
                 continue
             in_grads = ctx.fn.backward(ctx, g)
             if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
+            fresh = ctx.fn.fresh_grads  # new arrays: later gradients may add into them
             for parent, pg in zip(ctx.parents, in_grads, strict=False):
                 if parent is None or pg is None or not parent.requires_grad:
                     continue
@@ -199,6 +200,8 @@ class Tensor:
                 key = id(parent)
                 if key not in grads:
                     grads[key] = pg
+                    if fresh:
+                        owned.add(key)
                 elif key in owned:
                     grads[key] += pg
                 else:

@@ -249,7 +249,7 @@ class Transformer(Module):
         """Decoder output (B, T, D) -> logits (B, T, tgt_vocab): x Eᵀ when tied, else x W."""
         if self.out_proj is not None:
             return self.out_proj(x)
-        return F.linear(x, self.tgt_embed.weight.T)  # (B, T, D) @ (D, V)
+        return F.linear(x, self.tgt_embed.weight, transpose_weight=True)  # (B,T,D) @ (D,V)
 
     # ------------------------------------------------------------------ helpers
     def loss(self, logits: Tensor, tgt_out: Any) -> Tensor:

@@ -24,6 +24,8 @@ from ..tensor import Tensor
 class ScaledDotProductAttention(Function):
     """out = softmax(q k^T / sqrt(d_k) + mask) v; ctx.probs holds P (..., T, S)."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, q, k, v, mask=None):
         xp = ctx.xp

@@ -20,6 +20,8 @@ from ..tensor import Tensor
 class Dropout(Function):
     """y = x * m / (1 - p) with a fresh Bernoulli(1 - p) mask m from ``generator``."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, x, p: float, generator: backend.Generator):
         xp = ctx.xp

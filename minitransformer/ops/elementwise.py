@@ -145,6 +145,8 @@ class Sqrt(Function):
 class ReLU(Function):
     """y = max(x, 0);  dx = g where x > 0, else 0 (the subgradient 0 at x = 0)."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, x):
         y = ctx.xp.maximum(x, ctx.xp.zeros((), dtype=x.dtype, device=x.device))

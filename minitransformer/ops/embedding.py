@@ -18,6 +18,8 @@ from ..tensor import Tensor
 class Embedding(Function):
     """y = weight[ids]: a gather of rows; dweight = scatter-add of g into zeros (V, D)."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, ids, weight):
         xp = ctx.xp

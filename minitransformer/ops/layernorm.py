@@ -22,6 +22,8 @@ from ..tensor import Tensor
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, x, gamma, beta, eps: float = 1e-5):
         xp = ctx.xp

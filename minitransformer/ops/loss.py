@@ -30,6 +30,8 @@ from .softmax import exp_inplace, safe_sum, shifted
 class CrossEntropy(Function):
     """loss = reduce_i [(1 - eps)(lse_i - x_i,t_i) + eps (lse_i - mean_c x_i,c)]."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, logits, target, label_smoothing=0.0, ignore_index=None, reduction="mean"):
         xp, eps = ctx.xp, label_smoothing

@@ -21,6 +21,8 @@ from ..tensor import Tensor
 class MatMul(Function):
     """y = a @ b with broadcasting over the leading (batch) axes."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, a, b):
         xp = ctx.xp
@@ -50,18 +52,26 @@ class MatMul(Function):
 
 
 class Linear(Function):
-    """y = x W + b, fused so the bias add and its gradient cost no extra graph nodes."""
+    """y = x W + b, fused so the bias add and its gradient cost no extra graph nodes.
+
+    ``transpose_weight=True`` computes y = x W^T + b with W stored (d_out, d_in): the tied
+    output projection h E^T reads the embedding table E (V, D) as it is, and its gradient
+    dE = g^T x comes out in E's own layout (no transposed (V, D) copy to add up).
+    """
+
+    fresh_grads = True
 
     @staticmethod
-    def forward(ctx, x, weight, bias=None):
+    def forward(ctx, x, weight, bias=None, transpose_weight=False):
         xp = ctx.xp
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
         ctx.save_for_backward(x2, weight)
-        ctx.x_shape = x.shape
-        y = backend.matmul(xp, x2, weight)  # (rows, d_out)
+        ctx.x_shape, ctx.transposed = x.shape, transpose_weight
+        w = xp.matrix_transpose(weight) if transpose_weight else weight  # (d_in, d_out)
+        y = backend.matmul(xp, x2, w)  # (rows, d_out)
         if bias is not None:
             y += bias
-        return xp.reshape(y, (*x.shape[:-1], weight.shape[1]))
+        return xp.reshape(y, (*x.shape[:-1], w.shape[1]))
 
     @staticmethod
     def backward(ctx, grad):
@@ -70,9 +80,13 @@ class Linear(Function):
         g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            dx = xp.reshape(backend.matmul(xp, g2, xp.matrix_transpose(weight)), ctx.x_shape)
+            w_t = weight if ctx.transposed else xp.matrix_transpose(weight)  # (d_out, d_in)
+            dx = xp.reshape(backend.matmul(xp, g2, w_t), ctx.x_shape)
         if ctx.needs_input_grad[1]:
-            dw = backend.matmul(xp, xp.matrix_transpose(x2), g2)
+            if ctx.transposed:
+                dw = backend.matmul(xp, xp.matrix_transpose(g2), x2)  # (d_out, d_in)
+            else:
+                dw = backend.matmul(xp, xp.matrix_transpose(x2), g2)  # (d_in, d_out)
         if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
             db = xp.sum(g2, axis=0)
         return dx, dw, db
@@ -98,20 +112,29 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     return MatMul.apply(a, b)
 
 
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """x (..., d_in) @ weight (d_in, d_out) + bias (d_out,)."""
-    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[0]:
+def linear(
+    x: Tensor, weight: Tensor, bias: Tensor | None = None, transpose_weight: bool = False
+) -> Tensor:
+    """x (..., d_in) @ weight (d_in, d_out) + bias (d_out,); with ``transpose_weight``,
+    x @ weight^T for a weight stored (d_out, d_in) (PyTorch's layout; the tied output
+    projection uses it with the embedding table)."""
+    d_in_axis, d_out_axis = (1, 0) if transpose_weight else (0, 1)
+    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[d_in_axis]:
+        where = "weight.shape[1] (transpose_weight)" if transpose_weight else "weight.shape[0]"
         raise ShapeError(
             f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape}: "
-            f"the input's last axis must be d_in = weight.shape[0]"
+            f"the input's last axis must be d_in = {where}"
         )
     if not backend.dtype_name(x.dtype).startswith("float"):
         raise DTypeError(
             f"linear: input has dtype {backend.dtype_name(x.dtype)}, need a float dtype; "
             "token ids go through an Embedding first, other data through x.astype('float32')"
         )
-    if bias is not None and tuple(bias.shape) != (weight.shape[1],):
-        raise ShapeError(f"linear: bias has shape {bias.shape}, need ({weight.shape[1]},)")
+    d_out = weight.shape[d_out_axis]
+    if bias is not None and tuple(bias.shape) != (d_out,):
+        raise ShapeError(f"linear: bias has shape {bias.shape}, need ({d_out},)")
+    if transpose_weight:
+        return Linear.apply(x, weight, bias, transpose_weight=True)
     if bias is None:
         return Linear.apply(x, weight)
     return Linear.apply(x, weight, bias)

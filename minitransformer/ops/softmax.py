@@ -45,6 +45,8 @@ def safe_sum(xp, e, axis: int):
 class Softmax(Function):
     """y = softmax(x) along ``axis``; dx = y * (g - <g, y>)."""
 
+    fresh_grads = True
+
     @staticmethod
     def forward(ctx, x, axis: int = -1):
         xp = ctx.xp
@@ -66,6 +68,8 @@ class Softmax(Function):
 
 class LogSoftmax(Function):
     """o = x - logsumexp(x) along ``axis``; dx = g - e^o * sum(g)."""
+
+    fresh_grads = True
 
     @staticmethod
     def forward(ctx, x, axis: int = -1):
