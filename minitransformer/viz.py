@@ -76,12 +76,13 @@ def plot_attention(
         ValueError: weights are not (T, S) or (H, T, S), or token/label counts do not match.
     """
     w = np.asarray(weights, dtype=np.float64)
+    given_shape = w.shape
     if w.ndim == 2:
         w = w[None]
     if w.ndim != 3 or 0 in w.shape:
         raise ValueError(
-            f"plot_attention: weights must have shape (T, S) or (H, T, S), got shape {w.shape}. "
-            "Fix: pick one batch element, e.g. weights[0] of a (B, H, T, S) array."
+            "plot_attention: weights must have shape (T, S) or (H, T, S), got shape "
+            f"{given_shape}. Fix: pick one batch element, e.g. weights[0] of a (B, H, T, S) array."
         )
     n_heads, t_len, s_len = w.shape
     _check_len("plot_attention", "src_tokens", src_tokens, s_len, f"S of weights {w.shape}")
