@@ -1,0 +1,101 @@
+"""Every lesson notebook (lessons/*.ipynb) is committed clean, runs top to bottom at its
+small settings, and shows only figures that exist in the repository.
+
+- committed without outputs (each code cell: outputs [] and execution_count None), with the
+  kernelspec "python3", so diffs stay readable and nothing stale is shown;
+- executed with nbclient in a fresh "python3" kernel, cwd = lessons/, with
+  MT_LESSON_FAST=1 (the notebooks shrink their size knobs) and MT_PLOTS_DIR pointing at a
+  temporary directory, so running the tests never rewrites the committed PNGs;
+- every image a markdown cell embeds (``![...](../plots/lessons/NN_name.png)``) exists.
+
+New lessons are picked up automatically; each test is named after its notebook file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSONS = ROOT / "lessons"
+NOTEBOOKS = sorted(LESSONS.glob("*.ipynb"))
+CELL_TIMEOUT_S = 300
+
+# ![caption](path) and <img src="path">, for local (relative) paths only
+_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*([^)\s]+)[^)]*\)|<img[^>]*\ssrc=[\"']([^\"']+)[\"']")
+
+
+def _params():
+    return pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+
+
+def _load(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell: dict) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def test_lessons_exist():
+    assert NOTEBOOKS, f"no lesson notebooks found in {LESSONS}"
+
+
+@_params()
+def test_committed_without_outputs(path: Path):
+    nb = _load(path)
+    kernelspec = nb.get("metadata", {}).get("kernelspec", {})
+    assert kernelspec.get("name") == "python3", (
+        f"{path.name}: kernelspec name is {kernelspec.get('name')!r}, need 'python3'"
+    )
+    dirty = [
+        i
+        for i, cell in enumerate(nb["cells"])
+        if cell["cell_type"] == "code"
+        and (cell.get("outputs") != [] or cell.get("execution_count") is not None)
+    ]
+    assert not dirty, (
+        f"{path.name}: code cells {dirty} have outputs or an execution count; clear them "
+        f"before committing (jupyter nbconvert --clear-output --inplace {path.name})"
+    )
+
+
+@_params()
+def test_referenced_images_exist(path: Path):
+    nb = _load(path)
+    missing = []
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            continue
+        for m in _IMAGE.finditer(_source(cell)):
+            ref = m.group(1) or m.group(2)
+            if re.match(r"^[a-z][a-z0-9+.-]*:", ref, re.I):  # http:, data:, attachment:
+                continue
+            if not (LESSONS / ref).is_file():
+                missing.append(ref)
+    assert not missing, (
+        f"{path.name}: markdown embeds images that are not in the repository: {missing}; "
+        "run the notebook once from lessons/ without MT_PLOTS_DIR and commit the PNGs"
+    )
+
+
+@_params()
+def test_executes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    # The kernel inherits this process's environment when it starts.
+    monkeypatch.setenv("MT_LESSON_FAST", "1")
+    monkeypatch.setenv("MT_PLOTS_DIR", str(tmp_path / "plots"))
+    nb = nbformat.read(path, as_version=4)
+    client = nbclient.NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT_S,
+        resources={"metadata": {"path": str(LESSONS)}},
+    )
+    client.execute()  # raises CellExecutionError naming the failing cell
