@@ -484,6 +484,41 @@ def matmul(xp, a: Array, b: Array) -> Array:
         api[1](threads)
 
 
+# ----------------------------------------------------------------------------- host memory
+
+# glibc returns large freed buffers (mmap'd, or the top of the heap) to the OS, and the next
+# array of that size page-faults on every 4 KiB page as it is first written. A training
+# step frees and makes hundreds of such arrays; on this (virtual) machine the faults cost
+# 20-25% of a tiny step. So, on glibc, buffers below MMAP_MAX_BYTES come from the heap and
+# up to TRIM_BYTES of freed heap stays with the process for the next step. Opt out with
+# MINITRANSFORMER_MALLOC=default (before the import).
+MMAP_MAX_BYTES, TRIM_BYTES = 64 << 20, 512 << 20
+
+
+def _keep_freed_memory() -> bool:
+    import ctypes
+    import os
+    import sys
+
+    if (
+        not sys.platform.startswith("linux")
+        or os.environ.get("MINITRANSFORMER_MALLOC") == "default"
+    ):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False  # not glibc (musl, ...): leave the allocator alone
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_MAX_BYTES)) and bool(
+        mallopt(M_TRIM_THRESHOLD, TRIM_BYTES)
+    )
+
+
+malloc_tuned = _keep_freed_memory()
+
+
 # ----------------------------------------------------------------------------- default generators
 
 _generators: dict[str, Generator] = {}
