@@ -440,7 +440,17 @@ def _new_figure(figsize: tuple[float, float]) -> Figure:
         ) from exc
     fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
+    # Jupyter shows a pyplot-free Figure only through this hook (as the cell's result).
+    fig._repr_png_ = lambda: _png_bytes(fig)
     return fig
+
+
+def _png_bytes(fig: Figure) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI, bbox_inches="tight")
+    return buffer.getvalue()
 
 
 def _finish(fig: Figure, path: PathLike | None) -> Figure:
