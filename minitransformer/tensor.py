@@ -193,6 +193,8 @@ class Tensor:
             for parent, pg in zip(ctx.parents, in_grads, strict=False):
                 if parent is None or pg is None or not parent.requires_grad:
                     continue
+                if not backend.is_array(pg):  # NumPy math on 0-d arrays returns scalars
+                    pg = ctx.xp.asarray(pg)
                 if tuple(pg.shape) != parent.shape:
                     from .function import unbroadcast
 

@@ -153,3 +153,10 @@ def test_to_moves_data_and_gradients_flow_back(device):
     (y * 2.0).sum().backward()
     np.testing.assert_allclose(x.grad, [2.0, 2.0, 2.0])
     assert x.grad.__class__ is np.ndarray
+
+
+def test_scalar_leaves_get_array_gradients():
+    a = mt.tensor(2.0, requires_grad=True, dtype="float64")
+    (a * a).backward()
+    assert isinstance(a.grad, np.ndarray) and a.grad.shape == ()
+    assert a.grad == 4.0
