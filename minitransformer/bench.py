@@ -515,7 +515,7 @@ def run(
                 _Runner(impl, preset, device) if in_process else _Remote(impl, preset, device)
             )
         warm = {impl: w.warmup(seconds=warmup) for impl, w in workers.items()}
-        ceiling_s = min(0.4, max(0.1, per_round / 3))
+        ceiling_s = min(0.6, max(0.2, per_round / 2))
         times: dict[str, list[list[float]]] = {impl: [] for impl in impls}
         ceilings, ceiling_detail, losses = [], [], {}
         for _ in range(rounds):
@@ -551,7 +551,8 @@ def run(
         },
         "flops_per_step": flops,
         "tokens_per_step": tokens,
-        "gemm_ceiling_gflops": statistics.median(ceilings),
+        "gemm_ceiling_gflops": max(ceilings),
+        "gemm_ceiling_median_gflops": statistics.median(ceilings),
         "gemm_ceiling_threads_gflops": statistics.median(
             c["gflops_threads"] for c in ceiling_detail
         ),
@@ -580,11 +581,8 @@ def run(
             "threads": infos[impl]["threads"],
             "final_loss": losses[impl],
         }
-    for impl in impls:
-        report[impl]["fraction_of_ceiling"] = statistics.median(
-            flops / statistics.median(t) / 1e9 / c
-            for t, c in zip(times[impl], ceilings, strict=True)
-        )
+    for impl in impls:  # against the best ceiling seen: busy moments only lower it
+        report[impl]["fraction_of_ceiling"] = report[impl]["gflops"] / max(ceilings)
     if "torch" in impls:
         ours = [statistics.median(t) for t in times["ours"]]
         torch_default = [statistics.median(t) for t in times["torch"]]
@@ -667,10 +665,10 @@ def format_report(r: dict[str, Any]) -> str:
         f"device {r['device']})",
         f"   analytic matmul FLOPs per step {r['flops_per_step'] / 1e9:.3f} GFLOP; "
         f"{r['tokens_per_step']} target tokens per step; {r['rounds']} alternating rounds",
-        f"   GEMM ceiling (float32 1024^3, measured between rounds): "
-        f"{r['gemm_ceiling_gflops']:.1f} GFLOP/s (all BLAS threads "
+        f"   GEMM ceiling (float32 1024^3, between rounds): best {r['gemm_ceiling_gflops']:.1f} "
+        f"GFLOP/s, median {r['gemm_ceiling_median_gflops']:.1f} (medians: all BLAS threads "
         f"{r['gemm_ceiling_threads_gflops']:.1f}, one thread "
-        f"{r['gemm_ceiling_1thread_gflops']:.1f}; the better counts)",
+        f"{r['gemm_ceiling_1thread_gflops']:.1f}); % of ceiling is of the best",
     ]
     names = {"ours": "minitransformer", "torch": "pytorch eager", "torch1": "pytorch 1 thread"}
     for impl, name in names.items():
