@@ -193,8 +193,6 @@ class Tensor:
             for parent, pg in zip(ctx.parents, in_grads, strict=False):
                 if parent is None or pg is None or not parent.requires_grad:
                     continue
-                if not backend.is_array(pg):  # NumPy math on 0-d arrays returns scalars
-                    pg = ctx.xp.asarray(pg)
                 if tuple(pg.shape) != parent.shape:
                     from .function import unbroadcast
 
@@ -219,6 +217,8 @@ class Tensor:
             self.grad += g
         else:
             self.grad, self._grad_owned = self.grad + g, True
+        if not backend.is_array(self.grad):  # NumPy math on 0-d arrays returns scalars
+            self.grad, self._grad_owned = backend.namespace(self.data).asarray(self.grad), True
 
     # ------------------------------------------------------------------ operators
     def __add__(self, other: Any) -> Tensor:

@@ -160,3 +160,5 @@ def test_scalar_leaves_get_array_gradients():
     (a * a).backward()
     assert isinstance(a.grad, np.ndarray) and a.grad.shape == ()
     assert a.grad == 4.0
+    (a * 3.0).backward()  # accumulating stays an array too
+    assert isinstance(a.grad, np.ndarray) and a.grad == 7.0
