@@ -5,8 +5,9 @@ matmul: a (..., n, k) @ b (..., k, m) -> y (..., n, m)
 linear: x (..., d_in) @ W (d_in, d_out) + b (d_out,) -> y (..., d_out)
         dx = g W^T,  dW = x^T g (all rows),  db = sum of g over all rows
 
-Speed: a stack of rows times one matrix is done as ONE 2-D product, (rows, k) @ (k, m),
-because BLAS GEMM on a 2-D array is several times faster than a batched 3-D product.
+Speed: a stack of rows times one matrix is done as ONE 2-D product, (rows, k) @ (k, m):
+one BLAS GEMM instead of a loop of small ones (lesson 02 measures 1.2-1.5x for long
+sequences and 3-100x for many short ones, dW especially).
 The weight is (d_in, d_out), as in the paper's "x W + b" (PyTorch stores W transposed).
 """
 
