@@ -391,10 +391,11 @@ def synchronize(device: str) -> None:
 # descheduled worker. Measured on 2 vCPUs with other jobs running (load ~4): (1024, 64) @
 # (64, 256) took 12-16 ms on 2 OpenBLAS threads vs 0.3 ms on one; a base-model step 8.0 s
 # vs 1.7 s. So NumPy products run on ONE thread when they are small (at most SMALL_GEMM
-# multiply-adds, about 400^3: little to gain even on an idle machine), or when other
-# processes used more than half a core over the last half second (/proc/stat, Linux).
+# multiply-adds, about 400^3: little to gain even on an idle machine), and larger ones on no
+# more threads than there are cores left free by other processes over the last half second
+# (/proc/stat, Linux; elsewhere the configured count).
 SMALL_GEMM = 1 << 26
-_BUSY_CORES, _BUSY_WINDOW_S = 0.5, 0.5
+_LOAD_WINDOW_S = 0.5
 
 
 @functools.cache
@@ -436,48 +437,60 @@ def set_blas_threads(n: int) -> int | None:
 
 
 class _CpuLoad:
-    """Cores used by OTHER processes, from /proc/stat minus this process's own CPU time,
-    sampled at most every _BUSY_WINDOW_S; ``busy`` when above _BUSY_CORES."""
+    """Cores used by OTHER processes: /proc/stat's busy time minus this process's own CPU
+    time, over windows of _LOAD_WINDOW_S (0.0 where it cannot be read)."""
 
     def __init__(self):
         self.last: tuple[float, float, float] | None = None
-        self.busy = False
+        self.others = 0.0
 
-    def sample(self) -> bool:
+    def sample(self) -> float:
         import os
         import time
 
         now = time.monotonic()
-        if self.last is not None and now - self.last[0] < _BUSY_WINDOW_S:
-            return self.busy
+        if self.last is not None and now - self.last[0] < _LOAD_WINDOW_S:
+            return self.others
         try:
             with open("/proc/stat", encoding="ascii") as f:
                 fields = [int(v) for v in f.readline().split()[1:]]
         except (OSError, ValueError):
-            return False  # not Linux: no way to tell, keep the configured threads
+            return 0.0  # not Linux: no way to tell, keep the configured threads
         all_busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # - idle
         own = sum(os.times()[:2])
         if self.last is not None:
             t0, all0, own0 = self.last
-            self.busy = ((all_busy - all0) - (own - own0)) / (now - t0) > _BUSY_CORES
+            self.others = max(0.0, ((all_busy - all0) - (own - own0)) / (now - t0))
         self.last = (now, all_busy, own)
-        return self.busy
+        return self.others
 
 
 _cpu_load = _CpuLoad()
 
 
+def gemm_threads(configured: int, multiply_adds: int) -> int:
+    """BLAS threads for one product: 1 when small, else at most the cores others leave free."""
+    import os
+
+    if configured <= 1 or multiply_adds <= SMALL_GEMM:
+        return 1
+    free = (os.cpu_count() or 1) - _cpu_load.sample()
+    return max(1, min(configured, int(free + 0.5)))
+
+
 def matmul(xp, a: Array, b: Array) -> Array:
-    """``xp.matmul(a, b)``; NumPy products run on one BLAS thread when small or when the
-    machine is busy (see SMALL_GEMM above). Other backends: plain ``xp.matmul``."""
+    """``xp.matmul(a, b)``; on NumPy with OpenBLAS, with the thread count of
+    ``gemm_threads`` (see SMALL_GEMM above). Other backends: plain ``xp.matmul``."""
     if type(a) is not np.ndarray:
         return xp.matmul(a, b)
     api = _openblas_threads_api()
-    threads = api[0]() if api is not None else 1
-    small = a.shape[-2] * a.shape[-1] * b.shape[-1] <= SMALL_GEMM
-    if threads <= 1 or not (small or _cpu_load.sample()):
+    if api is None:
         return xp.matmul(a, b)
-    api[1](1)
+    threads = api[0]()
+    use = gemm_threads(threads, a.shape[-2] * a.shape[-1] * b.shape[-1])
+    if use == threads:
+        return xp.matmul(a, b)
+    api[1](use)
     try:
         return xp.matmul(a, b)
     finally:

@@ -86,3 +86,15 @@ def test_manual_seed_resets_default_generators():
     backend.manual_seed(11)
     b = backend.default_generator("cpu").random((3,))
     np.testing.assert_array_equal(a, b)
+
+
+def test_gemm_threads_scale_with_the_cores_others_leave_free(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr(backend._cpu_load, "sample", lambda: 0.6)
+    big = backend.SMALL_GEMM + 1
+    assert backend.gemm_threads(8, 10) == 1  # small products: one thread
+    assert backend.gemm_threads(8, big) == 7  # 7.4 cores free
+    assert backend.gemm_threads(4, big) == 4
+    monkeypatch.setattr(backend._cpu_load, "sample", lambda: 7.9)
+    assert backend.gemm_threads(8, big) == 1
+    assert backend.gemm_threads(1, big) == 1
