@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plot", help="draw the curves of a run into RUN/plots", parents=[debug])
     pl.add_argument("--run", required=True)
+    pl.add_argument("--to", help="write the curves here instead of RUN/plots/curves.png")
 
     bench = sub.add_parser(
         "bench", help="time training steps (and PyTorch side by side)", parents=[debug]
@@ -346,8 +347,9 @@ def _plot(args: argparse.Namespace) -> int:
     log = run / "metrics.jsonl"
     if not log.exists():
         raise FileNotFoundError(f"--run {run}: no metrics.jsonl there (is it a run directory?)")
-    viz.plot_training_curves(log, path=run / "plots" / "curves.png")
-    print(f"wrote {run / 'plots' / 'curves.png'}")
+    target = Path(args.to) if args.to else run / "plots" / "curves.png"
+    viz.plot_training_curves(log, path=target)
+    print(f"wrote {target}")
     return 0
 
 

@@ -477,8 +477,36 @@ class Trainer:
             steps = list(range(1, self.cfg.steps + 1))
             viz.plot_lr_schedule(steps, [self.schedule.lr_at(s) for s in steps],
                                  path=plots / "lr_schedule.png")  # fmt: skip
+            self.plot_attention(plots / "attention.png")
         except Exception as err:  # noqa: BLE001 - the run's result is already written
             warnings.warn(f"could not draw the plots in {plots}: {err}", stacklevel=2)
+
+    def plot_attention(self, path: Path, split: str | None = None, index: int = 0):
+        """Heatmaps of the last decoder layer's cross-attention (one panel per head) while
+        the model decodes held-out example ``index``: which source token each output looks at."""
+        from . import viz
+
+        source, _ = self.task.splits[split or self.cfg.final_eval_split][index]
+        src = backend.asarray(make_batch([(source, [])]).src, device=self.cfg.device)
+        output = greedy_decode(self.model, src, max_len=self.task.max_len + 1)[0]
+        tgt_in = backend.asarray([[self.model_cfg.bos_id, *output]], device=self.cfg.device)
+        self.model.eval()
+        self.model.attention_weights(True)
+        try:
+            with no_grad():
+                self.model(src, tgt_in)
+            weights = self.model.decoder.layers[-1].cross_attn.last_weights  # (1, H, T, S)
+        finally:
+            self.model.attention_weights(False)
+        label = _token_labeller(self.task.vocab)
+        return viz.plot_attention(
+            backend.to_numpy(weights)[0],
+            [label(i) for i in source],
+            [label(i) for i in [*output, self.model_cfg.eos_id]],
+            title=f"{self.cfg.task}: cross-attention of the last decoder layer, {split or 'test'}"
+            f" example {index}",
+            path=path,
+        )
 
     def _on_sigint(self, signum, frame) -> None:  # noqa: ARG002
         if self._stop_requested:  # a second Ctrl-C: stop now
@@ -502,6 +530,12 @@ def _finite(a: Any) -> bool:
 
 def _fmt(metrics: dict[str, float]) -> str:
     return "  ".join(f"{k} {v:.4f}" for k, v in metrics.items())
+
+
+def _token_labeller(tokenizer: Any):
+    """id -> a short string for plot ticks (a word, or a BPE piece without its end mark)."""
+    vocab = getattr(tokenizer, "vocab", tokenizer)  # a BPE keeps its pieces in a Vocab
+    return lambda i: vocab.id_to_token(int(i)).replace("</w>", "")
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:

@@ -158,6 +158,12 @@ def test_train_prints_the_result_and_writes_the_run(run):
     assert checkpoint.read_metadata(run / "checkpoint.npz")["step"] == 20
 
 
+def test_plot_redraws_the_curves(run, tmp_path, capsys):
+    assert main(["plot", "--run", str(run), "--to", str(tmp_path / "c.png")]) == 0
+    assert (tmp_path / "c.png").stat().st_size > 1000
+    assert "wrote" in capsys.readouterr().out
+
+
 def test_evaluate(run, capsys):
     code, out, err = run_main(["evaluate", "--checkpoint", str(run), "--samples", "4"], capsys)
     assert code == 0, err

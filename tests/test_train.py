@@ -73,6 +73,7 @@ def test_a_run_writes_log_checkpoint_result_card_and_plots(tmp_path):
     assert math.isfinite(card["final_train_loss"])
     assert {"loss", "token_acc", "exact_match"} <= set(card["metrics"])
     assert sorted(p.name for p in (out / "plots").glob("*.png")) == [
+        "attention.png",
         "curves.png",
         "lr_schedule.png",
     ]
