@@ -49,7 +49,7 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "reverse": dict(preset="tiny", steps=3000, batch_size=64, warmup=400, peak_lr=2e-3),
     "sort": dict(preset="tiny", steps=3000, batch_size=64, warmup=400, peak_lr=2e-3),
     "translate": dict(preset="tiny", steps=4000, batch_size=64, warmup=800, peak_lr=3e-3),
-    "translate-en-es": dict(preset="small", steps=6000, batch_size=64, warmup=1000, peak_lr=2e-3),
+    "translate-en-es": dict(preset="small", steps=4500, batch_size=64, warmup=1000, peak_lr=2e-3),
 }
 
 
