@@ -28,34 +28,25 @@ from .errors import MiniTransformerError, TrainingError
 TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _checked(convert: Any, ok: Any, expected: str) -> Any:
+    """An argparse ``type=``: convert the text, then check it; both failures say what was
+    expected and what was given."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
+        return value
+
+    return parse
 
 
-def _probability(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
-    return value
+_positive_int = _checked(int, lambda v: v > 0, "a positive integer")
+_probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+_positive_float = _checked(float, lambda v: v > 0, "a positive number")
 
 
 def _key_value(text: str) -> tuple[str, Any]:

@@ -16,11 +16,25 @@ Outputs are lists of token ids without BOS/EOS. Decoding stops at EOS or after
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from . import backend
 from . import functional as F
 from .tensor import Tensor, no_grad
+
+
+@contextlib.contextmanager
+def _inference(model: Any) -> Iterator[None]:
+    """Evaluation mode (no dropout) and no graph, then the model's mode as it was."""
+    was_training = model.training
+    model.eval()
+    try:
+        with no_grad():
+            yield
+    finally:
+        model.train(was_training)
 
 
 def _ids(model: Any, src: Any) -> Any:
@@ -55,30 +69,25 @@ def greedy_decode(
 ) -> list[list[int]]:
     """src (B, S) ids -> B output id lists, taking the arg-max token at every step."""
     cfg = model.cfg
-    was_training = model.training
-    model.eval()
-    try:
-        with no_grad():
-            src = _ids(model, src)
-            xp = backend.namespace(src)
-            memory = model.encode(src)
-            B = src.shape[0]
-            ys = xp.full((B, 1), cfg.bos_id, dtype=src.dtype, device=src.device)
-            done = xp.zeros((B,), dtype=xp.bool, device=src.device)
-            cache = model.new_cache() if use_cache else None
-            pad = xp.asarray(cfg.pad_id, dtype=src.dtype, device=src.device)
-            for _ in range(_steps(model, max_len)):
-                step_in = ys[:, -1:] if use_cache else ys
-                last = model.decode(step_in, memory, src, cache).data[:, -1, :]  # (B, V)
-                _forbid_specials(last, cfg)
-                nxt = xp.astype(xp.argmax(last, axis=-1), src.dtype)  # (B,)
-                nxt = xp.where(done, pad, nxt)
-                ys = xp.concat([ys, nxt[:, None]], axis=1)  # (B, t + 1)
-                done = done | (nxt == cfg.eos_id)
-                if bool(xp.all(done)):
-                    break
-    finally:
-        model.train(was_training)
+    with _inference(model):
+        src = _ids(model, src)
+        xp = backend.namespace(src)
+        memory = model.encode(src)
+        B = src.shape[0]
+        ys = xp.full((B, 1), cfg.bos_id, dtype=src.dtype, device=src.device)
+        done = xp.zeros((B,), dtype=xp.bool, device=src.device)
+        cache = model.new_cache() if use_cache else None
+        pad = xp.asarray(cfg.pad_id, dtype=src.dtype, device=src.device)
+        for _ in range(_steps(model, max_len)):
+            step_in = ys[:, -1:] if use_cache else ys
+            last = model.decode(step_in, memory, src, cache).data[:, -1, :]  # (B, V)
+            _forbid_specials(last, cfg)
+            nxt = xp.astype(xp.argmax(last, axis=-1), src.dtype)  # (B,)
+            nxt = xp.where(done, pad, nxt)
+            ys = xp.concat([ys, nxt[:, None]], axis=1)  # (B, t + 1)
+            done = done | (nxt == cfg.eos_id)
+            if bool(xp.all(done)):
+                break
     return _strip(backend.to_numpy(ys[:, 1:]), cfg)
 
 
@@ -112,69 +121,64 @@ def beam_search(
         return greedy_decode(model, src, max_len)
     cfg = model.cfg
     k = int(beam_size)
-    was_training = model.training
-    model.eval()
-    try:
-        with no_grad():
-            src = _ids(model, src)
-            xp = backend.namespace(src)
-            dev = src.device
-            B = src.shape[0]
-            rows = xp.reshape(xp.broadcast_to(xp.arange(B, device=dev)[:, None], (B, k)), (-1,))
-            src_k = xp.take(src, rows, axis=0)  # (B·k, S): each sentence k times
-            memory = Tensor._wrap(xp.take(model.encode(src).data, rows, axis=0))  # (B·k, S, D)
-            cache = model.new_cache()
-            ys = xp.full((B * k, 1), cfg.bos_id, dtype=src.dtype, device=dev)
-            # Only beam 0 starts alive, so the first step does not pick k copies of one token.
-            neg_inf = -float("inf")
-            scores = [[0.0] + [neg_inf] * (k - 1) for _ in range(B)]
-            finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
-            steps = _steps(model, max_len)
-            for t in range(1, steps + 1):
-                logits = model.decode(ys[:, -1:], memory, src_k, cache)  # (B·k, 1, V)
-                last = logits.data[:, -1, :]  # (B·k, V)
-                _forbid_specials(last, cfg)
-                logp = backend.to_numpy(F.log_softmax(Tensor._wrap(last)).data)  # host (B·k, V)
-                V = logp.shape[-1]
-                parents, tokens = [], []
-                for b in range(B):
-                    total = logp[b * k : (b + 1) * k] + backend.np.asarray(scores[b])[:, None]
-                    flat = total.reshape(-1)
-                    best = backend.np.argsort(-flat, kind="stable")[: 2 * k]
-                    new_scores, kept = [], []
-                    for idx in best.tolist():
-                        score = float(flat[idx])
-                        if score == neg_inf:
-                            break
-                        parent, tok = divmod(idx, V)
-                        if tok == cfg.eos_id or t == steps:
-                            prefix = backend.to_numpy(ys[b * k + parent, 1:]).tolist()
-                            out = prefix if tok == cfg.eos_id else prefix + [tok]
-                            norm = score / length_penalty(len(out) + 1, alpha)
-                            finished[b].append((norm, out))
-                        elif len(kept) < k:
-                            kept.append((parent, tok))
-                            new_scores.append(score)
-                        if len(kept) == k:
-                            break
-                    while len(kept) < k:  # fewer than k live continuations: pad dead beams
-                        kept.append((0, cfg.pad_id))
-                        new_scores.append(neg_inf)
-                    if _sentence_done(finished[b], new_scores, k, steps, alpha):
-                        new_scores = [neg_inf] * k
-                    scores[b] = new_scores
-                    parents += [b * k + p for p, _ in kept]
-                    tokens += [tok for _, tok in kept]
-                if all(s[0] == neg_inf for s in scores):
-                    break
-                order = xp.asarray(backend.np.asarray(parents), device=dev)
-                new_tok = xp.asarray(backend.np.asarray(tokens, dtype="int64"), device=dev)
-                ys = xp.concat(
-                    [xp.take(ys, order, axis=0), xp.astype(new_tok, ys.dtype)[:, None]], axis=1
-                )
-                _reorder_cache(cache, order, xp)
-    finally:
-        model.train(was_training)
+    with _inference(model):
+        src = _ids(model, src)
+        xp = backend.namespace(src)
+        dev = src.device
+        B = src.shape[0]
+        rows = xp.reshape(xp.broadcast_to(xp.arange(B, device=dev)[:, None], (B, k)), (-1,))
+        src_k = xp.take(src, rows, axis=0)  # (B·k, S): each sentence k times
+        memory = Tensor._wrap(xp.take(model.encode(src).data, rows, axis=0))  # (B·k, S, D)
+        cache = model.new_cache()
+        ys = xp.full((B * k, 1), cfg.bos_id, dtype=src.dtype, device=dev)
+        # Only beam 0 starts alive, so the first step does not pick k copies of one token.
+        neg_inf = -float("inf")
+        scores = [[0.0] + [neg_inf] * (k - 1) for _ in range(B)]
+        finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
+        steps = _steps(model, max_len)
+        for t in range(1, steps + 1):
+            logits = model.decode(ys[:, -1:], memory, src_k, cache)  # (B·k, 1, V)
+            last = logits.data[:, -1, :]  # (B·k, V)
+            _forbid_specials(last, cfg)
+            logp = backend.to_numpy(F.log_softmax(Tensor._wrap(last)).data)  # host (B·k, V)
+            V = logp.shape[-1]
+            parents, tokens = [], []
+            for b in range(B):
+                total = logp[b * k : (b + 1) * k] + backend.np.asarray(scores[b])[:, None]
+                flat = total.reshape(-1)
+                best = backend.np.argsort(-flat, kind="stable")[: 2 * k]
+                new_scores, kept = [], []
+                for idx in best.tolist():
+                    score = float(flat[idx])
+                    if score == neg_inf:
+                        break
+                    parent, tok = divmod(idx, V)
+                    if tok == cfg.eos_id or t == steps:
+                        prefix = backend.to_numpy(ys[b * k + parent, 1:]).tolist()
+                        out = prefix if tok == cfg.eos_id else prefix + [tok]
+                        norm = score / length_penalty(len(out) + 1, alpha)
+                        finished[b].append((norm, out))
+                    elif len(kept) < k:
+                        kept.append((parent, tok))
+                        new_scores.append(score)
+                    if len(kept) == k:
+                        break
+                while len(kept) < k:  # fewer than k live continuations: pad dead beams
+                    kept.append((0, cfg.pad_id))
+                    new_scores.append(neg_inf)
+                if _sentence_done(finished[b], new_scores, k, steps, alpha):
+                    new_scores = [neg_inf] * k
+                scores[b] = new_scores
+                parents += [b * k + p for p, _ in kept]
+                tokens += [tok for _, tok in kept]
+            if all(s[0] == neg_inf for s in scores):
+                break
+            order = xp.asarray(backend.np.asarray(parents), device=dev)
+            new_tok = xp.asarray(backend.np.asarray(tokens, dtype="int64"), device=dev)
+            ys = xp.concat(
+                [xp.take(ys, order, axis=0), xp.astype(new_tok, ys.dtype)[:, None]], axis=1
+            )
+            _reorder_cache(cache, order, xp)
     return [max(f)[1] if f else [] for f in finished]
 
 
