@@ -562,11 +562,23 @@ def _truncate_log(path: Path, step: int) -> None:
 def _hardware(device: str) -> dict[str, Any]:
     import os
 
-    info = dict(
+    return dict(
         machine=platform.machine(),
-        processor=platform.processor() or platform.machine(),
+        processor=_cpu_model() or platform.processor() or platform.machine(),
         cpu_count=os.cpu_count(),
         python=platform.python_version(),
+        numpy=backend.np.__version__,
         device=backend.normalize_device(device),
     )
-    return info
+
+
+def _cpu_model() -> str | None:
+    """The CPU's marketing name from /proc/cpuinfo (Linux), else None."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
