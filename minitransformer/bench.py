@@ -433,6 +433,8 @@ class _Remote:
         except (RuntimeError, BrokenPipeError, OSError):
             pass
         self.proc.wait(timeout=30)
+        self.proc.stdin.close()
+        self.proc.stdout.close()
 
 
 def _worker_main(impl: str, preset: str, device: str) -> int:
