@@ -288,6 +288,8 @@ def plot_training_curves(
     rows = math.ceil(len(panels) / cols)
     fig = _new_figure((4.6 * cols, 3.4 * rows))
     axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    splits = sorted({split for key, _ in panels for split in series[key]}, key=_split_rank)
+    color = {split: f"C{i}" for i, split in enumerate(splits)}  # one colour per split
     for ax, (key, label) in zip(axes, panels, strict=False):  # spare axes are hidden below
         by_split = series[key]
         for split in sorted(by_split, key=_split_rank):
@@ -295,7 +297,12 @@ def plot_training_curves(
             steps = [step for step, _ in points]
             values = [value for _, value in points]
             ax.plot(
-                steps, values, marker="o" if len(points) <= 30 else None, markersize=3, label=split
+                steps,
+                values,
+                marker="o" if len(points) <= 30 else None,
+                markersize=3,
+                label=split,
+                color=color[split],
             )
         _decorate(ax, "step", label, label, logy=False, legend=True)
     for ax in axes[len(panels) :]:
