@@ -109,8 +109,10 @@ class DecoderLayer(Module):
         return self.block3(x, self.ffn)
 
 
-class Encoder(Module):
-    """N EncoderLayers (plus a final LayerNorm when pre-LN). x (B, S, D) -> memory (B, S, D)."""
+class _Stack(Module):
+    """N copies of one layer class (plus a final LayerNorm when pre-LN)."""
+
+    layer_class: type[Module]
 
     def __init__(
         self,
@@ -124,8 +126,14 @@ class Encoder(Module):
     ):
         super().__init__()
         args = (d_model, h, d_ff, dropout, pre_norm, generator)
-        self.layers = ModuleList([EncoderLayer(*args) for _ in range(N)])
+        self.layers = ModuleList([self.layer_class(*args) for _ in range(N)])
         self.norm = LayerNorm(d_model) if pre_norm else None
+
+
+class Encoder(_Stack):
+    """N EncoderLayers (plus a final LayerNorm when pre-LN). x (B, S, D) -> memory (B, S, D)."""
+
+    layer_class = EncoderLayer
 
     def forward(self, x: Tensor, src_mask: Any = None) -> Tensor:
         for layer in self.layers:
@@ -133,23 +141,10 @@ class Encoder(Module):
         return self.norm(x) if self.norm is not None else x
 
 
-class Decoder(Module):
+class Decoder(_Stack):
     """N DecoderLayers (plus a final LayerNorm when pre-LN). x (B, T, D) -> (B, T, D)."""
 
-    def __init__(
-        self,
-        N: int,
-        d_model: int,
-        h: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        pre_norm: bool = False,
-        generator: backend.Generator | None = None,
-    ):
-        super().__init__()
-        args = (d_model, h, d_ff, dropout, pre_norm, generator)
-        self.layers = ModuleList([DecoderLayer(*args) for _ in range(N)])
-        self.norm = LayerNorm(d_model) if pre_norm else None
+    layer_class = DecoderLayer
 
     def forward(
         self,
