@@ -406,6 +406,19 @@ def _show(value: Any) -> str:
     return "<missing>" if value is _MISSING else repr(value)
 
 
+def checkpoint_file(run_or_file: str | os.PathLike[str]) -> Path:
+    """A run directory means its ``checkpoint.npz``; a file path is returned as it is."""
+    path = Path(run_or_file)
+    return path / "checkpoint.npz" if path.is_dir() else path
+
+
+def section(arrays: Mapping[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
+    """The arrays whose names start with ``prefix + "."``, with that prefix taken off
+    (``section(arrays, "model")`` gives a model's state dict)."""
+    start = prefix + "."
+    return {k[len(start) :]: v for k, v in arrays.items() if k.startswith(start)}
+
+
 def latest_checkpoint(run_dir: str | os.PathLike[str], pattern: str = "*.npz") -> Path | None:
     """Return the newest checkpoint in ``run_dir``, or None when there is none.
 

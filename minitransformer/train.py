@@ -398,8 +398,7 @@ class Trainer:
         learning rate ...) raises CheckpointError naming each difference: that would be a
         different run.
         """
-        path = Path(run)
-        path = path / "checkpoint.npz" if path.is_dir() else path
+        path = checkpoint.checkpoint_file(run)
         arrays, meta = checkpoint.load_checkpoint(path)
         if meta.get("kind") != "minitransformer-train":
             raise checkpoint.CheckpointError(
@@ -436,16 +435,14 @@ class Trainer:
             trainer = cls(cfg)
             checkpoint.check_config(meta["model_config"], trainer.model_cfg.to_dict(), path=path)
             dev = trainer.cfg.device
-            model_state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+            model_state = checkpoint.section(arrays, "model")
             trainer.model.load_state_dict(
                 {k: backend.asarray(v, device=dev) for k, v in model_state.items()}
             )
-            opt_state = {
-                k[6:]: backend.asarray(v, device=dev)
-                for k, v in arrays.items()
-                if k.startswith("optim.")
-            }
-            trainer.optimizer.load_state_dict(opt_state, meta["optimizer"])
+            opt_state = checkpoint.section(arrays, "optim")
+            trainer.optimizer.load_state_dict(
+                {k: backend.asarray(v, device=dev) for k, v in opt_state.items()}, meta["optimizer"]
+            )
             trainer.schedule.load_state_dict(meta["schedule"])
             trainer.stream.load_state_dict(meta["stream"])
             backend.default_generator(dev).set_state(meta["rng"])

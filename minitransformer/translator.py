@@ -35,9 +35,7 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu") -> Translator:
-        path = Path(path)
-        if path.is_dir():
-            path = path / "checkpoint.npz"
+        path = checkpoint.checkpoint_file(path)
         arrays, meta = checkpoint.load_checkpoint(path)
         if "model_config" not in meta or "tokenizer" not in meta:
             raise CheckpointError(
@@ -48,7 +46,7 @@ class Translator:
             cfg = TransformerConfig.from_dict(meta["model_config"])
             tokenizer = tokenizer_from_dict(meta["tokenizer"])
             model = Transformer(cfg)
-            state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+            state = checkpoint.section(arrays, "model")
             model.load_state_dict({k: backend.asarray(v) for k, v in state.items()})
         except (MiniTransformerError, KeyError, TypeError, ValueError) as err:
             if isinstance(err, CheckpointError):

@@ -449,3 +449,13 @@ def test_latest_checkpoint(tmp_path):
     assert latest_checkpoint(tmp_path) == tmp_path / "last.npz"
     (tmp_path / "ckpt_2000.npz").write_bytes(b"garbage")  # unreadable: ranked by its name
     assert latest_checkpoint(tmp_path) == tmp_path / "ckpt_2000.npz"
+
+
+def test_section_and_checkpoint_file(tmp_path):
+    from minitransformer.checkpoint import checkpoint_file, section
+
+    arrays = {"model.a.w": np.ones(2), "optim.m.0": np.zeros(1), "modelx.b": np.ones(1)}
+    assert list(section(arrays, "model")) == ["a.w"]
+    assert list(section(arrays, "optim")) == ["m.0"]
+    assert checkpoint_file(tmp_path) == tmp_path / "checkpoint.npz"
+    assert checkpoint_file(tmp_path / "x.npz") == tmp_path / "x.npz"
