@@ -288,66 +288,66 @@ def scatter_add(table: Array, ids: Array, values: Array) -> Array:
     one_hot = xp.astype(
         ids[:, None] == xp.arange(table.shape[0], device=table.device)[None, :], values.dtype
     )  # (N, V)
-    table += xp.matmul(xp.matrix_transpose(one_hot), values)
+    table += xp.matmul(one_hot.mT, values)
     return table
 
 
 class Generator:
-    """A seeded random generator whose samples are born on a device.
+    """A seeded random generator for a device: a host stream for initialisation, and
+    counter-based draws for dropout.
 
-    NumPy uses ``numpy.random.Generator`` (PCG64); CuPy uses ``cupy.random`` (samples made
-    on the GPU, no host transfer); the strict stand-in samples with NumPy and moves the
-    result to its fake device. ``state()``/``set_state()`` give JSON-friendly snapshots so
-    that a resumed training run draws the same dropout masks.
+    - ``normal``/``uniform`` (weight initialisation, done once) come from one seeded PCG64
+      stream on the host, moved to the device.
+    - ``random`` (dropout masks, drawn every step) is *counter-based*: draw number c of a
+      generator with seed s depends on (s, c) alone. So the whole state that matters for a
+      resumed run is two integers, ``{"seed", "counter"}``, on every device. On NumPy a
+      PCG64 keyed by (s, c) makes the samples; on other devices (CuPy, the strict stand-in)
+      an integer hash of (element index, s, c) computed with array-API operations makes
+      them where they will be used, with no host transfer (``counter_uniform``).
     """
 
     def __init__(self, seed: int = 0, device: str | None = None):
         self.device = normalize_device(device)
         self.seed = int(seed)
-        self._make(self.seed)
-
-    def _make(self, seed: int) -> None:
-        if self.device.startswith("cuda"):
-            cp = _cupy()
-            with cp.cuda.Device(int(self.device.split(":")[1])):
-                self._gen = cp.random.RandomState(seed)
-        else:
-            self._gen = np.random.Generator(np.random.PCG64(seed))
+        self.counter = 0
+        self._stream = np.random.Generator(np.random.PCG64(self.seed))
 
     def _out(self, a: Array) -> Array:
-        return a if not self.device.startswith("strict") else asarray(a, device=self.device)
+        return a if self.device == "cpu" else asarray(a, device=self.device)
 
     def random(self, shape: tuple[int, ...], dtype: str = "float32") -> Array:
-        """Uniform samples in [0, 1)."""
-        if self.device.startswith("cuda"):
-            return self._gen.random_sample(shape, dtype=dtype)
-        return self._out(self._gen.random(shape, dtype=np.dtype(dtype)))
+        """Uniform samples in [0, 1), draw number ``counter`` of this seed (then counter+1)."""
+        c, self.counter = self.counter, self.counter + 1
+        if self.device == "cpu":
+            keyed = np.random.Generator(np.random.PCG64([self.seed, c]))
+            return keyed.random(shape, dtype=np.dtype(dtype))
+        return counter_uniform(namespace_for_device(self.device), self.device, shape,
+                               self.seed, c, dtype)  # fmt: skip
 
     def normal(self, shape: tuple[int, ...], std: float = 1.0, dtype: str = "float32") -> Array:
-        """Normal samples with mean 0 and standard deviation ``std``."""
-        if self.device.startswith("cuda"):
-            return self._gen.standard_normal(shape, dtype=dtype) * std
-        a = self._gen.standard_normal(shape, dtype=np.dtype(dtype))
+        """Normal samples with mean 0 and standard deviation ``std`` (the host stream)."""
+        a = self._stream.standard_normal(shape, dtype=np.dtype(dtype))
         if std != 1.0:
             a *= std
         return self._out(a)
 
     def uniform(self, shape: tuple[int, ...], low: float, high: float, dtype: str = "float32"):
-        """Uniform samples in [low, high)."""
-        return self.random(shape, dtype) * (high - low) + low
+        """Uniform samples in [low, high) (the host stream)."""
+        a = self._stream.random(shape, dtype=np.dtype(dtype)) * (high - low) + low
+        return self._out(a)
 
     def bernoulli_mask(self, shape: tuple[int, ...], keep: float) -> Array:
         """Boolean mask, True with probability ``keep`` (used by dropout)."""
         return self.random(shape) < keep
 
     def state(self) -> dict:
-        """A JSON-serialisable snapshot of the generator (CPU devices only hold full state)."""
-        if self.device.startswith("cuda"):
-            return {"device": self.device, "seed": self.seed, "bit_generator": None}
-        st = self._gen.bit_generator.state
+        """A JSON-serialisable snapshot: device, seed, the draw counter and the host
+        stream's state."""
+        st = self._stream.bit_generator.state
         return {
             "device": self.device,
             "seed": self.seed,
+            "counter": self.counter,
             "bit_generator": {
                 "state": {k: str(v) for k, v in st["state"].items()},
                 "has_uint32": st["has_uint32"],
@@ -356,16 +356,58 @@ class Generator:
         }
 
     def set_state(self, state: dict) -> None:
+        """Restore ``state()``. A snapshot of an older version (no counter) restarts the
+        counter at 0: its masks cannot be repeated exactly."""
+        self.seed = int(state["seed"])
+        self.counter = int(state.get("counter", 0))
+        self._stream = np.random.Generator(np.random.PCG64(self.seed))
         bg = state.get("bit_generator")
-        if bg is None or self.device.startswith("cuda"):
-            self._make(int(state["seed"]))
-            return
-        self._gen.bit_generator.state = {
-            "bit_generator": "PCG64",
-            "state": {k: int(v) for k, v in bg["state"].items()},
-            "has_uint32": bg["has_uint32"],
-            "uinteger": bg["uinteger"],
-        }
+        if isinstance(bg, dict):
+            self._stream.bit_generator.state = {
+                "bit_generator": "PCG64",
+                "state": {k: int(v) for k, v in bg["state"].items()},
+                "has_uint32": bg["has_uint32"],
+                "uinteger": bg["uinteger"],
+            }
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser: a well-mixed 64-bit integer of ``x`` (host arithmetic)."""
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+def _hash32(x: Array) -> Array:
+    """lowbias32 (C. Wellons): an invertible uint32 -> uint32 hash with strong avalanche."""
+    x = x ^ (x >> 16)
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B
+    return x ^ (x >> 16)
+
+
+def counter_uniform(xp, device: str, shape: tuple[int, ...], seed: int, counter: int,
+                    dtype: str = "float32") -> Array:  # fmt: skip
+    """Uniform samples in [0, 1) on ``device`` from (seed, counter), counter-based:
+
+        k1, k2 = two 32-bit keys mixed from (seed, counter) on the host
+        u[i] = (hash(hash(i ^ k1) ^ k2) >> 8) / 2^24        i = 0 .. n-1 (uint32 math)
+
+    Array-API operations only, so it runs on any backend, makes the samples where they are
+    used (no host transfer), and repeats exactly from (seed, counter). 24 bits per sample:
+    the resolution of float32 in [0, 1).
+    """
+    n = 1
+    for d in shape:
+        n *= int(d)
+    key = _mix64((seed & 0xFFFFFFFF) << 32 | (counter & 0xFFFFFFFF))
+    k1, k2 = key & 0xFFFFFFFF, key >> 32
+    idx = xp.arange(n, dtype=xp.uint32, device=_native_device(device))
+    bits = _hash32(_hash32(idx ^ k1) ^ k2) >> 8
+    u = xp.astype(bits, getattr(xp, dtype)) * (1.0 / (1 << 24))
+    return xp.reshape(u, shape)
 
 
 def cuda_available() -> bool:
@@ -478,10 +520,13 @@ def gemm_threads(configured: int, multiply_adds: int) -> int:
     return max(1, min(configured, int(free + 0.5)))
 
 
+_gemm_tuning = False  # set by tune_host(): the library alone changes no thread settings
+
+
 def matmul(xp, a: Array, b: Array) -> Array:
-    """``xp.matmul(a, b)``; on NumPy with OpenBLAS, with the thread count of
-    ``gemm_threads`` (see SMALL_GEMM above). Other backends: plain ``xp.matmul``."""
-    if type(a) is not np.ndarray:
+    """``xp.matmul(a, b)``; after ``tune_host()``, on NumPy with OpenBLAS, with the thread
+    count of ``gemm_threads`` (see SMALL_GEMM above). Otherwise plain ``xp.matmul``."""
+    if not _gemm_tuning or type(a) is not np.ndarray:
         return xp.matmul(a, b)
     api = _openblas_threads_api()
     if api is None:
@@ -504,7 +549,8 @@ def matmul(xp, a: Array, b: Array) -> Array:
 # step frees and makes hundreds of such arrays; on this (virtual) machine the faults cost
 # 20-25% of a tiny step. So, on glibc, buffers below MMAP_MAX_BYTES come from the heap and
 # up to TRIM_BYTES of freed heap stays with the process for the next step. Opt out with
-# MINITRANSFORMER_MALLOC=default (before the import).
+# MINITRANSFORMER_MALLOC=default. Importing the library changes none of this: the CLI (which
+# owns its process) calls tune_host(); a program that wants the same calls it explicitly.
 MMAP_MAX_BYTES, TRIM_BYTES = 64 << 20, 512 << 20
 
 
@@ -529,7 +575,18 @@ def _keep_freed_memory() -> bool:
     )
 
 
-malloc_tuned = _keep_freed_memory()
+malloc_tuned = False
+
+
+def tune_host() -> dict[str, bool]:
+    """Tune THIS process for training on the CPU (process-wide, so never done at import):
+    glibc keeps freed buffers (see MMAP_MAX_BYTES), and NumPy products choose their BLAS
+    thread count per product (see SMALL_GEMM). The CLI calls it; returns what was done."""
+    global malloc_tuned, _gemm_tuning
+    if not malloc_tuned:
+        malloc_tuned = _keep_freed_memory()
+    _gemm_tuning = _openblas_threads_api() is not None
+    return {"malloc": malloc_tuned, "gemm_threads": _gemm_tuning}
 
 
 # ----------------------------------------------------------------------------- default generators

@@ -441,6 +441,10 @@ def _worker_main(impl: str, preset: str, device: str) -> int:
     """The subprocess side of ``_Remote``: read commands, answer with JSON lines."""
     out = sys.stdout
     sys.stdout = sys.stderr  # stray prints must not corrupt the protocol
+    if impl == "ours":
+        from . import backend
+
+        backend.tune_host()  # as the CLI runs it (this worker owns its process)
     runner = None
     for line in sys.stdin:
         msg = json.loads(line)

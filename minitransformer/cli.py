@@ -10,14 +10,21 @@
 
 A user's mistake (unknown task, bad value, unreadable or corrupted file) ends with exit
 status 2, a one-line reason and the usage; a training run that diverges (NaN/Inf) ends with
-status 1 and says where to resume; Ctrl-C ends with 130. A traceback only with ``--debug``
-(before or after the command: ``minitransformer train copy --debug``).
+status 1 and says where to resume; a missing optional package (sacrebleu, matplotlib) ends
+with status 1 and the ``pip install`` to run. Ctrl-C ends with 130 and SIGTERM with 143
+(128 + the signal's number, the shell's convention), both after saving a checkpoint and
+printing the command that resumes. A traceback only with ``--debug`` (before or after the
+command: ``minitransformer train copy --debug``).
+
+``train`` never writes over another run: an ``--out`` that holds one is refused unless
+``--overwrite`` is given, and a run directory has one writer at a time (see runs.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import warnings
 from pathlib import Path
@@ -93,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--clip-norm", type=_positive_float, help="gradient clipping (default 1)")
     train.add_argument("--seed", type=int, help="default 0")
     train.add_argument("--out", help="run directory (default runs/TASK)")
+    train.add_argument(
+        "--overwrite", action="store_true", help="replace the run in --out (its files are deleted)"
+    )
     train.add_argument("--log-every", type=_positive_int, help="default 50")
     train.add_argument("--eval-every", type=_positive_int, help="default 500")
     train.add_argument("--eval-samples", type=_positive_int, help="default 200")
@@ -161,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    from . import backend
+
+    backend.tune_host()  # the CLI owns its process: allocator and BLAS-thread tuning
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
@@ -173,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print("minitransformer: interrupted", file=sys.stderr)
         return 130
+    except ImportError as err:  # an optional package is missing
+        if args.debug:
+            raise
+        print(f"minitransformer {args.command}: error: {_missing_package(err)}", file=sys.stderr)
+        return 1
     except TrainingError as err:
         if args.debug:
             raise
@@ -190,6 +208,15 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     """Warnings (truncated input, unknown words) as one plain line, not a source excerpt."""
     del category, filename, lineno, file, line
     print(f"minitransformer: warning: {message}", file=sys.stderr)
+
+
+def _missing_package(err: ImportError) -> str:
+    """One line that names the package to install."""
+    text = _one_line(err)
+    name = (getattr(err, "name", None) or "").split(".")[0]
+    if name and "pip install" not in text:
+        text = f"this needs the package {name!r}, which is not installed. Fix: pip install {name}"
+    return text
 
 
 def _one_line(err: BaseException) -> str:
@@ -277,9 +304,9 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         file=sys.stderr,
         flush=True,
     )
-    result = trainer.train()
+    result = trainer.train(overwrite=args.overwrite)
     if result.get("interrupted"):
-        return 130
+        return 128 + (signal.SIGTERM if result.get("signal") == "SIGTERM" else signal.SIGINT)
     print(json.dumps({k: result[k] for k in ("task", "steps", "wall_time_s", "metrics")}))
     print(f"result card: {trainer.out / 'result.json'}; plots: {trainer.out / 'plots'}")
     return 0

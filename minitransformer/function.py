@@ -74,19 +74,22 @@ class Function:
     def run(cls, *inputs: Any, **params: Any) -> tuple[Tensor, Context]:
         """Like ``apply`` but also return the context (for by-products such as attention
         weights that an op computes anyway)."""
-        arrays = [x.data if isinstance(x, Tensor) else x for x in inputs]
+        tensors = [x if type(x) is Tensor or isinstance(x, Tensor) else None for x in inputs]
+        arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
         xp = _check_one_device(cls.__name__, arrays)
-        track = is_grad_enabled()
-        needs = tuple(track and isinstance(x, Tensor) and x.requires_grad for x in inputs)
+        if is_grad_enabled():
+            needs = tuple([t is not None and t.requires_grad for t in tensors])
+        else:
+            needs = (False,) * len(inputs)
         ctx = Context(cls, xp, needs)
         data = cls.forward(ctx, *arrays, **params)
-        if not backend.is_array(data):  # NumPy reductions return scalars; keep 0-d arrays
+        if type(data) is not _NDARRAY and not backend.is_array(data):  # NumPy scalars -> 0-d
             data = backend.asarray(data, device=backend.device_of(data))
         out = Tensor._wrap(data)
-        if any(needs):
+        if True in needs:
             out.requires_grad = True
             out._ctx = ctx
-            ctx.parents = tuple(x if isinstance(x, Tensor) else None for x in inputs)
+            ctx.parents = tuple(tensors)
         return out, ctx
 
 
@@ -94,16 +97,32 @@ def _check_one_device(op: str, arrays: list) -> Any:
     """Return the namespace of the arrays; raise DeviceError if they sit on two devices."""
     first = None
     for a in arrays:
+        if type(a) is _NDARRAY:  # NumPy: the CPU (the common case, checked without calls)
+            if first is None:
+                first = a
+            elif type(first) is not _NDARRAY:
+                break
+            continue
         if not backend.is_array(a):
             continue  # Python numbers (and None) combine with arrays on any device
         if first is None:
             first = a
         elif type(a) is not type(first) or backend.device_of(a) != backend.device_of(first):
-            raise DeviceError(
-                f"{op}: inputs are on different devices, {backend.device_of(first)} and "
-                f"{backend.device_of(a)}; move them to one device first with .to(device)"
-            )
-    return backend.namespace(first) if first is not None else backend.namespace()
+            break
+    else:
+        if type(first) is _NDARRAY:
+            return _NUMPY
+        return backend.namespace(first) if first is not None else backend.namespace()
+    devices = [backend.device_of(a) for a in arrays if backend.is_array(a)]
+    raise DeviceError(
+        f"{op}: inputs are on different devices, {devices[0]} and "
+        f"{next(d for d in devices if d != devices[0])}; move them to one device first "
+        "with .to(device)"
+    )
+
+
+_NDARRAY = type(backend.asarray([0.0], device="cpu"))  # numpy.ndarray, without naming numpy
+_NUMPY = backend.namespace(backend.asarray([0.0], device="cpu"))
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:

@@ -1,20 +1,19 @@
 """Optimizers: SGD, Adam, the paper's warm-up schedule (NoamSchedule) and gradient clipping.
 
-Every update works in place on the parameter arrays (``p.data``) and on the optimizer's own
-state, on whatever device the parameters live: the code asks each array for its namespace
-(``backend.namespace``) and never imports NumPy or CuPy. Gradients (``p.grad``) are read,
-never written, except by :func:`clip_grad_norm`, whose job is to scale them.
+The multi-tensor design. An optimizer lays its parameters end to end in one flat buffer per
+device and dtype (``flatbuffer.FlatGroup``): each ``p.data`` becomes a view into it, each
+gradient is copied into a twin buffer by ONE concatenation, and the state (Adam's m and v)
+has the same layout. A step is then a handful of array calls whatever the number of
+parameters (tiny has 85, base 253), where a loop over parameters makes ~10 per parameter;
+on a GPU each call costs ~12 µs of launch overhead, more than the arithmetic. The math is
+written once (``_adam_update``) and applied to the whole flat buffer, or to one parameter's
+views when parameters must be treated apart (some lack a gradient, or their step counts
+differ), so both give the same numbers as PyTorch's ``torch.optim.Adam``.
 
-State is made lazily, on the first step that sees a parameter's gradient, with
-``zeros_like(p.data)``: it has the parameter's dtype (float32 parameters, float32 state) and
-device. ``state_dict()`` gives ``(arrays, metadata)`` ready for ``checkpoint.save_checkpoint``:
-
-    arrays   {"m.0": ..., "v.0": ..., "m.1": ...}   state arrays named ``<name>.<param index>``
-    metadata {"type": "Adam", "step": 120, "num_params": 4, "lr": ..., "betas": [0.9, 0.98],
-              "eps": 1e-09, "weight_decay": 0.0, "param_steps": [120, 120, 120, 120]}
-
-``load_state_dict(arrays, metadata)`` restores all of it (hyperparameters included), so a
-resumed run repeats the uninterrupted run's updates bit for bit.
+No host synchronisation: ``clip_grad_norm`` returns the norm as a 0-d array on the device,
+and ``step(apply_if=ok)`` applies the update only where the 0-d bool ``ok`` is True
+(decided on the device, as mixed-precision loss scalers do), so a training step never waits
+for the GPU. On NumPy, where reading a value costs nothing, ``ok`` is simply read.
 
 Typical loop (PyTorch's order: the schedule is primed at construction, stepped after the
 optimizer)::
@@ -24,9 +23,20 @@ optimizer)::
     for batch in batches:
         opt.zero_grad()
         loss = ...; loss.backward()
-        norm = clip_grad_norm(model.parameters(), 1.0)   # NaN/Inf -> stop training
-        opt.step()                                       # update n uses lr_at(n)
+        norm = opt.clip_grad_norm(1.0)                   # 0-d array: gather + norm + scale
+        ok = xp.isfinite(norm) & xp.isfinite(loss.data)
+        opt.step(apply_if=ok)                            # update n uses lr_at(n)
         sched.step()                                     # opt.lr = lr_at(n + 1)
+
+``state_dict()`` gives ``(arrays, metadata)`` ready for ``checkpoint.save_checkpoint``, one
+array per parameter and state (the flat layout is an implementation detail, not a format):
+
+    arrays   {"m.0": ..., "v.0": ..., "m.1": ...}   state arrays named ``<name>.<param index>``
+    metadata {"type": "Adam", "step": 120, "num_params": 4, "lr": ..., "betas": [0.9, 0.98],
+              "eps": 1e-09, "weight_decay": 0.0, "param_steps": [120, 120, 120, 120]}
+
+``load_state_dict(arrays, metadata)`` restores all of it, so a resumed run repeats the
+uninterrupted run's updates bit for bit.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ from typing import Any
 
 from . import backend
 from .errors import ConfigError, DeviceError, ShapeError
+from .flatbuffer import FlatGroup, _has_out
 from .tensor import Tensor
 
 Array = backend.Array
@@ -49,15 +60,6 @@ __all__ = [
     "clip_grad_norm",
     "grads_finite",
 ]
-
-
-def _has_out(xp: Any) -> bool:
-    """True when ``xp``'s elementwise functions are ufuncs taking ``out=`` (NumPy, CuPy).
-
-    The array API standard has no ``out=``; there (array-api-strict) the same arithmetic
-    runs with a few temporaries instead of one reused buffer.
-    """
-    return type(getattr(xp, "multiply", None)).__name__ == "ufunc"
 
 
 def _copy(a: Array, host: bool) -> Array:
@@ -80,21 +82,46 @@ def _as_tensors(params: Iterable[Tensor]) -> list[Tensor]:
     return params
 
 
+def _number(owner: str, name: str, value: Any, low: float, high: float = math.inf,
+            low_open: bool = False, high_open: bool = False) -> float:  # fmt: skip
+    """``value`` as a float inside the range, else ConfigError naming it and the range."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    x = float(value) if ok else math.nan
+    inside = (x > low if low_open else x >= low) and (x < high if high_open else x <= high)
+    if not (ok and inside):
+        lo, hi = "(" if low_open else "[", ")" if high_open else "]"
+        raise ConfigError(
+            f"{owner}: {name} must be a number in {lo}{low}, {high}{hi}, got {value!r}"
+        )
+    return x
+
+
+def _host_flag(ok: Any) -> bool | None:
+    """The value of a 0-d bool ``ok`` when reading it costs nothing (NumPy, or a Python
+    bool); None when it lives on a device and must stay there."""
+    if ok is None or isinstance(ok, bool):
+        return True if ok is None else ok
+    if type(ok).__module__ == "numpy" or type(ok).__module__.startswith("numpy."):
+        return bool(ok)
+    return None
+
+
 # ============================================================================ optimizers
 
 
 class Optimizer:
-    """Base class: a list of parameters, a learning rate and per-parameter state arrays.
+    """Base class: parameters in flat groups, a learning rate, per-element state.
 
     Subclasses name their state arrays in ``state_names`` (e.g. ``("m", "v")``), their JSON
-    hyperparameters in ``hyperparameters``, and implement ``_update(i, p, g)``.
+    hyperparameters in ``hyperparameters``, and implement ``_update(group, sel, flat)``.
 
     Attributes:
         params: the parameters, in the order given (state is keyed by this index).
         lr: the learning rate of the next ``step()`` (a schedule may set it).
         step_count: how many times ``step()`` has run.
-        state: ``state[name][i]`` is the array ``name`` of parameter ``i`` (None until the
-            first step that sees parameter ``i``'s gradient).
+        groups: the FlatGroups (one per device and dtype, normally one).
+        state: ``state[name][i]`` is the array ``name`` of parameter ``i`` (a view into the
+            group's flat state; None until the first step that updates parameter ``i``).
     """
 
     state_names: tuple[str, ...] = ()
@@ -106,42 +133,151 @@ class Optimizer:
             raise ConfigError(f"{type(self).__name__}: got an empty parameter list")
         if len({id(p) for p in self.params}) != len(self.params):
             raise ConfigError(f"{type(self).__name__}: a parameter appears twice in params")
-        if not lr >= 0.0:
-            raise ConfigError(f"{type(self).__name__}: lr must be >= 0, got {lr}")
-        self.lr = float(lr)
+        self.lr = _number(type(self).__name__, "lr", lr, 0.0)
         self.step_count = 0
         self.state: dict[str, list[Array | None]] = {
             name: [None] * len(self.params) for name in self.state_names
         }
+        self.param_steps = [0] * len(self.params)
+        self._layout()
 
-    # ------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------ the flat layout
+    def _layout(self) -> None:
+        """Group the parameters by device and dtype into FlatGroups; carry existing state
+        (which must sit on its parameter's device: else DeviceError) into the new layout."""
+        by_key: dict[tuple[str, str], list[int]] = {}
+        for i, p in enumerate(self.params):
+            key = (p.device, backend.dtype_name(p.dtype))
+            by_key.setdefault(key, []).append(i)
+        self.groups: list[FlatGroup] = []
+        self._members: list[list[int]] = []
+        for indices in by_key.values():
+            group = FlatGroup([self.params[i] for i in indices])
+            for name in self.state_names:
+                old = [self.state[name][i] for i in indices]
+                if all(a is None for a in old):
+                    continue
+                flat = group.state[name] = group.xp.zeros_like(group.data)
+                views = group.slices(flat)
+                for j, (i, a) in enumerate(zip(indices, old, strict=True)):
+                    if a is None:
+                        continue
+                    if backend.device_of(a) != group.device:
+                        raise DeviceError(
+                            f"{type(self).__name__}: parameter {i} is on {group.device} but "
+                            f"its optimizer state is on {backend.device_of(a)}; call "
+                            "optimizer.to(device) after moving the model"
+                        )
+                    views[j][...] = a
+                    self.state[name][i] = views[j]
+            self.groups.append(group)
+            self._members.append(indices)
+
+    def _ensure_layout(self) -> None:
+        """Re-adopt parameters whose arrays were replaced (see FlatGroup.readopt)."""
+        for group in self.groups:
+            if not group.intact() and not group.readopt():
+                self._layout()
+                return
+
+    def _flat_state(self, gi: int, name: str) -> Array:
+        """The flat state ``name`` of group ``gi`` (zeros on first use)."""
+        group = self.groups[gi]
+        flat = group.state.get(name)
+        if flat is None:
+            flat = group.state[name] = group.xp.zeros_like(group.data)
+        return flat
+
+    def _state_views(self, gi: int, j: int) -> dict[str, Array]:
+        """Parameter j of group gi: its state views (made and recorded on first use)."""
+        group, i = self.groups[gi], self._members[gi][j]
+        out = {}
+        for name in self.state_names:
+            a = self.state[name][i]
+            if a is None:
+                a = self.state[name][i] = group.slices(self._flat_state(gi, name))[j]
+            out[name] = a
+        return out
+
+    # ------------------------------------------------------------------ gradients
     def zero_grad(self) -> None:
         """Forget every parameter's gradient (``p.grad = None``) before the next backward."""
         for p in self.params:
             p.grad = None
 
-    def step(self) -> None:
-        """Update every parameter that has a gradient (parameters without one are skipped)."""
-        self.step_count += 1
-        for i, p in enumerate(self.params):
-            if p.grad is not None:
-                self._update(i, p, p.grad)
+    def gather_grads(self) -> list[Array]:
+        """Copy every gradient into the flat gradient buffers (one per group) and return
+        them. Changing them in place (an all-reduce, a scale) is what the following
+        ``clip_grad_norm`` and ``step`` see. A parameter without a gradient gets zeros
+        there, and ``step`` skips it."""
+        self._ensure_layout()
+        self._has_grad = [g.gather() for g in self.groups]
+        return [g.grad for g in self.groups]
 
-    def _update(self, i: int, p: Tensor, g: Array) -> None:
-        raise NotImplementedError
-
-    def _state(self, name: str, i: int, p: Tensor) -> Array:
-        """State array ``name`` of parameter ``i``: zeros like ``p.data`` on first use."""
-        a = self.state[name][i]
-        if a is None:
-            a = self.state[name][i] = backend.namespace(p.data).zeros_like(p.data)
-        elif backend.device_of(a) != backend.device_of(p.data):
+    def grad_norm(self) -> Array:
+        """√(Σ ‖∇p‖²) over every gradient: a 0-d array on the parameters' device (no sync)."""
+        self.gather_grads()
+        xp = self.groups[0].xp
+        norms = [xp.linalg.vector_norm(g.grad) for g in self.groups]
+        if len(norms) == 1:
+            return norms[0]
+        devices = {g.device for g in self.groups}
+        if len(devices) > 1:
             raise DeviceError(
-                f"{type(self).__name__}: parameter {i} is on {backend.device_of(p.data)} but its "
-                f"optimizer state is on {backend.device_of(a)}; call optimizer.to(device) after "
-                "moving the model"
+                f"{type(self).__name__}: parameters on several devices {sorted(devices)}; "
+                "one optimizer serves the parameters of one device"
             )
-        return a
+        wide = [xp.astype(n, xp.float64) for n in norms]
+        return xp.linalg.vector_norm(xp.stack(wide))
+
+    def clip_grad_norm(self, max_norm: float) -> Array:
+        """Scale all gradients together so that their norm is at most ``max_norm``, as
+        ``torch.nn.utils.clip_grad_norm_``: ∇ ← ∇ · min(1, max_norm / (total + 1e-6)).
+        Returns ``total`` before clipping as a 0-d array on the device (no sync). A NaN/Inf
+        total leaves the gradients unscaled (pair it with ``step(apply_if=...)``)."""
+        max_norm = _number("clip_grad_norm", "max_norm", max_norm, 0.0, low_open=True)
+        total = self.grad_norm()
+        if max_norm == math.inf:
+            return total
+        xp = self.groups[0].xp
+        coef = xp.clip(max_norm / (total + 1e-6), max=1.0)
+        coef = xp.where(xp.isfinite(coef), coef, xp.ones_like(coef))
+        for g in self.groups:
+            g.grad *= xp.astype(coef, g.grad.dtype)
+        return total
+
+    # ------------------------------------------------------------------ the step
+    def step(self, apply_if: Any = None) -> None:
+        """Update every parameter that has a gradient (parameters without one are skipped).
+
+        ``apply_if``: a 0-d bool array; where it is False nothing changes (parameters,
+        state), decided on the device without a host read. ``step_count`` and the
+        per-parameter step counts advance either way (on a device the host cannot know).
+        """
+        self.step_count += 1
+        self.gather_grads()
+        flag = _host_flag(apply_if)
+        ok = None if flag else apply_if  # a device flag stays on the device
+        for gi, (group, has) in enumerate(zip(self.groups, self._has_grad, strict=True)):
+            members = self._members[gi]
+            steps = {self.param_steps[i] for i in members}
+            whole = all(has) and len(steps) == 1  # the fast path: the whole group at once
+            for j, i in enumerate(members):
+                if has[j]:
+                    self.param_steps[i] += 1
+                    if not whole and flag is not False:  # one parameter at a time, same math
+                        views = self._state_views(gi, j)
+                        data, grad = group.views[j], group.grad_views[j]
+                        self._update(data, grad, views, self.param_steps[i], ok)
+            if whole and flag is not False:
+                flat = {name: self._flat_state(gi, name) for name in self.state_names}
+                if self.state_names and self.state[self.state_names[0]][members[-1]] is None:
+                    for j in range(len(members)):  # the per-parameter views, made once
+                        self._state_views(gi, j)
+                self._update(group.data, group.grad, flat, self.param_steps[members[0]], ok)
+
+    def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
+        raise NotImplementedError
 
     # ------------------------------------------------------------------ devices
     def to(self, device: str) -> Optimizer:
@@ -150,6 +286,8 @@ class Optimizer:
             for i, a in enumerate(arrays):
                 if a is not None:
                     arrays[i] = backend.to_device(a, device)
+        if all(p.device == backend.normalize_device(device) for p in self.params):
+            self._layout()
         return self
 
     # ------------------------------------------------------------------ saving and resuming
@@ -158,7 +296,7 @@ class Optimizer:
 
         ``arrays`` maps ``"<state name>.<param index>"`` (``"m.0"``, ``"v.0"``, ``"momentum.3"``)
         to a copy of that array, on its device, or as a NumPy array when ``host=True`` (what
-        ``checkpoint.save_checkpoint`` wants). Parameters that have never had a gradient have
+        ``checkpoint.save_checkpoint`` wants). Parameters that have never been updated have
         no entry. ``metadata`` holds ``type``, ``step``, ``num_params``, the hyperparameters and
         any per-optimizer extras (Adam: ``param_steps``).
         """
@@ -182,11 +320,13 @@ class Optimizer:
     def load_state_dict(self, arrays: Mapping[str, Any], metadata: Mapping[str, Any]) -> None:
         """Restore what ``state_dict`` gave (arrays may be NumPy or on any device).
 
-        Each state array is copied onto its parameter's device with its parameter's dtype.
-        Raises ConfigError for another optimizer type, another number of parameters or an
-        unknown array name, and ShapeError when an array does not fit its parameter.
+        Each state array is copied into the flat state on its parameter's device, in its
+        parameter's dtype. Raises ConfigError for another optimizer type, another number of
+        parameters or an unknown array name, and ShapeError when an array does not fit.
         """
         name = type(self).__name__
+        if not isinstance(metadata, Mapping) or not isinstance(arrays, Mapping):
+            raise ConfigError(f"{name}.load_state_dict: expected (arrays, metadata) mappings")
         if metadata.get("type") != name:
             raise ConfigError(f"{name}.load_state_dict: the state is from {metadata.get('type')!r}")
         if metadata.get("num_params") != len(self.params):
@@ -208,24 +348,41 @@ class Optimizer:
                     f"{name}.load_state_dict: {key!r} has shape {tuple(a.shape)}, but parameter "
                     f"{index} has shape {p.shape}"
                 )
-            moved = backend.asarray(a, dtype=backend.dtype_name(p.dtype), device=p.device)
-            state[sname][int(index)] = backend.namespace(moved).asarray(moved, copy=True)
+            state[sname][int(index)] = backend.asarray(
+                a, dtype=backend.dtype_name(p.dtype), device=p.device
+            )
+        hyper = {key: metadata[key] for key in self.hyperparameters}
+        extra = dict(metadata)
+        step = int(metadata["step"])
         self.state = state
-        self.step_count = int(metadata["step"])
-        for key in self.hyperparameters:
-            value = metadata[key]
+        self._layout()  # copies the loaded arrays into fresh flat state: the caller's stay apart
+        self.step_count = step
+        for key, value in hyper.items():
             setattr(self, key, tuple(value) if isinstance(value, list) else value)
-        self._load_extra_state(metadata)
+        self._load_extra_state(extra)
 
     def _extra_state(self) -> dict[str, Any]:
-        return {}
+        return {"param_steps": list(self.param_steps)}
 
     def _load_extra_state(self, metadata: Mapping[str, Any]) -> None:
-        pass
+        steps = metadata.get("param_steps")
+        if steps is None:  # a state written without per-parameter counts
+            first = self.state_names[0] if self.state_names else None
+            steps = [
+                self.step_count if first and self.state[first][i] is not None else 0
+                for i in range(len(self.params))
+            ]
+        self.param_steps = [int(s) for s in steps]
 
     def __repr__(self) -> str:
         hyper = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.hyperparameters)
         return f"{type(self).__name__}({len(self.params)} params, {hyper})"
+
+
+def _gated(xp: Any, ok: Any, g: Array) -> tuple[Array, Array]:
+    """(g with NaN/Inf replaced by 0 where not ok, ok as a 0-d float): for device-side skips."""
+    okf = xp.astype(ok, g.dtype)
+    return xp.where(ok, g, xp.zeros_like(okf)), okf
 
 
 class SGD(Optimizer):
@@ -250,28 +407,33 @@ class SGD(Optimizer):
         momentum: float = 0.0,
         weight_decay: float = 0.0,
     ):
+        self.momentum = _number("SGD", "momentum", momentum, 0.0, 1.0, high_open=True)
+        self.weight_decay = _number("SGD", "weight_decay", weight_decay, 0.0)
         super().__init__(params, lr)
-        if not 0.0 <= momentum < 1.0:
-            raise ConfigError(f"SGD: momentum must be in [0, 1), got {momentum}")
-        if not weight_decay >= 0.0:
-            raise ConfigError(f"SGD: weight_decay must be >= 0, got {weight_decay}")
-        self.momentum = float(momentum)
-        self.weight_decay = float(weight_decay)
+        if not self.momentum:
+            self.state_names = ()
+            self.state = {}
 
-    def _update(self, i: int, p: Tensor, g: Array) -> None:
+    def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
+        xp = backend.namespace(p)
+        okf = None
+        if ok is not None:
+            g, okf = _gated(xp, ok, g)
         if self.weight_decay:
-            g = g + self.weight_decay * p.data
+            g = g + self.weight_decay * p
         if self.momentum:
-            b = self.state["momentum"][i]
-            if b is None:
-                xp = backend.namespace(g)
-                b = self.state["momentum"][i] = xp.asarray(g, copy=True)
+            b = state["momentum"]
+            if okf is None:
+                if t > 1:
+                    b *= self.momentum
+                    b += g
+                else:
+                    b[...] = g  # the first step: b = g
             else:
-                b = self._state("momentum", i, p)
-                b *= self.momentum
-                b += g
+                keep = self.momentum if t > 1 else 0.0  # b <- b + ok (keep b + g - b)
+                b += okf * (keep * b + g - b)
             g = b
-        p.data -= self.lr * g
+        p -= (self.lr if okf is None else self.lr * okf) * g
 
 
 class Adam(Optimizer):
@@ -287,9 +449,8 @@ class Adam(Optimizer):
 
     State: ``m.<i>``, ``v.<i>`` (same dtype and device as the parameter) and the count t of
     each parameter (``param_steps`` in the metadata; parameters skipped for lack of a
-    gradient do not advance, as in PyTorch). On NumPy and CuPy the update reuses one
-    temporary per parameter per step (ufuncs with ``out=``); on the strict array API, which
-    has no ``out=``, the same arithmetic makes a few temporaries.
+    gradient do not advance, as in PyTorch). Applied to a whole flat group at once; on
+    NumPy and CuPy with one reused temporary (ufuncs with ``out=``).
     """
 
     state_names = ("m", "v")
@@ -303,29 +464,31 @@ class Adam(Optimizer):
         eps: float = 1e-9,
         weight_decay: float = 0.0,
     ):
-        super().__init__(params, lr)
-        b1, b2 = (float(b) for b in betas)
-        if not (0.0 <= b1 < 1.0 and 0.0 <= b2 < 1.0):
-            raise ConfigError(f"Adam: betas must lie in [0, 1), got {tuple(betas)}")
-        if not eps >= 0.0:
-            raise ConfigError(f"Adam: eps must be >= 0, got {eps}")
-        if not weight_decay >= 0.0:
-            raise ConfigError(f"Adam: weight_decay must be >= 0, got {weight_decay}")
+        if not isinstance(betas, tuple | list) or len(betas) != 2:
+            raise ConfigError(f"Adam: betas must be a pair (β1, β2), got {betas!r}")
+        b1 = _number("Adam", "betas[0]", betas[0], 0.0, 1.0, high_open=True)
+        b2 = _number("Adam", "betas[1]", betas[1], 0.0, 1.0, high_open=True)
         self.betas = (b1, b2)
-        self.eps = float(eps)
-        self.weight_decay = float(weight_decay)
-        self.param_steps = [0] * len(self.params)
+        self.eps = _number("Adam", "eps", eps, 0.0)
+        self.weight_decay = _number("Adam", "weight_decay", weight_decay, 0.0)
+        super().__init__(params, lr)
 
-    def _update(self, i: int, p: Tensor, g: Array) -> None:
+    def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
         b1, b2 = self.betas
-        xp = backend.namespace(p.data)
-        m, v = self._state("m", i, p), self._state("v", i, p)
-        self.param_steps[i] += 1
-        t = self.param_steps[i]
+        xp = backend.namespace(p)
+        m, v = state["m"], state["v"]
         step_size = self.lr / (1 - b1**t)
         bc2_sqrt = (1 - b2**t) ** 0.5
+        if ok is not None:  # on the device: every change is multiplied by ok (0 or 1)
+            g, okf = _gated(xp, ok, g)
+            if self.weight_decay:
+                g = g + self.weight_decay * p
+            m += (okf * (1 - b1)) * (g - m)  # m = β1 m + (1-β1) g where ok
+            v += (okf * (1 - b2)) * (g * g - v)  # v = β2 v + (1-β2) g² where ok
+            p -= (okf * step_size) * (m / (xp.sqrt(v) / bc2_sqrt + self.eps))
+            return
         if self.weight_decay:
-            g = g + self.weight_decay * p.data
+            g = g + self.weight_decay * p
         if _has_out(xp):  # NumPy / CuPy: one buffer, reused
             buf = xp.multiply(g, 1 - b1)
             m *= b1
@@ -339,7 +502,7 @@ class Adam(Optimizer):
             buf += self.eps  # √v/√(1-β2^t) + ε
             xp.divide(m, buf, out=buf)
             buf *= -step_size
-            p.data += buf
+            p += buf
         else:  # the same arithmetic, in the standard's operators
             m *= b1
             m += (1 - b1) * g
@@ -350,16 +513,7 @@ class Adam(Optimizer):
             denom += self.eps
             update = m / denom
             update *= -step_size
-            p.data += update
-
-    def _extra_state(self) -> dict[str, Any]:
-        return {"param_steps": list(self.param_steps)}
-
-    def _load_extra_state(self, metadata: Mapping[str, Any]) -> None:
-        steps = metadata.get("param_steps")
-        if steps is None:  # a state written without per-parameter counts
-            steps = [self.step_count if m is not None else 0 for m in self.state["m"]]
-        self.param_steps = [int(s) for s in steps]
+            p += update
 
 
 # ============================================================================ schedule
@@ -470,7 +624,12 @@ def clip_grad_norm(params: Iterable[Tensor], max_norm: float) -> float:
     caller can stop (see :func:`grads_finite`). Gradients are scaled in place when the
     tensor owns its gradient array; a gradient array that autograd may share with another
     tensor (an unowned one) is replaced by a scaled copy instead, so nothing is scaled twice.
+
+    This is the reference, one parameter at a time, with one host read of the norm; a
+    training loop uses ``Optimizer.clip_grad_norm`` (flat buffers, no host read).
+    ``max_norm`` must be a positive number (``math.inf``: measure only).
     """
+    max_norm = _number("clip_grad_norm", "max_norm", max_norm, 0.0, low_open=True)
     with_grad = _grads(params)
     if not with_grad:
         return 0.0

@@ -174,39 +174,38 @@ class Tensor:
         if tuple(grad.shape) != self.shape:
             raise ValueError(f"backward(): grad has shape {tuple(grad.shape)}, need {self.shape}")
 
-        grads = {id(self): grad}
-        owned: set[int] = set()  # gradients we made ourselves, safe to add into in place
+        grads = {self: grad}  # keyed by the Tensor itself (identity hash)
+        owned: set[Tensor] = set()  # gradients we made ourselves, safe to add into in place
         for node in reversed(_topological_order(self)):
-            g = grads.pop(id(node), None)
+            g = grads.pop(node, None)
             if g is None:
                 continue
             ctx = node._ctx
             if ctx is None or node._retains_grad:  # a retained (non-leaf) grad is never
-                node._accumulate(g, id(node) in owned and ctx is None)  # added into in place
-            owned.discard(id(node))
+                node._accumulate(g, node in owned and ctx is None)  # added into in place
+            owned.discard(node)
             if ctx is None:
                 continue
             in_grads = ctx.fn.backward(ctx, g)
-            if not isinstance(in_grads, tuple):
+            if type(in_grads) is not tuple:
                 in_grads = (in_grads,)
             fresh = ctx.fn.fresh_grads  # new arrays: later gradients may add into them
             for parent, pg in zip(ctx.parents, in_grads, strict=False):
                 if parent is None or pg is None or not parent.requires_grad:
                     continue
-                if tuple(pg.shape) != parent.shape:
+                if pg.shape != parent.data.shape:
                     from .function import unbroadcast
 
                     pg = unbroadcast(ctx.xp, pg, parent.shape)
-                key = id(parent)
-                if key not in grads:
-                    grads[key] = pg
+                if parent not in grads:
+                    grads[parent] = pg
                     if fresh:
-                        owned.add(key)
-                elif key in owned:
-                    grads[key] += pg
+                        owned.add(parent)
+                elif parent in owned:
+                    grads[parent] += pg
                 else:
-                    grads[key] = grads[key] + pg
-                    owned.add(key)
+                    grads[parent] = grads[parent] + pg
+                    owned.add(parent)
             if not retain_graph:
                 node._ctx, node._freed = None, True
 
@@ -355,26 +354,28 @@ class Tensor:
 def _topological_order(root: Tensor) -> list[Tensor]:
     """Tensors reachable from ``root`` through ops, each after all of its inputs."""
     order: list[Tensor] = []
-    visited: set[int] = set()
+    visited: set[Tensor] = set()
     stack: list[tuple[Tensor, bool]] = [(root, False)]
+    push, pop, see, done = stack.append, stack.pop, visited.add, order.append
     while stack:
-        node, inputs_done = stack.pop()
+        node, inputs_done = pop()
         if inputs_done:
-            order.append(node)
+            done(node)
             continue
-        if id(node) in visited:
+        if node in visited:
             continue
         if node._freed:
             raise RuntimeError(
                 "backward(): part of this graph was already used by an earlier backward() "
                 "and freed; pass retain_graph=True to the first backward() to reuse it"
             )
-        visited.add(id(node))
-        stack.append((node, True))
-        if node._ctx is not None:
-            for parent in node._ctx.parents:
-                if parent is not None and parent.requires_grad and id(parent) not in visited:
-                    stack.append((parent, False))
+        see(node)
+        push((node, True))
+        ctx = node._ctx
+        if ctx is not None:
+            for parent in ctx.parents:
+                if parent is not None and parent.requires_grad and parent not in visited:
+                    push((parent, False))
     return order
 
 

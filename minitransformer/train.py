@@ -2,7 +2,7 @@
 checkpoints, a metrics log, a result card and plots.
 
     trainer = Trainer(TrainConfig(task="copy", out="runs/copy"))
-    result = trainer.train()          # progress bar; Ctrl-C saves a checkpoint and stops
+    result = trainer.train()          # progress bar; Ctrl-C / SIGTERM save a checkpoint, stop
     Trainer.resume("runs/copy").train()
 
 One step (the paper's §5):  logits = model(src, BOS+tgt);  loss = label-smoothed
@@ -12,7 +12,9 @@ step·warmup^-1.5).
 
 What a run writes in ``out/``: ``metrics.jsonl`` (one JSON record per log/eval line),
 ``checkpoint.npz`` (the latest; atomic), ``best.npz`` is not kept — the last one is the one
-you resume from — ``result.json`` (the result card) and ``plots/*.png``.
+you resume from — ``result.json`` (the result card) and ``plots/*.png``. A run directory
+has one run and one writer: ``train()`` refuses a directory that holds another run (unless
+``overwrite=True``) and locks it against a second process (see runs.py).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import backend, checkpoint
+from . import backend, checkpoint, runs
 from . import functional as F
 from .config import TransformerConfig
 from .data.batching import BatchStream, make_batch
@@ -39,7 +41,7 @@ from .data.tasks import Task, make_task
 from .decode import greedy_decode
 from .errors import ConfigError, TrainingError
 from .nn import Transformer
-from .optim import Adam, NoamSchedule, clip_grad_norm
+from .optim import Adam, NoamSchedule
 from .tensor import no_grad
 
 # Defaults per task, chosen (and measured, see the README) so each reaches its target on a
@@ -154,40 +156,81 @@ class Trainer:
         self.out = Path(cfg.out)
         self.elapsed = 0.0  # training seconds over all sessions of this run
         self.checkpoint_step: int | None = None  # step of the last checkpoint written
-        self._stop_requested = False
+        self.resumed_from: Path | None = None  # the checkpoint file resume() loaded
+        self._owns_out = False  # out/ holds this trainer's own run (written or resumed)
+        self._stop_requested: str | None = None  # "SIGINT" / "SIGTERM" once one arrived
+        self._bar: Any = None  # the tqdm bar, or None for plain lines
+        self._noted: set[str] = set()
+        self._pending: list[tuple[Any, Any]] = []  # (loss, grad norm) on the device, per step
+        self._healthy: Any = None  # device flag: every step so far was finite
+        self.grad_hook: Any = None  # called with the flat gradient buffers (data parallelism)
+        self.loss_scale = 1.0  # the loss is multiplied by this before backward
 
     # ------------------------------------------------------------------ one step
-    def train_step(self, batch) -> float:
-        """Forward, backward, clip, update. Returns the loss (per non-pad target token).
+    def train_step(self, batch) -> Any:
+        """Forward, backward, clip, update; returns the loss (per non-pad target token) as a
+        0-d array on the device. Nothing in it waits for the device (no host read):
 
-        A NaN/Inf loss or gradient norm raises TrainingError *before* the update, so the
-        weights (and every checkpoint on disk) stay as they were.
+        - the batch's token ids are checked on the host, where they are made, before upload;
+        - the loss and the gradient norm stay on the device until ``read_back()`` (at each
+          log line and before each checkpoint) turns them into numbers;
+        - the NaN/Inf guard is decided on the device: the update is applied only while
+          every step so far had a finite loss and gradient norm (``Optimizer.step(apply_if=
+          ...)``), so a bad step never changes the weights, and ``read_back()`` raises
+          TrainingError naming it.
         """
-        dev = self.cfg.device
-        src = backend.asarray(batch.src, device=dev)
-        tgt_in = backend.asarray(batch.tgt_in, device=dev)
-        tgt_out = backend.asarray(batch.tgt_out, device=dev)
-        self.model.train()
-        logits = self.model(src, tgt_in)
+        if not self.model.training:
+            self.model.train()
+        logits = self.model(batch.src, batch.tgt_in)  # host ids: checked, then uploaded
         loss = F.cross_entropy(
             logits,
-            tgt_out,
+            batch.tgt_out,
             label_smoothing=self.cfg.label_smoothing,
             ignore_index=self.model_cfg.pad_id,
         )
+        if self.loss_scale != 1.0:
+            loss = loss * self.loss_scale
         self.optimizer.zero_grad()
         loss.backward()
-        value = loss.item()
-        norm = clip_grad_norm(self.optimizer.params, self.cfg.clip_norm or math.inf)
-        if not (math.isfinite(value) and math.isfinite(norm)):
-            self.optimizer.zero_grad()
-            raise TrainingError(
-                f"step {self.step + 1}: the loss is {value} and the gradient norm {norm}; "
-                f"training stopped before updating the weights. {self._last_good()}"
-            )
-        self.optimizer.step()  # the n-th update uses lr_at(n) ...
+        grads = self.optimizer.gather_grads()
+        if self.grad_hook is not None:
+            self.grad_hook(grads)
+        if self.cfg.clip_norm:
+            norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
+        else:
+            norm = self.optimizer.grad_norm()
+        xp = backend.namespace(norm)
+        healthy = xp.isfinite(loss.data) & xp.isfinite(norm)
+        if self._healthy is not None:
+            healthy = healthy & self._healthy
+        self._healthy = healthy  # sticky: after a bad step no update is ever applied
+        self.optimizer.step(apply_if=healthy)  # the n-th update uses lr_at(n) ...
         self.schedule.step()  # ... then the schedule sets the next step's lr
-        return value
+        self._pending.append((loss.data, norm))
+        return loss.data
+
+    def read_back(self) -> list[float]:
+        """Bring the losses of the steps since the last read-back to the host (one sync) and
+        append them to ``self.losses``; raise TrainingError at the first step whose loss or
+        gradient norm was NaN/Inf (no update was applied from that step on)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return []
+        xp = backend.namespace(pending[0][0])
+        pairs = backend.to_numpy(xp.stack([xp.stack([xp.reshape(a, ()) for a in pair])
+                                           for pair in pending]))  # fmt: skip
+        first = self.step - len(pending) + 1  # the step number of pending[0]
+        values = []
+        for k, (value, norm) in enumerate(pairs.tolist()):
+            if not (math.isfinite(value) and math.isfinite(norm)):
+                self.losses.extend(values)
+                raise TrainingError(
+                    f"step {first + k}: the loss is {value} and the gradient norm {norm}; "
+                    f"no update was applied from that step on. {self._last_good()}"
+                )
+            values.append(float(value))
+        self.losses.extend(values)
+        return values
 
     def _last_good(self) -> str:
         """Where the run can go on from, for the message of a TrainingError."""
@@ -197,43 +240,61 @@ class Trainer:
         return (
             f"The last good checkpoint, {self.out / 'checkpoint.npz'} (step "
             f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
-            f"minitransformer train --resume {self.out}"
+            f"{runs.resume_command(self.out)}"
         )
 
     # ------------------------------------------------------------------ the loop
-    def train(self) -> dict[str, Any]:
-        """Train to ``cfg.steps``; evaluate, log and checkpoint along the way.
+    def train(self, *, overwrite: bool = False) -> dict[str, Any]:
+        """Train to ``cfg.steps``; log, checkpoint and evaluate along the way (in that order:
+        a finished step is saved before an evaluation can fail).
 
-        Ctrl-C (SIGINT) finishes the current step, saves a checkpoint, prints the command
-        that resumes, and returns ``{"interrupted": True, "step": ...}``; a second Ctrl-C
-        stops at once (KeyboardInterrupt; the last checkpoint on disk stays intact).
+        The run directory is locked for the whole call (a second process is refused, naming
+        this one's PID). A directory that holds another run is refused unless this trainer
+        resumed it or ``overwrite`` is set (the old run's files are then removed first).
+
+        Ctrl-C (SIGINT) or SIGTERM (``kill``, ``timeout``, schedulers) finishes the current
+        step, saves a checkpoint, prints the command that resumes, and returns
+        ``{"interrupted": True, "step": ..., "signal": "SIGINT" | "SIGTERM"}``; a second one
+        stops at once (KeyboardInterrupt, or SystemExit(143) for SIGTERM; the last
+        checkpoint on disk stays intact).
         """
-        from tqdm import tqdm  # the text bar: no widget warnings in notebooks
+        owned = self._owns_out or (
+            self.resumed_from is not None
+            and self.out.resolve() == self.resumed_from.parent.resolve()
+        )
+        lock = runs.open_run(self.out, owned=owned, overwrite=overwrite)
+        try:
+            if self.resumed_from is not None and not self._owns_out and owned:
+                runs.truncate_metrics(self.out / "metrics.jsonl", self.step)
+            self._owns_out = True
+            return self._train_locked()
+        finally:
+            lock.release()
 
+    def _train_locked(self) -> dict[str, Any]:
         cfg = self.cfg
-        if self.out.exists() and not self.out.is_dir():
-            raise ConfigError(f"out {str(self.out)!r} is a file; pass a directory for the run")
-        self.out.mkdir(parents=True, exist_ok=True)
         log = open(self.out / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
         main_thread = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, self._on_sigint) if main_thread else None
-        self._stop_requested = False
-        bar = tqdm(
-            total=cfg.steps, initial=self.step, disable=not cfg.progress, unit="step",
-            desc=f"{cfg.task}", dynamic_ncols=True, file=sys.stderr,
-        )  # fmt: skip
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {s: signal.signal(s, self._on_signal) for s in stops} if main_thread else {}
+        self._stop_requested = None
+        self._bar = bar = self._progress_bar()
+        if self.task.name.startswith("translate"):
+            self._check_bleu()
         tokens, t_window = 0, time.perf_counter()
         try:
             while self.step < cfg.steps:
                 batch = next(self.stream)
                 t0 = time.perf_counter()
-                value = self.train_step(batch)
-                self.elapsed += time.perf_counter() - t0
+                self.train_step(batch)
                 self.step += 1
-                self.losses.append(value)
+                log_now = self.step % cfg.log_every == 0 or self.step == cfg.steps
+                value = self.read_back()[-1] if log_now else None  # the one wait per log line
+                self.elapsed += time.perf_counter() - t0
                 tokens += batch.n_tokens
-                bar.update(1)
-                if self.step % cfg.log_every == 0 or self.step == cfg.steps:
+                if bar is not None:
+                    bar.update(1)
+                if log_now:
                     now = time.perf_counter()
                     record = dict(
                         step=self.step, split="train", loss=value, lr=self.optimizer.lr,
@@ -241,39 +302,72 @@ class Trainer:
                     )  # fmt: skip
                     tokens, t_window = 0, now
                     self._log(log, record)
-                    bar.set_postfix(loss=f"{value:.3f}", lr=f"{self.optimizer.lr:.2e}",
-                                    tok_s=f"{record['tokens_per_s']:.0f}")  # fmt: skip
+                    if bar is not None:
+                        bar.set_postfix(loss=f"{value:.3f}", lr=f"{self.optimizer.lr:.2e}",
+                                        tok_s=f"{record['tokens_per_s']:.0f}")  # fmt: skip
                     self._say(
                         f"step {self.step}/{cfg.steps}  loss {value:.4f}  "
                         f"lr {self.optimizer.lr:.2e}  {record['tokens_per_s']:.0f} tok/s"
                     )
+                if self.step % cfg.checkpoint_every == 0 or self._stop_requested:
+                    self.save()  # before any evaluation: a failing one cannot lose this step
+                if self._stop_requested:
+                    if bar is not None:
+                        bar.close()
+                    print(
+                        f"\nInterrupted ({self._stop_requested}) at step {self.step}; checkpoint "
+                        f"saved. Resume with:\n  {runs.resume_command(self.out)}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    return {"interrupted": True, "step": self.step, "signal": self._stop_requested}
                 if self.step % cfg.eval_every == 0 and self.step < cfg.steps:
                     metrics = self.evaluate("valid", cfg.eval_samples)
                     self._log(log, dict(step=self.step, split="valid", **metrics))
                     self._say(f"step {self.step} valid  " + _fmt(metrics))
-                if self.step % cfg.checkpoint_every == 0:
-                    self.save()
-                if self._stop_requested:
-                    self.save()
-                    bar.close()
-                    print(
-                        f"\nInterrupted at step {self.step}; checkpoint saved. Resume with:\n"
-                        f"  minitransformer train --resume {self.out}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    return {"interrupted": True, "step": self.step}
         finally:
-            if main_thread:
-                signal.signal(signal.SIGINT, previous)
-            bar.close()
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+            if bar is not None:
+                bar.close()
+            self._bar = None
             log.close()
         self.save()
         return self.finish()
 
+    def _progress_bar(self) -> Any:
+        """A tqdm bar when asked for and stderr is a terminal; else None (plain lines, one
+        per log interval: what a log file, a pipe or CI wants)."""
+        if not (self.cfg.progress and _isatty(sys.stderr)):
+            return None
+        try:
+            from tqdm import tqdm  # the text bar: no widget warnings in notebooks
+        except ImportError:
+            self._note("tqdm", "tqdm is not installed, so progress comes as plain lines "
+                       "(pip install tqdm for a progress bar)")  # fmt: skip
+            return None
+        return tqdm(
+            total=self.cfg.steps, initial=self.step, unit="step", desc=f"{self.cfg.task}",
+            dynamic_ncols=True, file=sys.stderr,
+        )  # fmt: skip
+
+    def _check_bleu(self) -> None:
+        """Say at the start, once, when BLEU cannot be computed (sacrebleu missing)."""
+        try:
+            import sacrebleu  # noqa: F401
+        except ImportError:
+            self._note("sacrebleu", "sacrebleu is not installed, so BLEU is left out of the "
+                       "evaluations (pip install sacrebleu)")  # fmt: skip
+
+    def _note(self, key: str, text: str) -> None:
+        """A one-line note on stderr, once per trainer and key."""
+        if key not in self._noted:
+            self._noted.add(key)
+            print(f"minitransformer: note: {text}", file=sys.stderr, flush=True)
+
     def _say(self, line: str) -> None:
         """A plain progress line on stderr when there is no progress bar (logs, CI, pipes)."""
-        if not self.cfg.progress:
+        if self._bar is None:
             print(line, file=sys.stderr, flush=True)
 
     def finish(self) -> dict[str, Any]:
@@ -302,8 +396,8 @@ class Trainer:
         return result
 
     def _mean_tokens_per_s(self) -> float:
-        path = self.out / "metrics.jsonl"
-        rates = [r["tokens_per_s"] for r in _read_jsonl(path) if "tokens_per_s" in r]
+        records, _ = runs.read_metrics(self.out / "metrics.jsonl")
+        rates = [r["tokens_per_s"] for r in records if isinstance(r.get("tokens_per_s"), float)]
         return sum(rates) / len(rates) if rates else 0.0
 
     # ------------------------------------------------------------------ evaluation
@@ -351,15 +445,20 @@ class Trainer:
             exact_match=exact_match(hyps, refs),
         )
         if self.task.name.startswith("translate"):
-            metrics["bleu"] = bleu(hyps, refs)
+            try:
+                metrics["bleu"] = bleu(hyps, refs)
+            except ImportError:  # an optional package: the run goes on without BLEU
+                self._check_bleu()
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: Path | None = None) -> Path:
         """Model, optimizer, schedule, data position, RNG and log state in one atomic file.
 
-        Refuses (TrainingError) to overwrite a checkpoint with non-finite weights.
+        Refuses (TrainingError) to overwrite a checkpoint with non-finite weights, or when a
+        step since the last read-back was non-finite (``read_back`` raises).
         """
+        self.read_back()
         state = self.model.state_dict()
         bad = [k for k, v in state.items() if not _finite(v)]
         if bad:
@@ -396,67 +495,9 @@ class Trainer:
         to continue on another device, ...); the run goes on writing next to its checkpoint
         unless ``out`` is given. Changing anything else (task, model, seed, batch size,
         learning rate ...) raises CheckpointError naming each difference: that would be a
-        different run.
+        different run. Every field of the file is checked before use (runs.resume_trainer).
         """
-        path = checkpoint.checkpoint_file(run)
-        arrays, meta = checkpoint.load_checkpoint(path)
-        if meta.get("kind") != "minitransformer-train":
-            raise checkpoint.CheckpointError(
-                f"cannot resume from {path}: it is not a training checkpoint of this library "
-                "(no kind 'minitransformer-train'); pass the run directory of "
-                "`minitransformer train`"
-            )
-        try:
-            stored = dict(meta["train_config"])
-            known = {f.name for f in dataclasses.fields(TrainConfig)}
-            unknown = sorted(set(stored) - known)
-            if unknown:
-                raise checkpoint.CheckpointError(
-                    f"cannot resume from {path}: it has training options this version does "
-                    f"not know ({', '.join(unknown)}); resume it with the version that wrote it"
-                )
-            bad = sorted(set(changes) - known)
-            if bad:
-                raise ConfigError(f"resume: unknown option(s) {bad}; valid: {sorted(known)}")
-            changes = {k: v for k, v in changes.items() if k in RESUMABLE or v is not None}
-            differ = [
-                f"{k} (checkpoint {stored.get(k)!r}, given {v!r})"
-                for k, v in changes.items()
-                if k not in RESUMABLE and stored.get(k) != v
-            ]  # task, model, data, seed, optimisation: what makes the run this run
-            if differ:
-                raise checkpoint.CheckpointError(
-                    f"cannot resume {path} with other settings: {'; '.join(differ)}. Fix: "
-                    "leave these options out to continue the run as it was, or start a new "
-                    "run in another directory (--out)"
-                )
-            changes.setdefault("out", str(path.parent))
-            cfg = TrainConfig(**{**stored, **changes})
-            trainer = cls(cfg)
-            checkpoint.check_config(meta["model_config"], trainer.model_cfg.to_dict(), path=path)
-            dev = trainer.cfg.device
-            model_state = checkpoint.section(arrays, "model")
-            trainer.model.load_state_dict(
-                {k: backend.asarray(v, device=dev) for k, v in model_state.items()}
-            )
-            opt_state = checkpoint.section(arrays, "optim")
-            trainer.optimizer.load_state_dict(
-                {k: backend.asarray(v, device=dev) for k, v in opt_state.items()}, meta["optimizer"]
-            )
-            trainer.schedule.load_state_dict(meta["schedule"])
-            trainer.stream.load_state_dict(meta["stream"])
-            backend.default_generator(dev).set_state(meta["rng"])
-            trainer.step, trainer.losses = int(meta["step"]), list(meta["losses"])
-            trainer.elapsed = float(meta["elapsed"])
-        except KeyError as err:
-            raise checkpoint.CheckpointError(
-                f"cannot resume from {path}: the checkpoint lacks {err} (an incomplete or "
-                "foreign training checkpoint); resume from a file written by Trainer.save"
-            ) from None
-        trainer.checkpoint_step = trainer.step if path == trainer.out / "checkpoint.npz" else None
-        trainer.out.mkdir(parents=True, exist_ok=True)
-        _truncate_log(trainer.out / "metrics.jsonl", trainer.step)
-        return trainer
+        return runs.resume_trainer(cls, run, **changes)
 
     # ------------------------------------------------------------------ helpers
     def plot(self) -> None:
@@ -465,9 +506,16 @@ class Trainer:
         A figure that cannot be drawn gives a warning, never a failed run.
         """
         try:
-            from . import viz
-        except ImportError:  # matplotlib is optional
+            import matplotlib  # noqa: F401  (optional)
+        except ImportError:
+            self._note(
+                "matplotlib",
+                "matplotlib is not installed, so no plots were drawn (pip install matplotlib;"
+                " then: minitransformer plot --run RUN)",
+            )
             return
+        from . import viz
+
         plots = self.out / "plots"
         try:
             viz.plot_training_curves(self.out / "metrics.jsonl", path=plots / "curves.png")
@@ -505,12 +553,16 @@ class Trainer:
             path=path,
         )
 
-    def _on_sigint(self, signum, frame) -> None:  # noqa: ARG002
-        if self._stop_requested:  # a second Ctrl-C: stop now
+    def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
+        name = signal.Signals(signum).name
+        if self._stop_requested:  # a second signal: stop now
+            if signum == signal.SIGTERM:
+                raise SystemExit(128 + signal.SIGTERM)
             raise KeyboardInterrupt
-        self._stop_requested = True
-        if not self.cfg.progress:
-            print("\nCtrl-C: finishing this step, then saving a checkpoint (Ctrl-C again to "
+        self._stop_requested = name
+        if self._bar is None:
+            again = "Ctrl-C" if signum == signal.SIGINT else name
+            print(f"\n{name}: finishing this step, then saving a checkpoint ({again} again to "
                   "stop at once)", file=sys.stderr, flush=True)  # fmt: skip
 
     @staticmethod
@@ -535,25 +587,11 @@ def _token_labeller(tokenizer: Any):
     return lambda i: vocab.id_to_token(int(i)).replace("</w>", "")
 
 
-def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """The records of a metrics log; a line cut short by a crash is skipped."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict):
-            records.append(record)
-    return records
-
-
-def _truncate_log(path: Path, step: int) -> None:
-    """Drop log records written after the checkpoint we resume from (a crash left them)."""
-    records = [r for r in _read_jsonl(path) if r.get("step", 0) <= step]
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 def _hardware(device: str) -> dict[str, Any]:

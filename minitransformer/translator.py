@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from . import backend, checkpoint
-from .config import TransformerConfig
 from .data.batching import pad
 from .data.metrics import bleu, exact_match
 from .data.tasks import make_task, tokenizer_from_dict
@@ -35,6 +34,11 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu") -> Translator:
+        """The model and tokenizer of a checkpoint (a run directory or a .npz file).
+
+        Every field is checked before use (model config, tokenizer, train config, each
+        weight's name, shape, dtype and finiteness): a bad one is a CheckpointError naming it.
+        """
         path = checkpoint.checkpoint_file(path)
         arrays, meta = checkpoint.load_checkpoint(path)
         if "model_config" not in meta or "tokenizer" not in meta:
@@ -42,23 +46,34 @@ class Translator:
                 f"{path}: this checkpoint has no model config or tokenizer; it was not written "
                 "by `minitransformer train`"
             )
+        cfg = checkpoint.check_model_config(path, meta["model_config"])
+        checkpoint.check_tokenizer(path, meta["tokenizer"])
+        if "train_config" in meta:
+            from .train import TrainConfig
+
+            checkpoint.check_dataclass_fields(
+                path, "train_config", meta["train_config"], TrainConfig
+            )
         try:
-            cfg = TransformerConfig.from_dict(meta["model_config"])
             tokenizer = tokenizer_from_dict(meta["tokenizer"])
             model = Transformer(cfg)
             state = checkpoint.section(arrays, "model")
+            layout = {
+                k: (tuple(v.shape), backend.dtype_name(v.dtype))
+                for k, v in model.state_dict().items()
+            }
+            checkpoint.check_arrays_like(path, "model", state, layout)
             model.load_state_dict({k: backend.asarray(v) for k, v in state.items()})
-        except (MiniTransformerError, KeyError, TypeError, ValueError) as err:
-            if isinstance(err, CheckpointError):
-                raise
+        except (CheckpointError, MiniTransformerError, KeyError, TypeError, ValueError) as err:
             raise CheckpointError(
-                f"{path}: its weights, model config and tokenizer do not fit together ({err}); "
-                "the file was edited or written by another version: retrain or use another "
-                "checkpoint"
+                f"{path}: its weights, model config and tokenizer do not fit together "
+                f"({' '.join(str(err).split())}); the file was edited or written by another "
+                "version: retrain or use another checkpoint"
             ) from err
-        if len(tokenizer) > cfg.src_vocab:
+        if len(tokenizer) != cfg.src_vocab or len(tokenizer) != cfg.tgt_vocab:
+            size = "only " if len(tokenizer) > cfg.src_vocab else ""
             raise CheckpointError(
-                f"{path}: the tokenizer has {len(tokenizer)} tokens but the model only "
+                f"{path}: the tokenizer has {len(tokenizer)} tokens but the model {size}"
                 f"{cfg.src_vocab} embeddings; the checkpoint's parts do not belong together"
             )
         model.to(device)  # weights are loaded on the host: any saving device loads anywhere
@@ -148,6 +163,14 @@ class Translator:
                 "train_config); translate with it, or evaluate a checkpoint from "
                 "`minitransformer train`"
             )
+        if str(train_cfg["task"]).startswith("translate"):
+            try:
+                import sacrebleu  # noqa: F401  (checked before minutes of decoding)
+            except ImportError:
+                raise ImportError(
+                    "evaluate: BLEU needs the package sacrebleu, which is not installed. "
+                    "Fix: pip install sacrebleu"
+                ) from None
         task = make_task(
             train_cfg["task"], seed=train_cfg.get("seed", 0), **train_cfg.get("task_knobs", {})
         )

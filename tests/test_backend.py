@@ -1,5 +1,7 @@
 """Backend: devices, moves, mixing errors, RNG on the device, scatter-add."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,68 @@ def test_gemm_threads_scale_with_the_cores_others_leave_free(monkeypatch):
     monkeypatch.setattr(backend._cpu_load, "sample", lambda: 7.9)
     assert backend.gemm_threads(8, big) == 1
     assert backend.gemm_threads(1, big) == 1
+
+
+# ----------------------------------------------------------------------------- counter-based draws
+
+
+@pytest.mark.parametrize("device", ["cpu", "strict:device1"])
+def test_dropout_draws_are_counter_based_and_resume_exactly(device):
+    if device.startswith("strict"):
+        pytest.importorskip("array_api_strict")
+    g = backend.Generator(7, device)
+    first = [backend.to_numpy(g.random((4, 5))) for _ in range(3)]
+    assert g.counter == 3
+    again = backend.Generator(7, device)
+    again.set_state(json.loads(json.dumps(g.state())))  # JSON round trip, as in a checkpoint
+    np.testing.assert_array_equal(backend.to_numpy(again.random((4, 5))),
+                                  backend.to_numpy(g.random((4, 5))))  # fmt: skip
+    fresh = backend.Generator(7, device)
+    np.testing.assert_array_equal(backend.to_numpy(fresh.random((4, 5))), first[0])
+    assert not np.array_equal(first[0], first[1])  # each draw is new
+    other_seed = backend.to_numpy(backend.Generator(8, device).random((4, 5)))
+    assert not np.array_equal(other_seed, first[0])
+
+
+def test_counter_uniform_is_uniform_and_uncorrelated():
+    xs = pytest.importorskip("array_api_strict")
+    u = backend.to_numpy(backend.counter_uniform(xs, "strict:device1", (400, 500), 1, 2))
+    assert u.dtype == np.float32 and 0.0 <= u.min() and u.max() < 1.0
+    assert abs(u.mean() - 0.5) < 0.005 and abs(u.std() - (1 / 12) ** 0.5) < 0.005
+    counts = np.histogram(u, bins=20, range=(0, 1))[0]
+    assert counts.min() > 0.95 * u.size / 20  # flat
+    neighbours = np.corrcoef(u.ravel()[:-1], u.ravel()[1:])[0, 1]
+    nxt = backend.to_numpy(backend.counter_uniform(xs, "strict:device1", (400, 500), 1, 3))
+    across = np.corrcoef(u.ravel(), nxt.ravel())[0, 1]
+    assert abs(neighbours) < 0.01 and abs(across) < 0.01
+
+
+def test_a_generator_state_of_an_older_version_still_loads():
+    g = backend.Generator(5)
+    old = {"device": "cpu", "seed": 5, "bit_generator": None}  # before the counter existed
+    g.set_state(old)
+    assert g.counter == 0 and g.seed == 5
+
+
+def test_importing_the_library_changes_nothing_process_wide():
+    """No allocator or BLAS-thread tuning at import or in plain use: only tune_host() (the
+    CLI's call) does that."""
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np\n"
+        "from threadpoolctl import threadpool_info\n"
+        "before = [p['num_threads'] for p in threadpool_info()]\n"
+        "import minitransformer as mt\n"
+        "from minitransformer import backend\n"
+        "a = np.ones((64, 64), np.float32)\n"
+        "backend.matmul(np, a, a)\n"
+        "after = [p['num_threads'] for p in threadpool_info()]\n"
+        "assert before == after, (before, after)\n"
+        "assert backend.malloc_tuned is False and backend._gemm_tuning is False\n"
+        "print('ok')\n"
+    )
+    pytest.importorskip("threadpoolctl")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr

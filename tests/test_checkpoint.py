@@ -312,7 +312,10 @@ def test_unknown_format_version(tmp_path):
     newer = tmp_path / "newer.npz"
     raw = np.frombuffer(json.dumps(meta).encode(), np.uint8)
     _rewrite_archive(path, newer, {"__metadata__.npy": _npy_bytes(raw)})
-    with pytest.raises(CheckpointError, match="unknown checkpoint format version 2.*upgrade"):
+    with pytest.raises(
+        CheckpointError,
+        match=f"unknown checkpoint format version {ckpt.FORMAT_VERSION + 1}.*upgrade",
+    ):
         load_checkpoint(newer)
 
 
@@ -459,3 +462,93 @@ def test_section_and_checkpoint_file(tmp_path):
     assert list(section(arrays, "optim")) == ["m.0"]
     assert checkpoint_file(tmp_path) == tmp_path / "checkpoint.npz"
     assert checkpoint_file(tmp_path / "x.npz") == tmp_path / "x.npz"
+
+
+# --- the metadata is covered, sizes are checked before allocation ------------------------------
+
+
+def _with_metadata(src: Path, dst: Path, meta: dict) -> Path:
+    raw = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    _rewrite_archive(src, dst, {"__metadata__.npy": _npy_bytes(raw)})
+    return dst
+
+
+def test_an_edited_metadata_field_fails_the_checksum(tmp_path):
+    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {"step": 200, "kind": "x"})
+    meta = read_metadata(path)
+    for key, value in [("step", 10), ("kind", "y"), ("extra", 1)]:
+        edited = _with_metadata(path, tmp_path / f"{key}.npz", {**meta, key: value})
+        with pytest.raises(CheckpointError, match="checksum mismatch: the arrays or the metadata"):
+            load_checkpoint(edited)
+    load_checkpoint(_with_metadata(path, tmp_path / "same.npz", dict(reversed(meta.items()))))
+
+
+def test_a_version_1_file_still_loads(tmp_path):
+    """Format 1 (checksum over the arrays only) is what earlier releases wrote."""
+    arrays = {"w": np.arange(3.0)}
+    path = save_checkpoint(tmp_path / "ok.npz", arrays, {"step": 3})
+    meta = {**read_metadata(path), "format_version": 1, "checksum": ckpt._checksum(arrays)}
+    loaded, meta = load_checkpoint(_with_metadata(path, tmp_path / "v1.npz", meta))
+    assert meta["step"] == 3 and loaded["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+def _npy_header(shape: tuple[int, ...], descr: str = "<f8") -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    header = {"descr": descr, "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("shape", [(10**8,), (10**12,), (2**40, 2**40), (0, 10**18)])
+def test_declared_sizes_are_checked_before_allocating(tmp_path, shape):
+    import tracemalloc
+
+    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    bad = tmp_path / "bad.npz"
+    _rewrite_archive(path, bad, {"w.npy": _npy_header(shape) + b"\0" * 16})
+    tracemalloc.start()
+    started = time.perf_counter()
+    try:
+        with pytest.raises(
+            CheckpointError, match=r"entry 'w' declares shape .* but holds 16 bytes"
+        ):
+            load_checkpoint(bad, verify=False)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6 and time.perf_counter() - started < 5
+
+
+def test_an_entry_that_claims_to_inflate_beyond_deflate_is_refused(tmp_path):
+    path = save_checkpoint(tmp_path / "z.npz", {"w": np.zeros(1000)}, {}, compress=True)
+    data = bytearray(path.read_bytes())
+    central = data.index(b"PK\x01\x02")
+    while True:  # the central-directory record of w.npy: make it claim 4 GB uncompressed
+        name_len = int.from_bytes(data[central + 28 : central + 30], "little")
+        if data[central + 46 : central + 46 + name_len] == b"w.npy":
+            data[central + 24 : central + 28] = (2**32 - 2).to_bytes(4, "little")
+            break
+        central = data.index(b"PK\x01\x02", central + 4)
+    path.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="claims 4,294,967,294 bytes from"):
+        load_checkpoint(path)
+
+
+@pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        (b"[" * 100_000, "not valid JSON"),  # nesting: a RecursionError without the check
+        (b'{"step": 1' + b"0" * 5000 + b"}", "not valid JSON"),  # an int too long to parse
+        (b"\xff\xfe{}", "not valid JSON"),
+        (b'{"format_version": true}', "unknown checkpoint format version True"),
+        (b'{"format_version": 2.0}', "unknown checkpoint format version 2.0"),
+    ],
+)
+def test_hostile_metadata_is_one_clear_error(tmp_path, payload, words):
+    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    bad = tmp_path / "bad.npz"
+    _rewrite_archive(path, bad, {"__metadata__.npy": _npy_bytes(np.frombuffer(payload, np.uint8))})
+    with pytest.raises(CheckpointError, match=words):
+        load_checkpoint(bad)

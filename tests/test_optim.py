@@ -335,8 +335,8 @@ def test_optimizer_on_every_device(device, kind):
     ref_params = _params()
     want = _run(make[kind](ref_params), ref_params, grads)
     params = _params(device=device)
-    arrays_before = [p.data for p in params]
     opt = make[kind](params)
+    arrays_before = [p.data for p in params]  # views into the optimizer's flat buffer
     got = _run(opt, params, grads)
     _assert_close(got, want, atol=1e-12)
     for p, a in zip(params, arrays_before, strict=True):

@@ -19,6 +19,7 @@ import pytest
 from minitransformer import backend, checkpoint
 from minitransformer import functional as F
 from minitransformer.errors import CheckpointError, ConfigError, DeviceError, TrainingError
+from minitransformer.optim import Optimizer
 from minitransformer.train import TrainConfig, Trainer
 from minitransformer.translator import Translator
 
@@ -142,7 +143,7 @@ def test_sigint_saves_a_checkpoint_and_resume_continues_exactly(tmp_path, monkey
 
     monkeypatch.setattr(trainer, "train_step", step_then_ctrl_c)
     result = trainer.train()
-    assert result == {"interrupted": True, "step": 4}
+    assert result == {"interrupted": True, "step": 4, "signal": "SIGINT"}
     assert "minitransformer train --resume" in capsys.readouterr().err
     assert checkpoint.read_metadata(tmp_path / "run" / "checkpoint.npz")["step"] == 4
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
@@ -202,20 +203,50 @@ def test_inf_loss_stops_before_the_update(tmp_path, monkeypatch):
     before = weights(trainer)
     real = F.cross_entropy
     monkeypatch.setattr(F, "cross_entropy", lambda *a, **k: real(*a, **k) * math.inf)
+    trainer.train_step(next(trainer.stream))  # decided on the device: no error yet
+    trainer.step = 2
+    monkeypatch.setattr(F, "cross_entropy", real)
+    trainer.train_step(next(trainer.stream))  # a good step after a bad one: not applied
+    trainer.step = 3
     with pytest.raises(TrainingError, match=r"step 2: the loss is inf") as info:
-        trainer.train_step(next(trainer.stream))
+        trainer.read_back()
     assert "No checkpoint was saved yet" in str(info.value)
-    for name, value in before.items():  # Adam did not step
+    assert "no update was applied from that step on" in str(info.value)
+    for name, value in before.items():  # Adam did not step, then or after
         np.testing.assert_array_equal(weights(trainer)[name], value)
+    assert len(trainer.losses) == 1 and math.isfinite(trainer.losses[0])
+
+
+def _nan_norm(self, *args):
+    norm = Optimizer.grad_norm(self)
+    return norm * math.nan
 
 
 def test_inf_gradient_norm_stops(tmp_path, monkeypatch):
-    import minitransformer.train as train_module
-
     trainer = Trainer(tiny(tmp_path))
-    monkeypatch.setattr(train_module, "clip_grad_norm", lambda params, max_norm: math.inf)
-    with pytest.raises(TrainingError, match="gradient norm inf"):
-        trainer.train_step(next(trainer.stream))
+    monkeypatch.setattr(Optimizer, "clip_grad_norm", _nan_norm)
+    before = weights(trainer)
+    trainer.train_step(next(trainer.stream))
+    trainer.step = 1
+    with pytest.raises(TrainingError, match="gradient norm nan"):
+        trainer.read_back()
+    for name, value in before.items():
+        np.testing.assert_array_equal(weights(trainer)[name], value)
+
+
+def test_a_bad_step_stops_the_run_before_any_checkpoint_of_it(tmp_path, monkeypatch):
+    trainer = Trainer(tiny(tmp_path, steps=12, checkpoint_every=4, log_every=50))
+    real = Optimizer.clip_grad_norm
+
+    def bad_at_6(self, max_norm):
+        norm = real(self, max_norm)
+        return norm * math.inf if trainer.step == 5 else norm
+
+    monkeypatch.setattr(Optimizer, "clip_grad_norm", bad_at_6)
+    with pytest.raises(TrainingError, match=r"step 6: .*gradient norm inf") as info:
+        trainer.train()
+    assert "checkpoint.npz (step 4), is intact" in str(info.value)
+    assert checkpoint.read_metadata(tmp_path / "checkpoint.npz")["step"] == 4
 
 
 def test_save_refuses_non_finite_weights(tmp_path):
@@ -229,16 +260,14 @@ def test_save_refuses_non_finite_weights(tmp_path):
 
 
 def test_gradient_clipping_bounds_the_update(tmp_path, monkeypatch):
-    import minitransformer.train as train_module
-
     seen = []
-    real = train_module.clip_grad_norm
+    real = Optimizer.clip_grad_norm
 
-    def spy(params, max_norm):
+    def spy(self, max_norm):
         seen.append(max_norm)
-        return real(params, max_norm)
+        return real(self, max_norm)
 
-    monkeypatch.setattr(train_module, "clip_grad_norm", spy)
+    monkeypatch.setattr(Optimizer, "clip_grad_norm", spy)
     trainer = Trainer(tiny(tmp_path, clip_norm=0.01))
     trainer.train_step(next(trainer.stream))
     total = math.sqrt(
@@ -247,7 +276,7 @@ def test_gradient_clipping_bounds_the_update(tmp_path, monkeypatch):
     assert seen == [0.01] and total <= 0.01 * (1 + 1e-4)
     no_clip = Trainer(tiny(tmp_path, clip_norm=None))
     no_clip.train_step(next(no_clip.stream))
-    assert seen[-1] == math.inf
+    assert seen == [0.01]  # no clipping: the norm is measured, nothing is scaled
 
 
 # ------------------------------------------------------------------ checkpoints and config

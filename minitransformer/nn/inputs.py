@@ -2,7 +2,12 @@
 
 Token ids must be integers (DTypeError), shaped (B, L) with B, L >= 1 (ShapeError), at
 most max_len long (TokenIdError), inside [0, vocab) (TokenIdError naming the bad ids), and
-on the model's device (DeviceError). The range check costs one device-to-host sync.
+on the model's device (DeviceError).
+
+Where ids live decides what the check costs: NumPy ids (host memory, where batches are made)
+are checked for free and then uploaded to the model's device; ids already on a GPU cost one
+device-to-host sync for the range check. The training loop hands the model host batches, so
+its step never waits for the device.
 """
 
 from __future__ import annotations
@@ -19,7 +24,8 @@ def check_ids(
 ) -> backend.Array:
     """Validate token ids ``ids`` (B, L) and return them as a raw array on ``device``.
 
-    Python lists are placed on ``device``; arrays and Tensors must already be there.
+    Python lists and NumPy arrays (host memory) are checked on the host, then placed on
+    ``device``; arrays and Tensors of another device must already be on ``device``.
     ``offset`` is the position of the first id (cached decoding): offset + L <= max_len.
     """
     a = ids.data if isinstance(ids, Tensor) else ids
@@ -32,7 +38,7 @@ def check_ids(
                 "one length with the pad id (minitransformer.data.batching.pad)"
             ) from None
     here = backend.device_of(a)
-    if device is not None and here != device:
+    if device is not None and here != device and here != "cpu":
         raise DeviceError(
             f"{name} is on device {here!r} but the model is on {device!r}; move the ids with "
             f"{name}.to({device!r}) (or backend.asarray(..., device={device!r})), or move the "
@@ -61,7 +67,7 @@ def check_ids(
         )
     xp = backend.namespace(a)
     bad = (a < 0) | (a >= vocab)
-    if bool(xp.any(bad)):  # one sync; the message is built on the host only on failure
+    if bool(xp.any(bad)):  # free on the host, one sync on a GPU; message built on failure
         host, mask = backend.to_numpy(a), backend.to_numpy(bad)
         values = sorted(set(host[mask].tolist()))
         rows, cols = mask.nonzero()
@@ -72,6 +78,8 @@ def check_ids(
             f"(batch, position) {first}); check that the tokenizer and the config's "
             f"vocab size agree"
         )
+    if device is not None and here != device:
+        a = backend.asarray(a, device=device)  # checked host ids: upload
     return a
 
 

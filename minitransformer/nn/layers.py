@@ -64,8 +64,8 @@ class Embedding(Module):
         w = _generator(generator).normal((V, D), std=D**-0.5, dtype="float64")
         self.weight = Parameter(w, dtype="float32")
 
-    def forward(self, ids: Tensor) -> Tensor:
-        return F.embedding(ids, self.weight)
+    def forward(self, ids: Tensor, validate: bool = True) -> Tensor:
+        return F.embedding(ids, self.weight, validate=validate)
 
     def extra_repr(self) -> str:
         return f"V={self.V}, D={self.D}"

@@ -70,8 +70,7 @@ class Module:
             self._parameters[name] = value
         elif isinstance(value, Module):
             self._modules[name] = value
-        else:
-            object.__setattr__(self, name, value)
+        object.__setattr__(self, name, value)  # also a plain attribute: fast to read
 
     def __getattr__(self, name: str) -> Any:  # called only when normal lookup fails
         for table in ("_parameters", "_modules", "_buffers"):
@@ -90,6 +89,7 @@ class Module:
             table.pop(name, None)
         self.__dict__.pop(name, None)
         self._buffers[name] = value if isinstance(value, Tensor) else Tensor(value)
+        object.__setattr__(self, name, self._buffers[name])
         if persistent:
             self._persistent.add(name)
         else:

@@ -180,7 +180,8 @@ class Transformer(Module):
     """Transformer(cfg, seed): the whole model; forward(src, tgt_in) -> logits.
 
     src (B, S) and tgt_in (B, T) are int token ids (Tensors or raw arrays on the model's
-    device); masks come from ``cfg.pad_id``. Weights are drawn from ``seed`` (on the host)
+    device, or host NumPy arrays / lists, checked on the host and uploaded); masks come
+    from ``cfg.pad_id``. Weights are drawn from ``seed`` (on the host)
     in cfg.dtype on the default device; ``model.to("cuda")`` moves them.
     """
 
@@ -210,7 +211,7 @@ class Transformer(Module):
     def encode(self, src: Any) -> Tensor:
         """src (B, S) int ids -> memory (B, S, d_model)."""
         src = check_ids("src", src, self.cfg.src_vocab, self.cfg.max_len, self.device)
-        x = self.positions(self.src_embed(src) * self.scale)  # (B, S, D)
+        x = self.positions(self.src_embed(src, validate=False) * self.scale)  # (B, S, D)
         return self.encoder(x, padding_mask(src, self.cfg.pad_id))
 
     def decode(
@@ -234,7 +235,7 @@ class Transformer(Module):
             cache.tgt_keep = keep  # (B, 1, 1, offset + T)
         T = tgt.shape[1]
         tgt_mask = causal_mask(T, tgt.device, offset) & keep  # (B, 1, T, offset + T)
-        x = self.positions(self.tgt_embed(tgt) * self.scale, offset=offset)  # (B, T, D)
+        x = self.positions(self.tgt_embed(tgt, validate=False) * self.scale, offset=offset)
         x = self.decoder(x, memory, padding_mask(src, cfg.pad_id), tgt_mask, cache)
         if cache is not None:
             cache.offset += T

@@ -30,7 +30,7 @@ class ScaledDotProductAttention(Function):
     def forward(ctx, q, k, v, mask=None):
         xp = ctx.xp
         scale = 1.0 / math.sqrt(q.shape[-1])
-        s = xp.matmul(q * scale, xp.matrix_transpose(k))  # (..., T, S)
+        s = xp.matmul(q * scale, k.mT)  # (..., T, S)
         if mask is not None:
             zero = xp.zeros((), dtype=s.dtype, device=s.device)
             s += xp.where(mask, zero, zero - math.inf)  # the mask's (small) shape
@@ -56,16 +56,16 @@ class ScaledDotProductAttention(Function):
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
         dq = dk = dv = None
         if need_v:
-            dv = xp.matmul(xp.matrix_transpose(p), grad)  # (..., S, d_v)
+            dv = xp.matmul(p.mT, grad)  # (..., S, d_v)
         if need_q or need_k:
-            ds = xp.matmul(grad, xp.matrix_transpose(v))  # (..., T, S)  dP
+            ds = xp.matmul(grad, v.mT)  # (..., T, S)  dP
             ds -= xp.vecdot(ds, p)[..., None]  # dP - rowsum(dP * P)
             ds *= p
             if need_q:
                 dq = xp.matmul(ds, k)  # (..., T, d_k)
                 dq *= scale
             if need_k:
-                dk = xp.matmul(xp.matrix_transpose(ds), q)  # (..., S, d_k)
+                dk = xp.matmul(ds.mT, q)  # (..., S, d_k)
                 dk *= scale
         return dq, dk, dv, None
 

@@ -41,8 +41,11 @@ class Embedding(Function):
         return None, backend.scatter_add(table, flat, g)
 
 
-def embedding(ids: Any, weight: Tensor) -> Tensor:
-    """Rows of ``weight`` (V, D) for integer ``ids`` of any shape: (...) -> (..., D)."""
+def embedding(ids: Any, weight: Tensor, validate: bool = True) -> Tensor:
+    """Rows of ``weight`` (V, D) for integer ``ids`` of any shape: (...) -> (..., D).
+
+    ``validate=False`` skips the range check of the ids (free for host arrays, one device
+    sync on a GPU) for callers that have checked them already (the Transformer does)."""
     if weight.ndim != 2:
         raise ShapeError(
             f"embedding: weight has shape {tuple(weight.shape)}, need 2 axes (V, D): "
@@ -59,7 +62,7 @@ def embedding(ids: Any, weight: Tensor) -> Tensor:
             "convert them with ids.astype(int64)"
         )
     V = weight.shape[0]
-    if data.size and (int(xp.min(data)) < 0 or int(xp.max(data)) >= V):
+    if validate and data.size and (int(xp.min(data)) < 0 or int(xp.max(data)) >= V):
         host = backend.to_numpy(data)
         bad = host[(host < 0) | (host >= V)]
         raise TokenIdError(

@@ -113,7 +113,8 @@ def cross_entropy(
     reduction: str = "mean",
 ) -> Tensor:
     """Mean (or "sum", or per-position "none") cross-entropy of ``logits`` (..., V) against
-    int ids ``target`` (...): a Tensor or a raw int array on the logits' device."""
+    int ids ``target`` (...): a Tensor or a raw int array on the logits' device, or host
+    ids (a list or NumPy array: checked on the host for free, then uploaded)."""
     if not isinstance(logits, Tensor) or logits.ndim == 0:
         raise ShapeError("cross_entropy: logits must be a Tensor of shape (..., V)")
     if not backend.dtype_name(logits.dtype).startswith("float"):
@@ -124,7 +125,7 @@ def cross_entropy(
         raise ValueError(f"cross_entropy: label_smoothing={label_smoothing} is not in [0, 1]")
     t = target.data if isinstance(target, Tensor) else target
     if not backend.is_array(t):
-        t = backend.asarray(t, device=logits.device)
+        t = backend.asarray(t, device="cpu")
     name = backend.dtype_name(t.dtype)
     if not name.startswith(("int", "uint")):
         raise DTypeError(
@@ -137,7 +138,9 @@ def cross_entropy(
             f"{logits.shape} need target shape {logits.shape[:-1]} (one id per row of V "
             "logits); reshape both the same way, e.g. logits (B*T, V) with target (B*T,)"
         )
-    _check_ids(t, logits.shape[-1], ignore_index)
+    _check_ids(t, logits.shape[-1], ignore_index)  # free on the host, one sync on a GPU
+    if backend.device_of(t) == "cpu" and logits.device != "cpu":
+        t = backend.asarray(t, device=logits.device)  # checked host ids: upload
     eps = float(label_smoothing)
     return CrossEntropy.apply(
         logits, t, label_smoothing=eps, ignore_index=ignore_index, reduction=reduction

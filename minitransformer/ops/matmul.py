@@ -41,14 +41,14 @@ class MatMul(Function):
         if b.ndim == 2 and a.ndim > 2:
             g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, m)
             if ctx.needs_input_grad[0]:
-                da = xp.reshape(backend.matmul(xp, g2, xp.matrix_transpose(b)), a.shape)
+                da = xp.reshape(backend.matmul(xp, g2, b.mT), a.shape)
             if ctx.needs_input_grad[1]:
-                db = backend.matmul(xp, xp.matrix_transpose(xp.reshape(a, (-1, a.shape[-1]))), g2)
+                db = backend.matmul(xp, xp.reshape(a, (-1, a.shape[-1])).mT, g2)
             return da, db
         if ctx.needs_input_grad[0]:
-            da = backend.matmul(xp, grad, xp.matrix_transpose(b))
+            da = backend.matmul(xp, grad, b.mT)
         if ctx.needs_input_grad[1]:
-            db = backend.matmul(xp, xp.matrix_transpose(a), grad)
+            db = backend.matmul(xp, a.mT, grad)
         return da, db
 
 
@@ -68,7 +68,7 @@ class Linear(Function):
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
         ctx.save_for_backward(x2, weight)
         ctx.x_shape, ctx.transposed = x.shape, transpose_weight
-        w = xp.matrix_transpose(weight) if transpose_weight else weight  # (d_in, d_out)
+        w = weight.mT if transpose_weight else weight  # (d_in, d_out)
         y = backend.matmul(xp, x2, w)  # (rows, d_out)
         if bias is not None:
             y += bias
@@ -81,13 +81,13 @@ class Linear(Function):
         g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            w_t = weight if ctx.transposed else xp.matrix_transpose(weight)  # (d_out, d_in)
+            w_t = weight if ctx.transposed else weight.mT  # (d_out, d_in)
             dx = xp.reshape(backend.matmul(xp, g2, w_t), ctx.x_shape)
         if ctx.needs_input_grad[1]:
             if ctx.transposed:
-                dw = backend.matmul(xp, xp.matrix_transpose(g2), x2)  # (d_out, d_in)
+                dw = backend.matmul(xp, g2.mT, x2)  # (d_out, d_in)
             else:
-                dw = backend.matmul(xp, xp.matrix_transpose(x2), g2)  # (d_in, d_out)
+                dw = backend.matmul(xp, x2.mT, g2)  # (d_in, d_out)
         if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
             db = xp.sum(g2, axis=0)
         return dx, dw, db

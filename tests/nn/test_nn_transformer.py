@@ -186,10 +186,16 @@ def test_model_on_another_device_stays_there():
     assert logits.device == "strict:device1" and logits.shape == (2, 4, 11)
     model.loss(logits, tgt_out).backward()
     assert all(mt.backend.device_of(p.grad) == "strict:device1" for p in model.parameters())
+    # host ids (NumPy) are checked on the host and uploaded: the same logits
+    host = model(to_np(src), to_np(tgt_in))
+    assert host.device == "strict:device1"
+    np.testing.assert_array_equal(host.numpy(), model(src, tgt_in).numpy())
+    elsewhere = mt.backend.asarray(to_np(src), device="strict:device2")
     with pytest.raises(
-        DeviceError, match=r"src is on device 'cpu' but the model is on 'strict:device1'.*model.to"
+        DeviceError,
+        match=r"src is on device 'strict:device2' but the model is on 'strict:device1'.*model.to",
     ):
-        model(to_np(src), tgt_in)
+        model(elsewhere, tgt_in)
     cpu_memory = Transformer(tiny_config(dtype="float32")).encode(to_np(src))
     with pytest.raises(DeviceError, match="different devices"):
         model.decode(tgt_in, cpu_memory, src)

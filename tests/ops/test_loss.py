@@ -184,5 +184,15 @@ def test_matches_torch(device, make, rng, eps, ign, reduction):
 def test_target_on_another_device_is_refused(device, make):
     if device == "cpu":
         pytest.skip("needs a second device")
+    other = "strict:device2" if device != "strict:device2" else "strict:device1"
+    target = mt.backend.asarray(np.zeros(2, dtype=np.int64), device=other)
     with pytest.raises(mt.errors.DeviceError, match="different devices"):
-        cross_entropy(make(np.zeros((2, 5))), np.zeros(2, dtype=np.int64))
+        cross_entropy(make(np.zeros((2, 5))), target)
+
+
+def test_host_target_is_checked_on_the_host_and_uploaded(device, make):
+    logits = make(np.zeros((2, 5)))
+    loss = cross_entropy(logits, np.array([1, 4]))  # NumPy ids, a device's logits
+    assert loss.device == device
+    with pytest.raises(mt.errors.TokenIdError, match="outside"):
+        cross_entropy(logits, np.array([1, 5]))

@@ -1,0 +1,83 @@
+"""What a training step costs in calls, pinned so that a regression fails CI.
+
+On a GPU every array call is a kernel launch (~12 µs), and on any device each Python call is
+interpreter time, so at small sizes these counts, not the arithmetic, set a step's speed.
+Measured for one tiny copy-task step (``python -m minitransformer.callcount``): before the
+flat optimizer and the leaner engine 19,639 Python calls and 2,724 array calls; now about
+10,300 and 1,540. The budgets leave ~7% of room.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+from minitransformer.callcount import count_step_calls
+from minitransformer.optim import SGD, Adam
+
+PYTHON_CALLS_BUDGET = 11_000
+ARRAY_CALLS_BUDGET = 1_650
+
+
+def test_one_training_step_stays_within_its_call_budget():
+    pytest.importorskip("array_api_strict")
+    counts = count_step_calls()
+    assert counts["python_calls"] <= PYTHON_CALLS_BUDGET, counts["python_calls"]
+    assert counts["array_calls"] <= ARRAY_CALLS_BUDGET, (
+        counts["array_calls"],
+        list(counts["array_calls_by_name"].items())[:10],
+    )
+
+
+def _strict_calls(fn) -> int:
+    """Array calls made by ``fn()`` into array-api-strict (attribute reads excluded)."""
+    from minitransformer.callcount import _NOT_CALLS
+
+    n = 0
+
+    def hook(frame, event, arg):  # noqa: ARG001
+        nonlocal n
+        if event != "call" or not frame.f_globals.get("__name__", "").startswith(
+            "array_api_strict"
+        ):
+            return
+        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
+        if not caller.startswith("array_api_strict") and frame.f_code.co_name not in _NOT_CALLS:
+            n += 1
+
+    sys.setprofile(hook)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return n
+
+
+@pytest.mark.parametrize("make", [Adam, lambda ps: SGD(ps, lr=0.1, momentum=0.9)])
+def test_an_optimizer_step_costs_the_same_calls_for_3_or_60_parameters(make):
+    """The multi-tensor design: clip + step are a handful of array calls, whatever the
+    number of parameters (only the one concatenation that gathers gradients grows)."""
+    pytest.importorskip("array_api_strict")
+    rng = np.random.default_rng(0)
+    costs = {}
+    for n in (3, 60):
+        params = [mt.tensor(rng.standard_normal((4, 3)), device="strict:device1",
+                            requires_grad=True) for _ in range(n)]  # fmt: skip
+        opt = make(params)
+        for p in params:
+            p.grad = mt.backend.asarray(rng.standard_normal((4, 3)), device="strict:device1")
+        opt.gather_grads()  # one concat; what follows is per group, not per parameter
+
+        def clip_and_step(opt=opt):
+            norm = opt.clip_grad_norm(1.0)
+            opt.step(apply_if=norm < 1e9)
+
+        clip_and_step()  # the first step makes the state
+        for p in params:
+            p.grad = mt.backend.asarray(rng.standard_normal((4, 3)), device="strict:device1")
+        opt.gather_grads()
+        costs[n] = _strict_calls(clip_and_step)
+    assert costs[3] == costs[60] and costs[3] <= 40, costs
