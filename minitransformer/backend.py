@@ -410,6 +410,19 @@ def counter_uniform(xp, device: str, shape: tuple[int, ...], seed: int, counter:
     return xp.reshape(u, shape)
 
 
+def cpu_model() -> str | None:
+    """The CPU's marketing name from /proc/cpuinfo (Linux), else None. Benchmark ratios
+    differ between Intel and AMD machines, so every report names the CPU."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def cuda_available() -> bool:
     """True when CuPy is installed and sees a GPU (never raises)."""
     try:

@@ -28,6 +28,13 @@ the growth of ``ru_maxrss``): the model, the optimizer state, gradients and the 
 step's activations and BLAS buffers, as the OS saw them. (tracemalloc would miss the BLAS
 buffers and anything not allocated through Python's allocator.)
 
+On a GPU, peak memory is *device* memory (host RSS says nothing there): what the array
+library's caching allocator holds, CuPy's default memory pool (``total_bytes()``; the pool
+keeps freed blocks, so what it holds after the steps is the most the steps needed) and
+PyTorch's ``torch.cuda.max_memory_reserved()`` after a reset (the same notion). A GPU run
+also times our step on the CPU of the same machine, interleaved, and reports train tokens/s
+on both: the GPU is worth switching to only if that line says so.
+
 Decoding: greedy tokens/s at ``small``, 64 tokens, with and without the key/value cache
 (``decode.greedy_decode(..., use_cache=...)``), the two alternating in one process.
 """
@@ -197,6 +204,46 @@ class _PeakMemory:
         return (peak if peak is not None else self._maxrss()) - self.base
 
 
+class _DeviceMemory:
+    """Peak memory held on a GPU by the caching allocator since ``start()``, in MiB:
+    CuPy's default pool (``total_bytes()``) for ours, ``torch.cuda.max_memory_reserved()``
+    for PyTorch."""
+
+    def __init__(self, impl: str) -> None:
+        self.impl = impl
+
+    def start(self) -> None:
+        if self.impl.startswith("torch"):
+            import torch
+
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_reserved()
+            self.method = "torch.cuda.max_memory_reserved() growth (device memory)"
+        else:
+            import cupy
+
+            self.pool = cupy.get_default_memory_pool()
+            self.base = self.pool.total_bytes()
+            self.method = "CuPy default memory pool total_bytes() growth (device memory)"
+
+    def added(self) -> float:
+        if self.impl.startswith("torch"):
+            import torch
+
+            peak = torch.cuda.max_memory_reserved()
+        else:
+            peak = self.pool.total_bytes()
+        return (peak - self.base) / 2**20
+
+
+def memory_meter(impl: str, device: str) -> _PeakMemory | _DeviceMemory:
+    """The right peak-memory meter for ``impl`` on ``device``: device memory on a GPU,
+    the process's resident set elsewhere (NumPy, and the strict test device, live in host
+    memory)."""
+    return _DeviceMemory(impl) if device.startswith("cuda") else _PeakMemory()
+
+
 # --------------------------------------------------------------------------- one implementation
 
 
@@ -215,7 +262,7 @@ class _Runner:
                 torch.set_num_threads(1)
         else:
             import minitransformer.optim  # noqa: F401
-        self.memory = _PeakMemory()
+        self.memory = memory_meter(impl, device)
         self.memory.start()  # after imports: what the model and the steps add comes next
         self.impl, self.preset, self.device = impl, PRESETS[preset], device
         p = self.preset
@@ -498,7 +545,8 @@ def run(
     p = PRESETS[preset]
     cfg = p.config()
     warmup = min(3.0, seconds / 4) if warmup is None else warmup
-    impls = ["ours"]
+    # worker name -> (implementation, device); run round by round in this order
+    plan = {"ours": ("ours", device)}
     skipped = None
     if compare == "torch":
         if in_process:
@@ -506,20 +554,23 @@ def run(
         elif not torch_available():
             skipped = _NO_TORCH
         else:
-            impls += ["torch", "torch1"]
+            plan["torch"] = ("torch", device)
+            if device == "cpu":  # one CPU thread is a fair rival on a busy machine only
+                plan["torch1"] = ("torch1", device)
     elif compare is not None:
         raise ValueError(f"bench: --compare {compare!r} is not supported; use 'torch'")
+    if device != "cpu":  # is the device worth switching to? our step on this CPU too
+        plan["ours_cpu"] = ("ours", "cpu")
+    impls = list(plan)
     rounds = rounds or max(2, min(8, int(seconds / 1.5)))
     per_round = seconds / (rounds * len(impls))
     say = log or (lambda msg: None)
 
     workers: dict[str, Any] = {}
     try:
-        for impl in impls:
-            say(f"  starting {impl} ({preset}) ...")
-            workers[impl] = (
-                _Runner(impl, preset, device) if in_process else _Remote(impl, preset, device)
-            )
+        for name, (impl, dev) in plan.items():
+            say(f"  starting {impl} on {dev} ({preset}) ...")
+            workers[name] = _Runner(impl, preset, dev) if in_process else _Remote(impl, preset, dev)
         warm = {impl: w.warmup(seconds=warmup) for impl, w in workers.items()}
         ceiling_s = min(0.6, max(0.2, per_round / 2))
         times: dict[str, list[list[float]]] = {impl: [] for impl in impls}
@@ -567,8 +618,12 @@ def run(
         ),
         "rounds": rounds,
         "memory_method": infos["ours"]["memory_method"]
-        + ": the worker process's peak resident memory from after its imports to the end"
-        " of the timed steps (model, optimizer state, gradients, activations, BLAS buffers)"
+        + (
+            ": the worker process's peak resident memory from after its imports to the end"
+            " of the timed steps (model, optimizer state, gradients, activations, BLAS buffers)"
+            if not device.startswith("cuda")
+            else ": what the steps made the allocator hold on the GPU"
+        )
         + (" [in-process run]" if in_process else ""),
     }
     for impl in impls:
@@ -586,24 +641,33 @@ def run(
             "peak_mb": infos[impl]["peak_mb"],
             "threads": infos[impl]["threads"],
             "final_loss": losses[impl],
+            "device": plan[impl][1],
+            "memory_method": infos[impl]["memory_method"],
         }
     for impl in impls:  # against the best ceiling seen: busy moments only lower it
         report[impl]["fraction_of_ceiling"] = report[impl]["gflops"] / max(ceilings)
     if "torch" in impls:
         ours = [statistics.median(t) for t in times["ours"]]
         torch_default = [statistics.median(t) for t in times["torch"]]
-        torch_one = [statistics.median(t) for t in times["torch1"]]
+        torch_one = [statistics.median(t) for t in times.get("torch1", times["torch"])]
         ratios = [a / b for a, b in zip(ours, torch_default, strict=True)]
         report["ratio_ours_over_torch"] = statistics.median(ratios)
         report["ratio_per_round"] = ratios
-        report["ratio_ours_over_torch_1thread"] = statistics.median(
-            a / b for a, b in zip(ours, torch_one, strict=True)
-        )
+        if "torch1" in impls:
+            report["ratio_ours_over_torch_1thread"] = statistics.median(
+                a / b for a, b in zip(ours, torch_one, strict=True)
+            )
+        torch_best = [min(b, c) for b, c in zip(torch_default, torch_one, strict=True)]
         report["ratio_ours_over_best_torch"] = statistics.median(
-            a / min(b, c) for a, b, c in zip(ours, torch_default, torch_one, strict=True)
+            a / b for a, b in zip(ours, torch_best, strict=True)
         )
         report["memory_ratio_ours_over_torch"] = report["ours"]["peak_mb"] / max(
             report["torch"]["peak_mb"], 1e-9
+        )
+    if "ours_cpu" in impls:  # speed-up of the device over the CPU, round by round
+        report["speedup_device_over_cpu"] = statistics.median(
+            statistics.median(c) / statistics.median(d)
+            for c, d in zip(times["ours_cpu"], times["ours"], strict=True)
         )
     if skipped:
         report["compare_skipped"] = skipped
@@ -676,7 +740,12 @@ def format_report(r: dict[str, Any]) -> str:
         f"{r['gemm_ceiling_threads_gflops']:.1f}, one thread "
         f"{r['gemm_ceiling_1thread_gflops']:.1f}); % of ceiling is of the best",
     ]
-    names = {"ours": "minitransformer", "torch": "pytorch eager", "torch1": "pytorch 1 thread"}
+    names = {
+        "ours": "minitransformer",
+        "torch": "pytorch eager",
+        "torch1": "pytorch 1 thread",
+        "ours_cpu": "ours on the cpu",
+    }
     for impl, name in names.items():
         if impl not in r:
             continue
@@ -687,6 +756,7 @@ def format_report(r: dict[str, Any]) -> str:
             f"{s['warmup_s']:.1f} s)  {s['tokens_per_s']:,.0f} tok/s  "
             f"{s['gflops']:.1f} GFLOP/s = {100 * s['fraction_of_ceiling']:.0f}% of ceiling  "
             f"peak +{s['peak_mb']:.0f} MiB"
+            + (" of GPU memory" if s.get("device", "cpu").startswith("cuda") else "")
         )
         lines.append(f"   {'':16s} threads: {_threads_text(s['threads'])}")
     if "ratio_ours_over_torch" in r:
@@ -695,9 +765,16 @@ def format_report(r: dict[str, Any]) -> str:
             f"   ratio ours/torch: {r['ratio_ours_over_torch']:.2f}x time per step "
             f"(rounds: {per}); peak memory {r['memory_ratio_ours_over_torch']:.2f}x"
         )
+        if "ratio_ours_over_torch_1thread" in r:
+            lines.append(
+                f"   ratio ours/torch on 1 thread: {r['ratio_ours_over_torch_1thread']:.2f}x; "
+                f"ours/(the faster torch in each round): {r['ratio_ours_over_best_torch']:.2f}x"
+            )
+    if "speedup_device_over_cpu" in r:
         lines.append(
-            f"   ratio ours/torch on 1 thread: {r['ratio_ours_over_torch_1thread']:.2f}x; "
-            f"ours/(the faster torch in each round): {r['ratio_ours_over_best_torch']:.2f}x"
+            f"   train on {r['device']} vs cpu: {r['ours']['tokens_per_s']:,.0f} vs "
+            f"{r['ours_cpu']['tokens_per_s']:,.0f} tok/s = {r['speedup_device_over_cpu']:.2f}x "
+            f"({'worth switching' if r['speedup_device_over_cpu'] > 1 else 'the CPU is faster'})"
         )
     if "compare_skipped" in r:
         lines.append(f"   compare torch: skipped: {r['compare_skipped']}")
@@ -745,13 +822,14 @@ def main(args: Any) -> int:
 
     info = blas_info()
     print(
-        f"minitransformer bench: python {platform.python_version()}, numpy {info['numpy']}, "
+        f"minitransformer bench on {backend.cpu_model() or platform.machine()}: "
+        f"python {platform.python_version()}, numpy {info['numpy']}, "
         f"{_threads_text(info)}; {os.cpu_count()} CPUs, load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     if args.compare == "torch" and not torch_available():
         print("compare torch: skipped: " + _NO_TORCH)
-    results: dict[str, Any] = {"presets": {}, "blas": info}
+    results: dict[str, Any] = {"presets": {}, "blas": info, "cpu": backend.cpu_model()}
     for name in presets:
         r = run(name, seconds=args.seconds, compare=args.compare, device=device, log=log)
         results["presets"][name] = r

@@ -599,21 +599,9 @@ def _hardware(device: str) -> dict[str, Any]:
 
     return dict(
         machine=platform.machine(),
-        processor=_cpu_model() or platform.processor() or platform.machine(),
+        processor=backend.cpu_model() or platform.processor() or platform.machine(),
         cpu_count=os.cpu_count(),
         python=platform.python_version(),
         numpy=backend.np.__version__,
         device=backend.normalize_device(device),
     )
-
-
-def _cpu_model() -> str | None:
-    """The CPU's marketing name from /proc/cpuinfo (Linux), else None."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -106,3 +107,50 @@ def test_cli_bench_cuda_without_gpu_is_a_clear_error(capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "cuda" in err.lower()
+
+
+def test_a_device_run_also_times_our_step_on_the_cpu():
+    """Off the CPU, the report says whether the device trains faster than this CPU."""
+    pytest.importorskip("array_api_strict")
+    r = bench.run(
+        preset="tiny", seconds=0.4, warmup=0.1, rounds=2, in_process=True, device="strict:device1"
+    )
+    assert r["ours"]["device"] == "strict:device1" and r["ours_cpu"]["device"] == "cpu"
+    assert r["speedup_device_over_cpu"] > 0
+    text = bench.format_report(r)
+    assert "train on strict:device1 vs cpu" in text and "ours on the cpu" in text
+    assert "of GPU memory" not in text  # the strict device lives in host memory
+
+
+def test_gpu_memory_is_read_from_the_allocators(monkeypatch):
+    """On a GPU the peak is device memory: CuPy's pool for ours, PyTorch's caching
+    allocator for torch (fakes stand in for both here: the CI has no GPU)."""
+    import types
+
+    class Pool:
+        held = 1 << 20
+
+        def total_bytes(self):
+            return self.held
+
+    pool = Pool()
+    fake_cupy = types.SimpleNamespace(get_default_memory_pool=lambda: pool)
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    meter = bench.memory_meter("ours", "cuda:0")
+    meter.start()
+    pool.held += 3 << 20  # the steps made the pool grow by 3 MiB
+    assert meter.added() == 3.0 and "CuPy" in meter.method
+
+    state = {"reserved": 5 << 20, "peak": 5 << 20}
+    cuda = types.SimpleNamespace(
+        synchronize=lambda: None,
+        reset_peak_memory_stats=lambda: state.update(peak=state["reserved"]),
+        memory_reserved=lambda: state["reserved"],
+        max_memory_reserved=lambda: state["peak"],
+    )
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    meter = bench.memory_meter("torch", "cuda:0")
+    meter.start()
+    state["peak"] += 7 << 20
+    assert meter.added() == 7.0 and "max_memory_reserved" in meter.method
+    assert isinstance(bench.memory_meter("ours", "cpu"), bench._PeakMemory)
