@@ -203,12 +203,26 @@ def resolve_dtype(xp, dtype: Any):
     return getattr(xp, name.split(".")[-1])
 
 
+# (type, dtype) -> name: NumPy computes .name in Python; the type keeps dtypes of two
+# libraries that hash alike (NumPy's and array-api-strict's float32) from being compared
+_dtype_names: dict[Any, str] = {}
+
+
 def dtype_name(dtype: Any) -> str:
     """'float32', 'int64', ... for the dtype of any backend."""
+    key = (type(dtype), dtype)
+    try:
+        return _dtype_names[key]
+    except (KeyError, TypeError):  # first sight of this dtype, or an unhashable one
+        pass
     name = getattr(dtype, "name", None)
-    if isinstance(name, str):
-        return name
-    return str(dtype).split(".")[-1].rstrip("'>")
+    if not isinstance(name, str):
+        name = str(dtype).split(".")[-1].rstrip("'>")
+    try:
+        _dtype_names[key] = name
+    except TypeError:
+        pass
+    return name
 
 
 def asarray(data: Any, dtype: Any = None, device: str | None = None) -> Array:
@@ -336,9 +350,18 @@ class Generator:
         a = self._stream.random(shape, dtype=np.dtype(dtype)) * (high - low) + low
         return self._out(a)
 
-    def bernoulli_mask(self, shape: tuple[int, ...], keep: float) -> Array:
-        """Boolean mask, True with probability ``keep`` (used by dropout)."""
-        return self.random(shape) < keep
+    def keep_mask(self, shape: tuple[int, ...], p: float) -> Array:
+        """Dropout's mask: bool, True (keep) with probability 1 - p; draw ``counter``.
+
+        On NumPy: u >= p for a float32 uniform u. Elsewhere the hash bits are compared
+        with an integer threshold, bits >= round(p * 2^32) (P = 1 - p to 2^-32), which
+        skips the three calls that turn bits into floats."""
+        c, self.counter = self.counter, self.counter + 1
+        if self.device == "cpu":
+            keyed = np.random.Generator(np.random.PCG64([self.seed, c]))
+            return keyed.random(shape, dtype=np.float32) >= p
+        bits = counter_bits(namespace_for_device(self.device), self.device, shape, self.seed, c)
+        return bits >= min(round(p * 2**32), 2**32 - 1)
 
     def state(self) -> dict:
         """A JSON-serialisable snapshot: device, seed, the draw counter and the host
@@ -388,16 +411,14 @@ def _hash32(x: Array) -> Array:
     return x ^ (x >> 16)
 
 
-def counter_uniform(xp, device: str, shape: tuple[int, ...], seed: int, counter: int,
-                    dtype: str = "float32") -> Array:  # fmt: skip
-    """Uniform samples in [0, 1) on ``device`` from (seed, counter), counter-based:
+def counter_bits(xp, device: str, shape: tuple[int, ...], seed: int, counter: int) -> Array:
+    """32 random bits per element on ``device`` from (seed, counter), counter-based:
 
         k1, k2 = two 32-bit keys mixed from (seed, counter) on the host
-        u[i] = (hash(hash(i ^ k1) ^ k2) >> 8) / 2^24        i = 0 .. n-1 (uint32 math)
+        bits[i] = hash(hash(i ^ k1) ^ k2)        i = 0 .. n-1 (uint32 math)
 
-    Array-API operations only, so it runs on any backend, makes the samples where they are
-    used (no host transfer), and repeats exactly from (seed, counter). 24 bits per sample:
-    the resolution of float32 in [0, 1).
+    Array-API operations only, so it runs on any backend, makes the bits where they are
+    used (no host transfer), and repeats exactly from (seed, counter).
     """
     n = 1
     for d in shape:
@@ -405,9 +426,15 @@ def counter_uniform(xp, device: str, shape: tuple[int, ...], seed: int, counter:
     key = _mix64((seed & 0xFFFFFFFF) << 32 | (counter & 0xFFFFFFFF))
     k1, k2 = key & 0xFFFFFFFF, key >> 32
     idx = xp.arange(n, dtype=xp.uint32, device=_native_device(device))
-    bits = _hash32(_hash32(idx ^ k1) ^ k2) >> 8
-    u = xp.astype(bits, getattr(xp, dtype)) * (1.0 / (1 << 24))
-    return xp.reshape(u, shape)
+    return xp.reshape(_hash32(_hash32(idx ^ k1) ^ k2), shape)
+
+
+def counter_uniform(xp, device: str, shape: tuple[int, ...], seed: int, counter: int,
+                    dtype: str = "float32") -> Array:  # fmt: skip
+    """Uniform samples in [0, 1) from ``counter_bits``: u = (bits >> 8) / 2^24. 24 bits per
+    sample: the resolution of float32 in [0, 1)."""
+    bits = counter_bits(xp, device, shape, seed, counter) >> 8
+    return xp.astype(bits, getattr(xp, dtype)) * (1.0 / (1 << 24))
 
 
 def cpu_model() -> str | None:

@@ -87,7 +87,7 @@ def count_step_calls(dropout: float = 0.1, warmup_steps: int = 3) -> dict[str, A
             name = frame.f_code.co_name
             if caller.startswith("array_api_strict") or name in _NOT_CALLS:
                 return
-            if frame.f_code.co_qualname.startswith("Device."):
+            if frame.f_code.co_qualname.startswith(("Device.", "_DType.", "DType.")):
                 return
             counts[name] += 1
 

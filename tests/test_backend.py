@@ -136,6 +136,20 @@ def test_counter_uniform_is_uniform_and_uncorrelated():
     assert abs(neighbours) < 0.01 and abs(across) < 0.01
 
 
+@pytest.mark.parametrize("device", ["cpu", "strict:device1"])
+def test_keep_mask_keeps_one_minus_p_and_repeats_from_its_counter(device):
+    if device != "cpu":
+        pytest.importorskip("array_api_strict")
+    g = backend.Generator(3, device)
+    masks = [backend.to_numpy(g.keep_mask((300, 400), p)) for p in (0.1, 0.5, 0.0)]
+    assert all(m.dtype == np.bool_ for m in masks)
+    assert abs(masks[0].mean() - 0.9) < 0.005 and abs(masks[1].mean() - 0.5) < 0.005
+    assert masks[2].all()  # p = 0 keeps everything
+    assert g.counter == 3
+    again = backend.Generator(3, device)
+    np.testing.assert_array_equal(backend.to_numpy(again.keep_mask((300, 400), 0.1)), masks[0])
+
+
 def test_a_generator_state_of_an_older_version_still_loads():
     g = backend.Generator(5)
     old = {"device": "cpu", "seed": 5, "bit_generator": None}  # before the counter existed

@@ -32,18 +32,17 @@ class ScaledDotProductAttention(Function):
         scale = 1.0 / math.sqrt(q.shape[-1])
         s = xp.matmul(q * scale, k.mT)  # (..., T, S)
         if mask is not None:
-            zero = xp.zeros((), dtype=s.dtype, device=s.device)
-            s += xp.where(mask, zero, zero - math.inf)  # the mask's (small) shape
+            s = xp.where(mask, s, -math.inf)
         m = xp.max(s, axis=-1, keepdims=True)  # (..., T, 1)
         if mask is not None:  # fully masked row: max is -inf; shift by 0 instead of NaN
-            m = xp.where(m == -math.inf, xp.zeros((), dtype=m.dtype, device=m.device), m)
+            m = xp.where(m == -math.inf, 0.0, m)
         s -= m
         p = xp.exp(s)  # (..., T, S)
         del s
         denom = xp.sum(p, axis=-1, keepdims=True)  # (..., T, 1)
         if mask is not None:  # 0/0 for a fully masked row -> 0/1 = 0
-            denom = xp.where(denom == 0, xp.ones((), dtype=p.dtype, device=p.device), denom)
-        p *= 1.0 / denom
+            denom = xp.where(denom == 0, 1.0, denom)
+        p /= denom
         ctx.save_for_backward(q, k, v)
         ctx.probs, ctx.scale = p, scale
         return xp.matmul(p, v)  # (..., T, d_v)

@@ -1,12 +1,10 @@
 """Inverted dropout (Srivastava et al., 2014), as the paper applies it with P_drop = 0.1.
 
-x (...) -> y (...):  y = x * m / (1 - p),  m ~ Bernoulli(1 - p) elementwise (m = u >= p for
-one uniform float32 draw u on x's device). Dividing by 1 - p at training time keeps E[y] = x,
-so evaluation is the identity.  Backward: dx = g * m / (1 - p).
-Speed: the mask is stored as bool (1 byte per element, 4x less than a float mask) and
-turned into a float array only where one is made anyway. Measured on NumPy, (64, 50, 512)
-float32, forward + backward: 8.4 ms vs 9.5 ms with a stored float mask (one full-size
-allocation less); the uniform draw alone is about 2.5 ms of it.
+x (...) -> y (...):  y = x * m / (1 - p),  m ~ Bernoulli(1 - p) elementwise (m = u >= p
+for one uniform draw u on x's device: ``Generator.keep_mask``). Dividing by 1 - p at training
+time keeps E[y] = x, so evaluation is the identity.  Backward: dx = g * m / (1 - p).
+Speed: the mask is stored as bool (1 byte per element, 4x less than a float mask), and
+forward and backward are two array calls each, ``where(m, x * scale, 0)``.
 """
 
 from __future__ import annotations
@@ -24,22 +22,15 @@ class Dropout(Function):
 
     @staticmethod
     def forward(ctx, x, p: float, generator: backend.Generator):
-        xp = ctx.xp
-        keep = generator.random(tuple(x.shape), dtype="float32") >= p  # bool, P(True) = 1 - p
+        keep = generator.keep_mask(tuple(x.shape), p)  # bool, P(True) = 1 - p
         ctx.save_for_backward(keep)
         ctx.scale = 1.0 / (1.0 - p)
-        y = xp.astype(keep, x.dtype)
-        y *= x
-        y *= ctx.scale
-        return y
+        return ctx.xp.where(keep, x * ctx.scale, 0.0)  # two calls, one temporary
 
     @staticmethod
     def backward(ctx, grad):
         (keep,) = ctx.saved
-        dx = ctx.xp.astype(keep, grad.dtype)
-        dx *= grad
-        dx *= ctx.scale
-        return dx
+        return ctx.xp.where(keep, grad * ctx.scale, 0.0)
 
 
 def dropout(

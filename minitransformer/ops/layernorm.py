@@ -7,8 +7,9 @@ Backward, with g = dL/dy and g_hat = g * gamma (all means over the last axis):
     dx = rstd * (g_hat - mean(g_hat) - x_hat * mean(g_hat * x_hat))
     dgamma = sum over rows of g * x_hat,   dbeta = sum over rows of g
 Speed: row sums are ``vecdot`` (3x faster than ``mean`` over the last axis on NumPy, and
-single-threaded, so unlike a BLAS gemv it does not stall on a busy CPU); x_hat is made in
-place, and backward allocates two (N, D) arrays.
+single-threaded, so unlike a BLAS gemv it does not stall on a busy CPU), the mean against
+a cached (D,) vector of 1/D, and rstd = sqrt(D / (sum((x - mu)^2) + D eps)) in three calls;
+x_hat is made in place, and backward allocates two (N, D) arrays.
 """
 
 from __future__ import annotations
@@ -29,10 +30,8 @@ class LayerNorm(Function):
         xp = ctx.xp
         D = x.shape[-1]
         x2 = xp.reshape(x, (-1, D))  # (N, D)
-        ones_d = xp.ones((D,), dtype=x.dtype, device=x.device)
-        x_hat = x2 - xp.vecdot(x2, ones_d)[:, None] * (1.0 / D)  # (N, D)  x - mu
-        var = xp.vecdot(x_hat, x_hat) * (1.0 / D)  # (N,)
-        rstd = 1.0 / xp.sqrt(var + eps)  # (N,)
+        x_hat = x2 - xp.vecdot(x2, _mean_weights(xp, D, x.dtype, x.device))[:, None]  # x - mu
+        rstd = xp.sqrt(D / (xp.vecdot(x_hat, x_hat) + D * eps))  # (N,) 1/sqrt(var + eps)
         x_hat *= rstd[:, None]
         y = x_hat * gamma
         y += beta
@@ -54,14 +53,27 @@ class LayerNorm(Function):
             if need_gamma:
                 dgamma = xp.sum(gx, axis=0)  # (D,)
             if need_x:
-                mean_gx = xp.vecdot(gx, gamma) * (1.0 / D)  # (N,)  mean(g_hat * x_hat)
+                gamma_d = gamma * (1.0 / D)  # (D,) so that vecdot gives means
+                mean_gx = xp.vecdot(gx, gamma_d)  # (N,)  mean(g_hat * x_hat)
                 del gx
                 dx = g * gamma  # (N, D)  g_hat
-                dx -= xp.vecdot(g, gamma)[:, None] * (1.0 / D)  # - mean(g_hat)
+                dx -= xp.vecdot(g, gamma_d)[:, None]  # - mean(g_hat)
                 dx -= x_hat * mean_gx[:, None]
                 dx *= rstd[:, None]
                 dx = xp.reshape(dx, grad.shape)
         return dx, dgamma, dbeta
+
+
+_weights: dict[tuple, object] = {}
+
+
+def _mean_weights(xp, D: int, dtype, device):
+    """A (D,) vector of 1/D (cached per size, dtype and device): vecdot(x, it) = mean(x)."""
+    key = (D, backend.dtype_name(dtype), str(device))
+    w = _weights.get(key)
+    if w is None:
+        w = _weights[key] = xp.full((D,), 1.0 / D, dtype=dtype, device=device)
+    return w
 
 
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:

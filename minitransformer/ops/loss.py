@@ -39,7 +39,7 @@ class CrossEntropy(Function):
         t = xp.reshape(target, (-1,))  # (N,)
         valid = None if ignore_index is None else t != ignore_index  # (N,) bool
         if valid is not None:
-            t = xp.where(valid, t, xp.zeros_like(t))  # any id in range; its row is zeroed
+            t = xp.where(valid, t, 0)  # any id in range; its row is zeroed
         e, _ = shifted(xp, x, -1)  # z = x - m: (N, V), our own buffer
         loss = -xp.take_along_axis(e, xp.expand_dims(t, axis=-1), axis=-1)  # -z_t: (N, 1)
         z_mean = xp.mean(e, axis=-1, keepdims=True) if eps else None  # (N, 1)
@@ -54,9 +54,9 @@ class CrossEntropy(Function):
         if valid is None:
             count = float(max(loss.shape[0], 1))
         else:
-            loss = xp.where(valid, loss, xp.zeros_like(loss))
+            loss = xp.where(valid, loss, 0.0)
             count = xp.sum(xp.astype(valid, x.dtype), keepdims=True)  # (1,)
-            count = xp.where(count > 0, count, xp.ones_like(count))  # all ignored: 0 / 1
+            count = xp.where(count > 0, count, 1.0)  # all ignored: 0 / 1
         if ctx.needs_input_grad[0]:
             e /= s  # p = softmax(x), kept for backward
             ctx.save_for_backward(e, t, valid, count)
