@@ -13,7 +13,7 @@ from .ops.layernorm import layer_norm
 from .ops.loss import cross_entropy
 from .ops.matmul import linear, matmul
 from .ops.reduce import max, mean, sum
-from .ops.shape import concat, getitem, permute, reshape, transpose
+from .ops.shape import concat, getitem, merge_heads, permute, reshape, split_heads, transpose
 from .ops.softmax import log_softmax, softmax
 
 __all__ = [
@@ -35,12 +35,14 @@ __all__ = [
     "mean",
     "mul",
     "neg",
+    "merge_heads",
     "permute",
     "pow",
     "relu",
     "reshape",
     "scaled_dot_product_attention",
     "softmax",
+    "split_heads",
     "sqrt",
     "sub",
     "sum",

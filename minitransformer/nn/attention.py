@@ -69,9 +69,7 @@ class MultiHeadAttention(Module):
         self.last_weights: Any = None
 
     def _split_heads(self, x: Tensor) -> Tensor:
-        B, L, _ = x.shape
-        x = x.reshape(B, L, self.h, self.d_k)  # (B, L, H, d_k)
-        return x.permute(0, 2, 1, 3)  # (B, H, L, d_k)
+        return F.split_heads(x, self.h)  # (B, L, D) -> (B, L, H, d_k) -> (B, H, L, d_k)
 
     def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None):
         """Projected (B, H, S, d_k) keys and values, through the cache when there is one."""
@@ -112,7 +110,6 @@ class MultiHeadAttention(Module):
                 f"value {tuple(value.shape)} must share the batch size B, and key and value "
                 "the length S"
             )
-        B, T, D = query.shape
         q = self._split_heads(self.w_q(query))  # (B, H, T, d_k)
         k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
         if self.store_weights:
@@ -121,7 +118,7 @@ class MultiHeadAttention(Module):
             )
         else:
             out = F.scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, T, d_k)
-        out = out.permute(0, 2, 1, 3).reshape(B, T, D)  # (B, T, H, d_k) -> (B, T, D)
+        out = F.merge_heads(out)  # (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, D)
         return self.w_o(out)
 
     def extra_repr(self) -> str:

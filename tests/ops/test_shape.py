@@ -1,4 +1,4 @@
-"""Shape ops: reshape, transpose/permute, getitem, concat."""
+"""Shape ops: reshape, transpose/permute, getitem, concat, split/merge heads."""
 
 import numpy as np
 import pytest
@@ -61,3 +61,17 @@ def test_concat_errors(make):
         S.concat([make(np.ones((2, 3))), make(np.ones((2, 4)))], axis=0)
     with pytest.raises(ShapeError, match="same rank"):
         S.concat([make(np.ones((2, 3))), make(np.ones(3))])
+
+
+def test_split_and_merge_heads(make, rng):
+    x_np = rng.standard_normal((2, 3, 8))
+    x = make(x_np)
+    heads = S.split_heads(x, 4)  # (B, H, L, d) = (2, 4, 3, 2)
+    np.testing.assert_array_equal(heads.numpy(), x_np.reshape(2, 3, 4, 2).transpose(0, 2, 1, 3))
+    np.testing.assert_array_equal(S.merge_heads(heads).numpy(), x_np)
+    assert mt.gradcheck(lambda t: S.split_heads(t, 4), x)
+    assert mt.gradcheck(S.merge_heads, make(rng.standard_normal((2, 4, 3, 2))))
+    with pytest.raises(ShapeError, match="divisible by h = 3"):
+        S.split_heads(x, 3)
+    with pytest.raises(ShapeError, match=r"need \(B, H, L, d\)"):
+        S.merge_heads(x)
