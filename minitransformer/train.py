@@ -331,10 +331,12 @@ class Trainer:
                     if bar is not None:
                         bar.close()
                     if self._writer:
+                        again = runs.resume_command(self.out)
+                        if self.world is not None:
+                            again = f"mpiexec -n {self.world.size} {again} --data-parallel"
                         print(
                             f"\nInterrupted ({stopped}) at step {self.step}; checkpoint saved. "
-                            f"Resume with:\n  {runs.resume_command(self.out)}"
-                            + (" --data-parallel (under the same mpiexec)" if self.world else ""),
+                            f"Resume with:\n  {again}",
                             file=sys.stderr,
                             flush=True,
                         )

@@ -5,6 +5,7 @@ the job; the errors a user meets are one clear line."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -259,7 +260,7 @@ def test_sigterm_to_one_rank_stops_both_with_a_checkpoint(tmp_path):
     os.kill(pids[1], signal.SIGTERM)  # rank 1 (the higher pid is not guaranteed: either)
     out, err = job.communicate(timeout=30)
     assert job.returncode == 143, err
-    assert "Interrupted (SIGTERM)" in err and "--data-parallel" in err
+    assert "Interrupted (SIGTERM)" in err and "mpiexec -n 2 " in err
     _, meta = checkpoint.load_checkpoint(tmp_path / "r" / "checkpoint.npz")
     assert meta["step"] % 20 == 0 and meta["step"] > 0
 
@@ -293,3 +294,18 @@ def test_a_failure_on_rank_0_alone_ends_the_job(tmp_path):
                    *TINY], 2, timeout=30)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "--overwrite" in done.stderr
+
+
+@needs_mpi
+def test_bench_data_parallel_reports_scaling_and_allreduce_time(tmp_path):
+    out = tmp_path / "dp.json"
+    cmd = [sys.executable, "-m", "minitransformer", "bench", "--data-parallel", "2",
+           "--seconds", "0.6", "--json", str(out)]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "scaling efficiency of 2 ranks" in done.stdout
+    (result,) = json.loads(out.read_text())
+    one, two_threads, two_ranks = result["rows"]
+    assert (one["ranks"], two_threads["threads"], two_ranks["ranks"]) == (1, 2, 2)
+    assert two_ranks["allreduce_ms"] > 0 and two_ranks["tokens_per_s"] > 0
+    assert result["efficiency"] == pytest.approx(two_ranks["speedup"] / 2)
