@@ -119,6 +119,7 @@ class World:
         self.rank, self.size = int(comm.Get_rank()), int(comm.Get_size())
         self.is_writer = self.rank == 0  # rank 0 alone writes files and prints
         self.allreduce_time = Timer()
+        self.agreed_stop: str | None = None  # set once every rank agreed to stop
 
     @classmethod
     def from_mpi(cls) -> World:
@@ -196,6 +197,7 @@ class World:
         self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
         n_int, n_term = buf[-2:]
         agreed = "SIGTERM" if n_term else ("SIGINT" if n_int else None)
+        self.agreed_stop = self.agreed_stop or agreed
         return buf[:-2], agreed
 
     def bcast(self, value: Any) -> Any:
@@ -212,9 +214,13 @@ class World:
 def leave(status: int) -> int:
     """Called by the CLI with its exit status: a rank that fails while others may still
     wait in a collective ends the whole job (MPI_Abort) instead of leaving them hanging.
-    The statuses every rank reaches together (0; 130/143 after an agreed stop) return."""
-    if _active is not None and _active.size > 1 and status not in (0, 130, 143):
-        _active.abort(status)
+    The statuses every rank reaches together (0; 130/143 after an agreed stop) return; a
+    130 of one rank alone (a second Ctrl-C sent to it) aborts the job."""
+    if _active is None or _active.size == 1 or status == 0:
+        return status
+    if status in (130, 143) and _active.agreed_stop is not None:
+        return status
+    _active.abort(status)
     return status
 
 

@@ -240,6 +240,21 @@ def _rank_pids(mpiexec_pid: int) -> list[int]:
     return sorted(g for c in children.get(mpiexec_pid, []) for g in children.get(c, []))
 
 
+def _wait(job: subprocess.Popen, pids: list[int], timeout: float) -> tuple[str, str]:
+    """The job's output once it ends; a job still running after ``timeout`` s (a hang) is
+    killed, ranks first, and the test fails."""
+    try:
+        return job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        for pid in [*pids, job.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        job.communicate()
+        pytest.fail(f"the job did not end within {timeout} s")
+
+
 def _start_long_run(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
     cmd = [str(MPIEXEC), "-n", "2", sys.executable, "-m", "minitransformer", "train", "copy",
            "--steps", "100000", "--batch-size", "4", "--log-every", "20", "--checkpoint-every",
@@ -253,7 +268,7 @@ def _start_long_run(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
             if len(pids) == 2:
                 return job, pids
         time.sleep(0.1)
-    job.kill()
+    _wait(job, _rank_pids(job.pid), 0.1)
     pytest.fail("the 2-rank run did not start logging within 30 s")
 
 
@@ -261,7 +276,7 @@ def _start_long_run(tmp_path: Path) -> tuple[subprocess.Popen, list[int]]:
 def test_sigterm_to_one_rank_stops_both_with_a_checkpoint(tmp_path):
     job, pids = _start_long_run(tmp_path)
     os.kill(pids[1], signal.SIGTERM)  # rank 1 (the higher pid is not guaranteed: either)
-    out, err = job.communicate(timeout=30)
+    out, err = _wait(job, pids, 30)
     assert job.returncode == 143, err
     assert "Interrupted (SIGTERM)" in err and "mpiexec -n 2 " in err
     _, meta = checkpoint.load_checkpoint(tmp_path / "r" / "checkpoint.npz")
@@ -273,7 +288,7 @@ def test_a_killed_rank_ends_the_job_in_bounded_time(tmp_path):
     job, pids = _start_long_run(tmp_path)
     t0 = time.monotonic()
     os.kill(pids[1], signal.SIGKILL)
-    out, err = job.communicate(timeout=20)
+    out, err = _wait(job, pids, 20)
     assert time.monotonic() - t0 < 20
     assert job.returncode != 0
     assert "BAD TERMINATION" in out + err
@@ -312,3 +327,24 @@ def test_bench_data_parallel_reports_scaling_and_allreduce_time(tmp_path):
     assert (one["ranks"], two_threads["threads"], two_ranks["ranks"]) == (1, 2, 2)
     assert two_ranks["allreduce_ms"] > 0 and two_ranks["tokens_per_s"] > 0
     assert result["efficiency"] == pytest.approx(two_ranks["speedup"] / 2)
+
+
+@needs_mpi
+def test_a_second_ctrl_c_on_one_rank_alone_ends_the_job(tmp_path):
+    # rank 1 stops at once (KeyboardInterrupt) before any agreement: MPI_Abort, not a hang
+    cmd = [str(MPIEXEC), "-n", "2", sys.executable, "-m", "minitransformer", "train", "copy",
+           "--steps", "100000", "--batch-size", "4", "--log-every", "100000",
+           "--out", str(tmp_path / "r"), *TINY, "--data-parallel"]  # fmt: skip
+    job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env=_env())  # fmt: skip
+    deadline = time.monotonic() + 30
+    while len(pids := _rank_pids(job.pid)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if len(pids) < 2:
+        _wait(job, pids, 0.1)
+    time.sleep(3)  # the ranks are training now
+    os.kill(pids[1], signal.SIGINT)
+    time.sleep(0.05)
+    os.kill(pids[1], signal.SIGINT)
+    out, err = _wait(job, pids, 20)
+    assert job.returncode not in (0, None), err
