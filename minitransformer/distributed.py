@@ -91,13 +91,18 @@ def _take(batch: Batch, rows: np.ndarray) -> Batch:
     return Batch(src[:, :s], tgt_in[:, :t], tgt_out[:, :t], n, batch.indices[rows])
 
 
-def checksum(arrays: list[Any]) -> float:
-    """A cheap fingerprint of the weights: Σ_i w_i·(1 + i mod 7) in float64 over the flat
-    buffers (host copies). Equal weights give equal sums; different ones almost never do."""
-    total = 0.0
+def checksum(arrays: list[Any]) -> int:
+    """A cheap, exact fingerprint of the weights: the bits of every float32 (or other)
+    element read as an unsigned integer, weighted by (1 + position mod 7) and summed modulo
+    2^64. Integer arithmetic: the same on every host and CPU (a float sum could round
+    differently on another machine's BLAS); a reordering or a one-bit change alters it."""
+    total = 0
     for a in arrays:
-        flat = np.asarray(a, dtype=np.float64).reshape(-1)
-        total += float(flat @ (1.0 + np.arange(flat.size) % 7))
+        host = np.ascontiguousarray(a)
+        words = host.view(np.uint8).reshape(-1)
+        words = np.pad(words, (0, -words.size % 4)).view(np.uint32).astype(np.uint64)
+        weights = (np.arange(words.size, dtype=np.uint64) % np.uint64(7)) + np.uint64(1)
+        total = (total + int(np.sum(words * weights, dtype=np.uint64))) % 2**64  # arrays wrap
     return total
 
 

@@ -348,3 +348,31 @@ def test_a_second_ctrl_c_on_one_rank_alone_ends_the_job(tmp_path):
     os.kill(pids[1], signal.SIGINT)
     out, err = _wait(job, pids, 20)
     assert job.returncode not in (0, None), err
+
+
+DIFFERENT_SCRIPT = """
+from minitransformer import distributed
+from minitransformer.errors import ConfigError
+from minitransformer.train import TrainConfig, Trainer
+
+world = distributed.World.from_mpi()
+trainer = Trainer(TrainConfig(task="copy", batch_size=4, out="unused",
+                              task_knobs=dict(n_train=100), model_overrides=dict(d_model=16, N=1)))
+if world.rank == 1:
+    trainer.optimizer.groups[0].data[5] += 1e-6  # one weight differs on one rank
+try:
+    world.attach(trainer)
+except ConfigError as err:
+    print(f"rank {world.rank}: {err}", flush=True)
+"""
+
+
+@needs_mpi
+def test_ranks_that_start_from_different_weights_are_refused(tmp_path):
+    script = tmp_path / "different.py"
+    script.write_text(DIFFERENT_SCRIPT)
+    cmd = [str(MPIEXEC), "-n", "2", sys.executable, str(script)]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=40)
+    assert done.returncode == 0, done.stderr
+    for rank in (0, 1):
+        assert f"rank {rank}: the ranks start from different weights" in done.stdout
