@@ -28,6 +28,13 @@ buffer of ``optim.FlatGroup`` (one per device and dtype; normally one). The loss
 a stop flag (Ctrl-C, SIGTERM on any rank) travel in one small all-reduce at each log line,
 where the single-process trainer reads its losses back anyway.
 
+Exact, up to rounding: with dropout 0 the losses match one process with the same global
+batch step for step to float32 rounding (the ranks add up their rows in another order).
+With dropout, rank r draws its masks from seed + r·DROPOUT_SEED_STRIDE, so the ranks'
+rows get independent masks, as the rows of one process do (but not the same ones). The
+checkpoint (written by rank 0) does not depend on N: resume with any number of ranks.
+A stop (Ctrl-C, SIGTERM to ``mpiexec`` or to any rank) takes effect at the next log line.
+
 Failure: a rank that dies (SIGKILL, a crash) ends the whole job — MPICH's ``mpiexec``
 aborts every rank when one terminates abnormally; a rank that raises calls ``MPI.Abort``
 (``leave``) so no other rank waits forever in a collective.
