@@ -423,6 +423,8 @@ class Trainer:
             parameters=self.model.num_parameters(),
             hardware=_hardware(cfg.device),
         )
+        if self.world is not None:
+            result["data_parallel_ranks"] = self.world.size
         (self.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
         if cfg.plots:
             self.plot()

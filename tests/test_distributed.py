@@ -169,6 +169,8 @@ def test_two_ranks_match_one_process_step_for_step(tmp_path):
     assert two.stdout.count('"task": "copy"') == 1
     assert two.stderr.count("step 30/30") == 1
     assert "data-parallel over 2 ranks" in two.stderr
+    card = json.loads((tmp_path / "two" / "result.json").read_text())
+    assert card["data_parallel_ranks"] == 2
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(
         p.name for p in (tmp_path / "one").iterdir()
     )
