@@ -846,9 +846,150 @@ def main(args: Any) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------- data parallelism
+
+
+def data_parallel_worker(preset: str, batch_size: int, seconds: float, threads: int,
+                         parallel: bool) -> dict[str, Any] | None:  # fmt: skip
+    """Time training steps of ``preset`` on the copy task with the global ``batch_size``:
+    one process, or (``parallel``) this rank of an MPI job, with ``threads`` BLAS threads.
+
+    Returns (on rank 0; None elsewhere) tokens/s of the global batch, the step time, the
+    seconds per step spent in the gradient all-reduce (waiting for the slowest rank
+    included) and those of the all-reduce alone (the same buffer, ranks already in step).
+    """
+    from . import backend
+    from .train import TrainConfig, Trainer
+
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # the library's own OpenBLAS switch
+        threadpool_limits = None
+        backend.set_blas_threads(threads)
+    limits = threadpool_limits(threads, user_api="blas") if threadpool_limits else None
+    world = None
+    if parallel:
+        from .distributed import World
+
+        world = World.from_mpi()
+    cfg = TrainConfig(task="copy", preset=preset, batch_size=batch_size, out="unused")
+    trainer = Trainer(cfg)
+    if world is not None:
+        world.attach(trainer)
+
+    def step() -> int:
+        batch = next(trainer.stream)
+        if world is not None:
+            shard, trainer.loss_scale = world.shard(batch)
+            trainer.train_step(shard)
+        else:
+            trainer.train_step(batch)
+        return batch.n_tokens
+
+    for _ in range(3):  # warm-up: allocator, BLAS buffers
+        step()
+    trainer.read_back()
+    t = time.perf_counter()
+    step()
+    trainer.read_back()
+    n = max(3, int(seconds / max(time.perf_counter() - t, 1e-6)))
+    if world is not None:
+        n = world.bcast(n)  # every rank takes the same number of steps
+        world.allreduce_time.seconds, world.allreduce_time.calls = 0.0, 0
+    tokens, t0 = 0, time.perf_counter()
+    for _ in range(n):
+        tokens += step()
+    trainer.read_back()
+    elapsed = time.perf_counter() - t0
+    grad = trainer.optimizer.groups[0].grad
+    result = dict(preset=preset, ranks=world.size if world else 1, threads=threads,
+                  batch_size=batch_size, steps=n, tokens_per_s=tokens / elapsed,
+                  step_ms=1e3 * elapsed / n, grad_mb=grad.nbytes / 2**20)  # fmt: skip
+    if world is not None:
+        result["allreduce_ms"] = 1e3 * world.allreduce_time.seconds / n
+        world.comm.Barrier()
+        t = time.perf_counter()
+        for _ in range(20):
+            world.allreduce_grads([grad], 0.0)
+        result["allreduce_alone_ms"] = 1e3 * (time.perf_counter() - t) / 20
+    if limits is not None:
+        limits.restore_original_limits()
+    return result if world is None or world.is_writer else None
+
+
+def data_parallel_main(args: Any) -> int:
+    """``bench --data-parallel N``: tokens/s of one process with 1 and with N BLAS threads
+    against N MPI ranks with one thread each (the same global batch), the scaling
+    efficiency, and the all-reduce's share of a step."""
+    from pathlib import Path
+
+    ranks = args.data_parallel
+    mpiexec = Path(sys.executable).with_name("mpiexec")
+    if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
+        print('bench --data-parallel needs mpi4py and MPICH\'s mpiexec; pip install -e ".[mpi]"',
+              file=sys.stderr)  # fmt: skip
+        return 1
+    seconds = args.seconds / 3
+    print(f"minitransformer bench --data-parallel {ranks}: {_cpu_name()}, {os.cpu_count()} CPUs, "
+          f"load average {os.getloadavg()[0]:.2f}; copy task, global batch 64")  # fmt: skip
+    results = []
+    for preset in args.preset or ["tiny"]:
+        rows = []
+        for n, threads in ((1, 1), (1, ranks), (ranks, 1)):
+            cmd = [sys.executable, "-m", "minitransformer.bench", "--dp-worker", preset, "64",
+                   str(seconds), str(threads), str(int(n > 1))]  # fmt: skip
+            if n > 1:
+                cmd = [str(mpiexec), "-n", str(n), *cmd]
+            done = subprocess.run(cmd, capture_output=True, text=True)
+            if done.returncode != 0:
+                print(f"bench worker failed ({' '.join(cmd)}):\n{done.stderr[-2000:]}",
+                      file=sys.stderr)  # fmt: skip
+                return 1
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        base = rows[0]["tokens_per_s"]
+        print(f"\npreset {preset} (gradient {rows[0]['grad_mb']:.2f} MB float32)")
+        print(f"  {'how':<28} {'tokens/s':>9} {'step ms':>8} {'speed-up':>8} {'allreduce ms':>13}")
+        for r in rows:
+            how = (f"{r['ranks']} ranks x 1 BLAS thread" if r["ranks"] > 1
+                   else f"1 process, {r['threads']} BLAS thread(s)")  # fmt: skip
+            ar = (f"{r['allreduce_ms']:.2f} ({r['allreduce_alone_ms']:.2f})"
+                  if "allreduce_ms" in r else "-")  # fmt: skip
+            r["speedup"] = r["tokens_per_s"] / base
+            print(f"  {how:<28} {r['tokens_per_s']:>9.0f} {r['step_ms']:>8.1f} "
+                  f"{r['speedup']:>7.2f}x {ar:>13}")  # fmt: skip
+        eff = rows[2]["speedup"] / ranks
+        print(f"  scaling efficiency of {ranks} ranks: {eff:.0%} (tokens/s / ({ranks} x 1 rank));"
+              " all-reduce ms: per step (alone)")  # fmt: skip
+        results.append(dict(preset=preset, rows=rows, efficiency=eff))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
         sys.exit(_worker_main(*sys.argv[2:5]))
+    if len(sys.argv) > 1 and sys.argv[1] == "--dp-worker":
+        p, b, sec, th, par = sys.argv[2:7]
+        from minitransformer import backend as _backend
+
+        _backend.tune_host()  # as the CLI runs it (this worker owns its process)
+        found = data_parallel_worker(p, int(b), float(sec), int(th), par == "1")
+        if found is not None:
+            print(json.dumps(found), flush=True)
+        sys.exit(0)
     from minitransformer.cli import main as cli_main
 
     sys.exit(cli_main(["bench", *sys.argv[1:]]))

@@ -121,6 +121,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN", help="continue the run in this directory")
     train.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
     train.add_argument("--no-plots", action="store_true", help="skip plots/*.png at the end")
+    train.add_argument(
+        "--data-parallel", action="store_true",
+        help="one model, the batch split across MPI ranks: mpiexec -n N minitransformer train "
+        "TASK --data-parallel (needs: pip install -e '.[mpi]')",
+    )  # fmt: skip
 
     tr = sub.add_parser(
         "translate", help="translate sentences with a trained checkpoint", parents=[debug]
@@ -153,11 +158,21 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--device", default="cpu")
     bench.add_argument("--seconds", type=_positive_float, default=20.0, help="time per preset")
     bench.add_argument("--json", help="also write the results to this file")
+    bench.add_argument(
+        "--data-parallel", metavar="N", type=_positive_int,
+        help="tokens/s of 1 and N MPI ranks (one BLAS thread each) against one process",
+    )  # fmt: skip
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (also for argparse's own errors)."""
+    status = _main(argv)
+    distributed = sys.modules.get("minitransformer.distributed")  # only with --data-parallel
+    return status if distributed is None else distributed.leave(status)
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -249,6 +264,10 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.command == "plot":
         return _plot(args)
     if args.command == "bench":
+        if args.data_parallel:
+            from .bench import data_parallel_main
+
+            return data_parallel_main(args)
         from .bench import main as bench_main
 
         return bench_main(args)
@@ -267,6 +286,13 @@ _TRAIN_FIELDS = {
 
 def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from .train import TrainConfig, Trainer
+
+    world = None
+    if args.data_parallel:
+        from . import backend, distributed
+
+        world = distributed.World.from_mpi()
+        backend.set_blas_threads(distributed.blas_threads_per_rank(distributed.local_size(world)))
 
     given = {
         field: getattr(args, name)
@@ -296,17 +322,23 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             _subparser(parser, "train").error("train needs a TASK (or --resume RUN)")
         given.setdefault("out", f"runs/{args.task}")
         trainer = Trainer(TrainConfig(task=args.task, **given))
-    print(trainer.task.summary(), file=sys.stderr)
-    print(
-        f"model: {trainer.model.extra_repr()}, {trainer.model.num_parameters():,} parameters,"
-        f" device {trainer.cfg.device}"
-        + (f", resuming at step {trainer.step}" if args.resume else ""),
-        file=sys.stderr,
-        flush=True,
-    )
+    if world is not None:
+        world.attach(trainer)
+    if world is None or world.is_writer:
+        print(trainer.task.summary(), file=sys.stderr)
+        print(
+            f"model: {trainer.model.extra_repr()}, {trainer.model.num_parameters():,} "
+            f"parameters, device {trainer.cfg.device}"
+            + (f", resuming at step {trainer.step}" if args.resume else "")
+            + (f", data-parallel over {world.size} ranks" if world is not None else ""),
+            file=sys.stderr,
+            flush=True,
+        )
     result = trainer.train(overwrite=args.overwrite)
     if result.get("interrupted"):
         return 128 + (signal.SIGTERM if result.get("signal") == "SIGTERM" else signal.SIGINT)
+    if world is not None and not world.is_writer:
+        return 0
     print(json.dumps({k: result[k] for k in ("task", "steps", "wall_time_s", "metrics")}))
     print(f"result card: {trainer.out / 'result.json'}; plots: {trainer.out / 'plots'}")
     return 0

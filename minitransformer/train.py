@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import os
 import platform
 import signal
 import sys
@@ -163,8 +164,12 @@ class Trainer:
         self._noted: set[str] = set()
         self._pending: list[tuple[Any, Any]] = []  # (loss, grad norm) on the device, per step
         self._healthy: Any = None  # device flag: every step so far was finite
-        self.grad_hook: Any = None  # called with the flat gradient buffers (data parallelism)
+        self.grad_hook: Any = None  # hook(flat gradient buffers, loss) after backward
         self.loss_scale = 1.0  # the loss is multiplied by this before backward
+        # Data parallelism (distributed.World.attach sets it): batches are sharded, losses
+        # and the stop flag agreed at log lines, and only the writer (rank 0) writes files.
+        self.world: Any = None
+        self._agreed_stop: str | None = None  # the stop every rank agreed on (world only)
 
     # ------------------------------------------------------------------ one step
     def train_step(self, batch) -> Any:
@@ -194,7 +199,7 @@ class Trainer:
         loss.backward()
         grads = self.optimizer.gather_grads()
         if self.grad_hook is not None:
-            self.grad_hook(grads)
+            self.grad_hook(grads, loss.data)
         if self.cfg.clip_norm:
             norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
         else:
@@ -219,6 +224,9 @@ class Trainer:
         xp = backend.namespace(pending[0][0])
         pairs = backend.to_numpy(xp.stack([xp.stack([xp.reshape(a, ()) for a in pair])
                                            for pair in pending]))  # fmt: skip
+        if self.world is not None:  # each rank holds its share n_r/n of the mean loss
+            pairs = pairs.astype("float64")
+            pairs[:, 0], self._agreed_stop = self.world.agree(pairs[:, 0], self._stop_requested)
         first = self.step - len(pending) + 1  # the step number of pending[0]
         values = []
         for k, (value, norm) in enumerate(pairs.tolist()):
@@ -262,6 +270,8 @@ class Trainer:
             self.resumed_from is not None
             and self.out.resolve() == self.resumed_from.parent.resolve()
         )
+        if not self._writer:  # another rank of a data-parallel job: rank 0 writes
+            return self._train_locked()
         lock = runs.open_run(self.out, owned=owned, overwrite=overwrite)
         try:
             if self.resumed_from is not None and not self._owns_out and owned:
@@ -273,11 +283,12 @@ class Trainer:
 
     def _train_locked(self) -> dict[str, Any]:
         cfg = self.cfg
-        log = open(self.out / "metrics.jsonl", "a", encoding="utf-8")  # noqa: SIM115
+        log_path = self.out / "metrics.jsonl" if self._writer else os.devnull
+        log = open(log_path, "a", encoding="utf-8")  # noqa: SIM115
         main_thread = threading.current_thread() is threading.main_thread()
         stops = (signal.SIGINT, signal.SIGTERM)
         previous = {s: signal.signal(s, self._on_signal) for s in stops} if main_thread else {}
-        self._stop_requested = None
+        self._stop_requested = self._agreed_stop = None
         self._bar = bar = self._progress_bar()
         if self.task.name.startswith("translate"):
             self._check_bleu()
@@ -286,7 +297,11 @@ class Trainer:
             while self.step < cfg.steps:
                 batch = next(self.stream)
                 t0 = time.perf_counter()
-                self.train_step(batch)
+                if self.world is not None:  # this rank's rows, and its share of the loss
+                    shard, self.loss_scale = self.world.shard(batch)
+                    self.train_step(shard)
+                else:
+                    self.train_step(batch)
                 self.step += 1
                 log_now = self.step % cfg.log_every == 0 or self.step == cfg.steps
                 value = self.read_back()[-1] if log_now else None  # the one wait per log line
@@ -309,19 +324,24 @@ class Trainer:
                         f"step {self.step}/{cfg.steps}  loss {value:.4f}  "
                         f"lr {self.optimizer.lr:.2e}  {record['tokens_per_s']:.0f} tok/s"
                     )
-                if self.step % cfg.checkpoint_every == 0 or self._stop_requested:
+                if self.step % cfg.checkpoint_every == 0 or self._stopping():
                     self.save()  # before any evaluation: a failing one cannot lose this step
-                if self._stop_requested:
+                if self._stopping():
+                    stopped = self._stopping()
                     if bar is not None:
                         bar.close()
-                    print(
-                        f"\nInterrupted ({self._stop_requested}) at step {self.step}; checkpoint "
-                        f"saved. Resume with:\n  {runs.resume_command(self.out)}",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    return {"interrupted": True, "step": self.step, "signal": self._stop_requested}
-                if self.step % cfg.eval_every == 0 and self.step < cfg.steps:
+                    if self._writer:
+                        again = runs.resume_command(self.out)
+                        if self.world is not None:
+                            again = f"mpiexec -n {self.world.size} {again} --data-parallel"
+                        print(
+                            f"\nInterrupted ({stopped}) at step {self.step}; checkpoint saved. "
+                            f"Resume with:\n  {again}",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                    return {"interrupted": True, "step": self.step, "signal": stopped}
+                if self.step % cfg.eval_every == 0 and self.step < cfg.steps and self._writer:
                     metrics = self.evaluate("valid", cfg.eval_samples)
                     self._log(log, dict(step=self.step, split="valid", **metrics))
                     self._say(f"step {self.step} valid  " + _fmt(metrics))
@@ -335,10 +355,20 @@ class Trainer:
         self.save()
         return self.finish()
 
+    @property
+    def _writer(self) -> bool:
+        """True when this process writes the run's files and prints (not a rank > 0)."""
+        return self.world is None or self.world.is_writer
+
+    def _stopping(self) -> str | None:
+        """The stop to act on now: this process's signal, or (data parallel) the one every
+        rank agreed on at the last log line."""
+        return self._stop_requested if self.world is None else self._agreed_stop
+
     def _progress_bar(self) -> Any:
         """A tqdm bar when asked for and stderr is a terminal; else None (plain lines, one
         per log interval: what a log file, a pipe or CI wants)."""
-        if not (self.cfg.progress and _isatty(sys.stderr)):
+        if not (self.cfg.progress and _isatty(sys.stderr) and self._writer):
             return None
         try:
             from tqdm import tqdm  # the text bar: no widget warnings in notebooks
@@ -361,17 +391,20 @@ class Trainer:
 
     def _note(self, key: str, text: str) -> None:
         """A one-line note on stderr, once per trainer and key."""
-        if key not in self._noted:
+        if key not in self._noted and self._writer:
             self._noted.add(key)
             print(f"minitransformer: note: {text}", file=sys.stderr, flush=True)
 
     def _say(self, line: str) -> None:
         """A plain progress line on stderr when there is no progress bar (logs, CI, pipes)."""
-        if self._bar is None:
+        if self._bar is None and self._writer:
             print(line, file=sys.stderr, flush=True)
 
     def finish(self) -> dict[str, Any]:
-        """Final evaluation on the held-out split, the result card and the plots."""
+        """Final evaluation on the held-out split, the result card and the plots (rank 0
+        of a data-parallel job; the other ranks wait for its result)."""
+        if not self._writer:
+            return self.world.bcast(None)
         cfg = self.cfg
         metrics = self.evaluate(cfg.final_eval_split, cfg.final_eval_samples)
         with open(self.out / "metrics.jsonl", "a", encoding="utf-8") as log:
@@ -390,9 +423,13 @@ class Trainer:
             parameters=self.model.num_parameters(),
             hardware=_hardware(cfg.device),
         )
+        if self.world is not None:
+            result["data_parallel_ranks"] = self.world.size
         (self.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
         if cfg.plots:
             self.plot()
+        if self.world is not None:
+            self.world.bcast(result)
         return result
 
     def _mean_tokens_per_s(self) -> float:
@@ -466,6 +503,9 @@ class Trainer:
                 f"step {self.step}: weights {bad[:3]} hold NaN or Inf, so no checkpoint was "
                 f"written. {self._last_good()}"
             )
+        if not self._writer:  # rank 0 writes the (identical) state
+            self.checkpoint_step = self.step
+            return self.out / "checkpoint.npz"
         arrays = {f"model.{k}": backend.to_numpy(v) for k, v in state.items()}
         opt_arrays, opt_meta = self.optimizer.state_dict()
         arrays.update({f"optim.{k}": backend.to_numpy(v) for k, v in opt_arrays.items()})
@@ -560,7 +600,11 @@ class Trainer:
                 raise SystemExit(128 + signal.SIGTERM)
             raise KeyboardInterrupt
         self._stop_requested = name
-        if self._bar is None:
+        if self._bar is None and self._writer:
+            if self.world is not None:
+                print(f"\n{name}: the ranks stop together at the next log line, after a "
+                      "checkpoint", file=sys.stderr, flush=True)  # fmt: skip
+                return
             again = "Ctrl-C" if signum == signal.SIGINT else name
             print(f"\n{name}: finishing this step, then saving a checkpoint ({again} again to "
                   "stop at once)", file=sys.stderr, flush=True)  # fmt: skip
