@@ -35,11 +35,6 @@ def _has_out(xp: Any) -> bool:
     return type(getattr(xp, "multiply", None)).__name__ == "ufunc"
 
 
-def _ravel(a: Array) -> Array:
-    """NumPy / CuPy: the 1-D view of a contiguous array with one method call."""
-    return a.ravel()
-
-
 class FlatGroup:
     """The parameters of one device and dtype, laid end to end (see the module doc)."""
 
@@ -107,7 +102,7 @@ class FlatGroup:
             return [True] * len(grads)  # gathered already, nothing new since
         xp, has = self.xp, []
         parts, fresh = [], False
-        flatten = _ravel if _has_out(xp) else (lambda g: xp.reshape(g, (-1,)))
+        has_out = _has_out(xp)  # NumPy / CuPy: the 1-D view with one method call
         for p, gv, (a, b) in zip(self.params, self.grad_views, self.bounds, strict=True):
             g = p.grad
             if g is None:
@@ -117,10 +112,10 @@ class FlatGroup:
             has.append(True)
             if g is not gv:
                 fresh = True
-            parts.append(flatten(g))
+            parts.append(g.ravel() if has_out else xp.reshape(g, (-1,)))
         if not fresh:
             return has
-        if _has_out(xp):  # NumPy / CuPy: straight into the buffer
+        if has_out:  # NumPy / CuPy: straight into the buffer
             xp.concatenate(parts, out=self.grad)
         else:
             self.grad[...] = xp.concat(parts)

@@ -29,8 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import backend
+from . import tensor as _tensor
 from .errors import DeviceError
-from .tensor import Tensor, is_grad_enabled
+from .tensor import Tensor
 
 
 class Context:
@@ -77,7 +78,7 @@ class Function:
         tensors = [x if type(x) is Tensor or isinstance(x, Tensor) else None for x in inputs]
         arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
         xp = _check_one_device(cls.__name__, arrays)
-        if is_grad_enabled():
+        if _tensor._grad_enabled:  # is_grad_enabled(), read without a call
             needs = tuple([t is not None and t.requires_grad for t in tensors])
         else:
             needs = (False,) * len(inputs)

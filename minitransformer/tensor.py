@@ -183,7 +183,6 @@ class Tensor:
             ctx = node._ctx
             if ctx is None or node._retains_grad:  # a retained (non-leaf) grad is never
                 node._accumulate(g, node in owned and ctx is None)  # added into in place
-            owned.discard(node)
             if ctx is None:
                 continue
             in_grads = ctx.fn.backward(ctx, g)

@@ -69,7 +69,7 @@ _weights: dict[tuple, object] = {}
 
 def _mean_weights(xp, D: int, dtype, device):
     """A (D,) vector of 1/D (cached per size, dtype and device): vecdot(x, it) = mean(x)."""
-    key = (D, backend.dtype_name(dtype), str(device))
+    key = (D, type(dtype), dtype, str(device))  # the type: dtypes of two libraries hash alike
     w = _weights.get(key)
     if w is None:
         w = _weights[key] = xp.full((D,), 1.0 / D, dtype=dtype, device=device)
@@ -85,7 +85,7 @@ def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Ten
                 f"layer_norm: {name} has shape {tuple(p.shape)} but x has shape {tuple(x.shape)}; "
                 f"{name} must have shape ({D},), the size of x's last (feature) axis"
             )
-        if backend.dtype_name(p.dtype) != backend.dtype_name(x.dtype):
+        if p.dtype != x.dtype and backend.dtype_name(p.dtype) != backend.dtype_name(x.dtype):
             raise DTypeError(
                 f"layer_norm: {name} is {backend.dtype_name(p.dtype)} but x is "
                 f"{backend.dtype_name(x.dtype)}; give the parameters x's dtype (model.to / astype)"
