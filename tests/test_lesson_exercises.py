@@ -589,3 +589,30 @@ def test_checks_import_nothing_from_notebooks():
     """checks.py and the solutions stand alone (the notebooks import them, not the reverse)."""
     text = (LESSONS / "checks.py").read_text(encoding="utf-8")
     assert "ipynb" not in text and "IPython" not in text
+
+
+def _code_cells(nn: str) -> list[str]:
+    path = next(LESSONS.glob(f"{nn}_*.ipynb"))
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("nn", [f"{n:02d}" for n in range(1, 12)])
+def test_notebook_ships_placeholders_and_calls_every_check(nn):
+    """Lesson NN calls each check_NN_K once, the learner cells hold placeholders (no solution
+    shipped), and every name the solutions module defines for an exercise is defined there."""
+    cells = _code_cells(nn)
+    text = "\n".join(cells)
+    mine = sorted(n for n in dir(checks) if n.startswith(f"check_{nn}_"))
+    for name in mine:
+        assert text.count(f"checks.{name}(") == 1, f"lesson {nn} must call checks.{name} once"
+    assert "NotImplementedError(" in text
+    sol = solutions(int(nn))
+    for name in [n for n in vars(sol) if not n.startswith("_") and callable(getattr(sol, n))]:
+        if getattr(getattr(sol, name), "__module__", None) != sol.__name__:
+            continue  # imported helpers (Function, ...)
+        defining = [c for c in cells if f"def {name}(" in c or f"class {name}(" in c]
+        assert len(defining) == 1, f"lesson {nn}: no single exercise cell defines {name}"
+        assert "NotImplementedError(" in defining[0], (
+            f"lesson {nn}: the cell defining {name} ships more than a placeholder"
+        )
