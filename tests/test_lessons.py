@@ -6,7 +6,10 @@ small settings, and shows only figures that exist in the repository.
 - executed with nbclient in a fresh "python3" kernel, cwd = lessons/, with
   MT_LESSON_FAST=1 (the notebooks shrink their size knobs) and MT_PLOTS_DIR pointing at a
   temporary directory, so running the tests never rewrites the committed PNGs;
-- every image a markdown cell embeds (``![...](../plots/lessons/NN_name.png)``) exists.
+- every image a markdown cell embeds (``![...](../plots/lessons/NN_name.png)``) exists;
+- running a lesson changes nothing in the repository (``git status`` before = after) and leaves
+  nothing in the temporary directory (the kernel gets a private TMPDIR, empty afterwards);
+  one lesson also runs WITHOUT MT_PLOTS_DIR, as a learner would, under the same two checks.
 
 New lessons are picked up automatically; each test is named after its notebook file.
 """
@@ -15,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -83,14 +88,37 @@ def test_referenced_images_exist(path: Path):
     )
 
 
-@_params()
-def test_executes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def _repo_state() -> str | None:
+    """``git status`` of the repository (untracked and ignored files too, caches aside)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        return None
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    caches = ("__pycache__", ".pytest_cache", ".ruff_cache", ".ipynb_checkpoints")
+    return "\n".join(line for line in out.splitlines() if not any(c in line for c in caches))
+
+
+def _execute(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plots: bool) -> None:
+    """Run the notebook in a fresh kernel; assert it changed nothing in the repository and left
+    nothing in its (private) temporary directory."""
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")
+    kernel_tmp = tmp_path / "kernel_tmp"
+    kernel_tmp.mkdir()
     # The kernel inherits this process's environment when it starts.
     monkeypatch.setenv("MT_LESSON_FAST", "1")
-    monkeypatch.setenv("MT_PLOTS_DIR", str(tmp_path / "plots"))
+    monkeypatch.setenv("TMPDIR", str(kernel_tmp))
+    if plots:
+        monkeypatch.setenv("MT_PLOTS_DIR", str(tmp_path / "plots"))
+    else:
+        monkeypatch.delenv("MT_PLOTS_DIR", raising=False)
+    before = _repo_state()
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb,
@@ -99,3 +127,31 @@ def test_executes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         resources={"metadata": {"path": str(LESSONS)}},
     )
     client.execute()  # raises CellExecutionError naming the failing cell
+    after = _repo_state()
+    assert before == after, (
+        f"{path.name} changed the repository: git status before\n{before}\nafter\n{after}"
+    )
+    left = sorted(p.name for p in kernel_tmp.iterdir())
+    assert not left, f"{path.name} left {left} in the temporary directory; clean up (figures.py)"
+
+
+@_params()
+def test_executes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    _execute(path, tmp_path, monkeypatch, plots=True)
+
+
+def test_executes_as_a_learner_without_plots_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Lesson 01 without MT_PLOTS_DIR: figures go to a temporary folder that is removed, and
+    the committed PNG in plots/lessons/ is not rewritten."""
+    _execute(LESSONS / "01_autograd.ipynb", tmp_path, monkeypatch, plots=False)
+
+
+def test_no_lesson_writes_into_the_repository_by_default():
+    """Every lesson takes its figure folder from figures.plots_dir (MT_PLOTS_DIR, else a
+    temporary folder), never a path into plots/ of its own."""
+    offenders = []
+    for path in [p for p in NOTEBOOKS if p.name[:2] <= "11"]:  # lessons 01-11 (12+: to do)
+        text = "\n".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "code")
+        if "../plots" in text or "mkdtemp(" in text:
+            offenders.append(path.name)
+    assert not offenders, f"{offenders}: use figures.plots_dir() / figures.scratch_dir()"

@@ -1,0 +1,1 @@
+"""Reference solutions of the lesson exercises (see README.md)."""

@@ -1,0 +1,42 @@
+"""Reference solutions, lesson 08 (encoder-decoder)."""
+
+import numpy as np
+
+import minitransformer as mt
+
+
+# Exercise 1
+def make_decoder_io(target, bos_id, eos_id):
+    return [bos_id, *target], [*target, eos_id]
+
+
+# Exercise 2: causal (key <= query) AND the key is not padding
+def decoder_self_mask(tgt_in, pad_id):
+    B, T = tgt_in.shape
+    causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
+    keep = tgt_in != pad_id  # (B, T)
+    return (causal[None, :, :] & keep[:, None, :])[:, None]  # (B, 1, T, T)
+
+
+# Exercise 3
+def greedy_batch(model, src, max_len):
+    cfg = model.cfg
+    B = src.shape[0]
+    with mt.no_grad():
+        memory = model.encode(src)  # (B, S, D), once
+        cache = model.new_cache()
+        last = np.full((B, 1), cfg.bos_id)  # (B, 1): the token fed at this step
+        outputs = [[] for _ in range(B)]
+        done = np.zeros(B, dtype=bool)
+        for _ in range(max_len):
+            logits = model.decode(last, memory, src, cache).numpy()[:, -1].copy()  # (B, V)
+            logits[:, [cfg.pad_id, cfg.bos_id]] = -np.inf
+            nxt = logits.argmax(-1)  # (B,)
+            nxt[done] = cfg.pad_id  # finished sentences are fed <pad>
+            for b in np.nonzero(~done & (nxt != cfg.eos_id))[0]:
+                outputs[b].append(int(nxt[b]))
+            done |= nxt == cfg.eos_id
+            if done.all():
+                break
+            last = nxt[:, None]
+    return outputs

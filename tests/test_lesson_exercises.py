@@ -1,0 +1,618 @@
+"""The exercise checks of lessons 01-11 (lessons/checks.py) tell right from wrong.
+
+For every exercise: the reference solution (lessons/solutions/lessonNN.py) passes; the
+placeholder the notebook ships (a function raising NotImplementedError, or None) is reported as
+"not attempted yet" without failing; and known wrong answers -- the mistakes a learner makes --
+fail with AssertionError. Includes the three answers earlier checks let through: a head that
+forgets to slice the biases (06), an equivariance test that compares sums (07), and a greedy loop
+that keeps appending after EOS (08).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+from minitransformer.function import Function
+
+LESSONS = Path(__file__).resolve().parents[1] / "lessons"
+sys.path.insert(0, str(LESSONS))
+checks = importlib.import_module("checks")
+
+
+def solutions(n: int):
+    return importlib.import_module(f"solutions.lesson{n:02d}")
+
+
+def placeholder(*args, **kwargs):
+    raise NotImplementedError("exercise: your code here")
+
+
+class PlaceholderFunction(Function):
+    @staticmethod
+    def forward(ctx, *arrays, **params):
+        raise NotImplementedError("exercise: your code here")
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError("exercise: your code here")
+
+
+def notebook_value_class() -> type:
+    """Lesson 01's scalar `Value`, taken from the notebook's own cell."""
+    nb = json.loads((LESSONS / "01_autograd.ipynb").read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        src = "".join(cell["source"])
+        if cell["cell_type"] == "code" and src.startswith("class Value:"):
+            ns = {"math": math}
+            exec(src, ns)
+            return ns["Value"]
+    raise AssertionError("lesson 01 has no cell defining class Value")
+
+
+def _value(tanh, neg, sub) -> type:
+    Value = notebook_value_class()
+    Value.tanh, Value.__neg__, Value.__sub__ = tanh, neg, sub
+    return Value
+
+
+def _fn(cls_forward, cls_backward):
+    """A Function class from two plain functions (for wrong Sigmoid / RMSNorm answers)."""
+    return type(
+        "Answer",
+        (Function,),
+        {"forward": staticmethod(cls_forward), "backward": staticmethod(cls_backward)},
+    )
+
+
+# ------------------------------------------------------------------ the wrong answers
+s1, s2, s3, s4, s5 = (solutions(n) for n in range(1, 6))
+s6, s7, s8, s9, s10, s11 = (solutions(n) for n in range(6, 12))
+
+
+def _tanh_wrong_grad(self):  # local derivative of tanh taken as 1 - x^2
+    t = math.tanh(self.data)
+    return type(self)(t, (self,), (1 - self.data**2,))
+
+
+def _sub_wrong_sign(self, other):  # a - b computed as a + b
+    return self + other
+
+
+def _sig_forward(ctx, x):
+    y = 1 / (1 + ctx.xp.exp(-x))  # overflows at x = -1000
+    ctx.save_for_backward(y)
+    return y
+
+
+def _sig_backward_ok(ctx, grad):
+    (y,) = ctx.saved
+    return grad * y * (1 - y)
+
+
+def _sig_stable_forward(ctx, x):
+    return s1.Sigmoid.forward(ctx, x)
+
+
+def _sig_backward_wrong(ctx, grad):
+    (y,) = ctx.saved
+    return grad * y  # missing (1 - y)
+
+
+def _rms_forward_with_mean(ctx, x, gamma, eps=1e-6):  # LayerNorm's centring kept
+    xc = x - x.mean(axis=-1, keepdims=True)
+    r = 1 / np.sqrt((xc * xc).mean(axis=-1, keepdims=True) + eps)
+    ctx.save_for_backward(xc * r, r, gamma)
+    return xc * r * gamma
+
+
+def _rms_backward_layernorm(ctx, grad):  # LayerNorm's backward (with the mean term)
+    x_hat, r, gamma = ctx.saved
+    g_hat = grad * gamma
+    dx = r * (
+        g_hat
+        - g_hat.mean(axis=-1, keepdims=True)
+        - x_hat * (g_hat * x_hat).mean(axis=-1, keepdims=True)
+    )
+    return dx, (grad * x_hat).reshape(-1, x_hat.shape[-1]).sum(axis=0)
+
+
+def _head_no_bias(x_q, x_kv, W, h, i):  # the bias slices forgotten
+    no_bias = {k: (np.zeros_like(v) if k.startswith("b") else v) for k, v in W.items()}
+    return s6.head_output(x_q, x_kv, no_bias, h, i)
+
+
+def _head_whole_bias_scale(x_q, x_kv, W, h, i):  # scaled by sqrt(D) instead of sqrt(d_k)
+    d_k = W["wq"].shape[0] // h
+    c = slice(i * d_k, (i + 1) * d_k)
+    q = (x_q @ W["wq"][:, c] + W["bq"][c]) * np.sqrt(d_k / (d_k * h))
+    k = x_kv @ W["wk"][:, c] + W["bk"][c]
+    v = x_kv @ W["wv"][:, c] + W["bv"][c]
+    return s6._attention(q, k, v)
+
+
+def _head_rows_not_columns(x_q, x_kv, W, h, i):  # sliced the rows of W
+    d_k = W["wq"].shape[0] // h
+    c = slice(i * d_k, (i + 1) * d_k)
+    q = x_q[..., c] @ W["wq"][c, c] + W["bq"][c]
+    k = x_kv[..., c] @ W["wk"][c, c] + W["bk"][c]
+    v = x_kv[..., c] @ W["wv"][c, c] + W["bv"][c]
+    return s6._attention(q, k, v)
+
+
+def _equiv_sum_over_positions(f, x, perm):
+    return bool(np.allclose(f(x[:, perm]).sum(axis=1), f(x).sum(axis=1), atol=1e-6))
+
+
+def _equiv_total_sum(f, x, perm):
+    return bool(np.isclose(f(x[:, perm]).sum(), f(x)[:, perm].sum(), atol=1e-6))
+
+
+def _equiv_invariance(f, x, perm):  # tests invariance f(x_pi) = f(x) instead
+    return bool(np.allclose(f(x[:, perm]), f(x), atol=1e-6))
+
+
+def _greedy_appends_after_eos(model, src, max_len):
+    """Tracks 'done' only to stop, but keeps appending to finished sentences."""
+    cfg = model.cfg
+    B = src.shape[0]
+    with mt.no_grad():
+        memory = model.encode(src)
+        cache = model.new_cache()
+        last = np.full((B, 1), cfg.bos_id)
+        outputs = [[] for _ in range(B)]
+        done = np.zeros(B, dtype=bool)
+        for _ in range(max_len):
+            logits = model.decode(last, memory, src, cache).numpy()[:, -1].copy()
+            logits[:, [cfg.pad_id, cfg.bos_id]] = -np.inf
+            nxt = logits.argmax(-1)
+            for b in range(B):
+                if nxt[b] != cfg.eos_id:
+                    outputs[b].append(int(nxt[b]))
+            done |= nxt == cfg.eos_id
+            if done.all():
+                break
+            last = nxt[:, None]
+    return outputs
+
+
+def _greedy_runs_to_max_len(model, src, max_len):
+    """Right outputs, but decodes max_len steps and feeds finished sentences their argmax."""
+    cfg = model.cfg
+    B = src.shape[0]
+    with mt.no_grad():
+        memory = model.encode(src)
+        cache = model.new_cache()
+        last = np.full((B, 1), cfg.bos_id)
+        outputs = [[] for _ in range(B)]
+        done = np.zeros(B, dtype=bool)
+        for _ in range(max_len):
+            logits = model.decode(last, memory, src, cache).numpy()[:, -1].copy()
+            logits[:, [cfg.pad_id, cfg.bos_id]] = -np.inf
+            nxt = logits.argmax(-1)
+            for b in np.nonzero(~done & (nxt != cfg.eos_id))[0]:
+                outputs[b].append(int(nxt[b]))
+            done |= nxt == cfg.eos_id
+            last = nxt[:, None]
+    return outputs
+
+
+def _greedy_allows_pad(model, src, max_len):  # never masks <pad>/<bos>
+    cfg = model.cfg
+    B = src.shape[0]
+    with mt.no_grad():
+        memory = model.encode(src)
+        cache = model.new_cache()
+        last = np.full((B, 1), cfg.bos_id)
+        outputs = [[] for _ in range(B)]
+        done = np.zeros(B, dtype=bool)
+        for _ in range(max_len):
+            nxt = model.decode(last, memory, src, cache).numpy()[:, -1].argmax(-1)
+            nxt[done] = cfg.pad_id
+            for b in np.nonzero(~done & (nxt != cfg.eos_id))[0]:
+                outputs[b].append(int(nxt[b]))
+            done |= nxt == cfg.eos_id
+            if done.all():
+                break
+            last = nxt[:, None]
+    return outputs
+
+
+def _mp_unclipped(hyp, ref, n):
+    refs = {tuple(ref[i : i + n]) for i in range(len(ref) - n + 1)}
+    grams = [tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1)]
+    return sum(g in refs for g in grams), len(grams)
+
+
+def _logprob_no_eos(logits, out_ids, eos_id):
+    return s10.sequence_logprob(logits[:-1], out_ids[:-1], out_ids[-1]) if out_ids else 0.0
+
+
+def _logprob_unstable(logits, out_ids, eos_id):
+    targets = [*out_ids, eos_id]
+    logp = logits - np.log(np.exp(logits).sum(axis=-1, keepdims=True))
+    return float(logp[np.arange(len(targets)), targets].sum())
+
+
+def _count_untied(V, d_model, d_ff, N):
+    return s11.count_parameters(V, d_model, d_ff, N) + V * d_model
+
+
+def _count_no_cross(V, d_model, d_ff, N):
+    D = d_model
+    return s11.count_parameters(V, d_model, d_ff, N) - N * (4 * (D * D + D) + 2 * D)
+
+
+# (check, solution, placeholder, [wrong answers])
+CASES = {
+    "01_1": (
+        checks.check_01_1,
+        lambda: _value(s1.value_tanh, s1.value_neg, s1.value_sub),
+        lambda: _value(placeholder, placeholder, placeholder),
+        [
+            lambda: _value(_tanh_wrong_grad, s1.value_neg, s1.value_sub),
+            lambda: _value(s1.value_tanh, s1.value_neg, _sub_wrong_sign),
+            lambda: _value(s1.value_tanh, lambda self: self, s1.value_sub),
+        ],
+    ),
+    "01_2": (
+        checks.check_01_2,
+        lambda: s1.Sigmoid,
+        lambda: PlaceholderFunction,
+        [
+            lambda: _fn(_sig_forward, _sig_backward_ok),
+            lambda: _fn(_sig_stable_forward, _sig_backward_wrong),
+        ],
+    ),
+    "01_3": (
+        checks.check_01_3,
+        lambda: s1.best_eps_float32,
+        lambda: placeholder,
+        [
+            lambda: lambda: np.finfo(np.float32).eps ** 0.5,  # the one-sided rule
+            lambda: lambda: 1e-6,  # gradcheck's float64 default
+        ],
+    ),
+    "02_1": (
+        checks.check_02_1,
+        lambda: s2.outer_backward,
+        lambda: placeholder,
+        [
+            lambda: lambda u, v, G: (G.sum(1), G.sum(0)),
+            lambda: lambda u, v, G: (G.T @ u, G @ v),
+        ],
+    ),
+    "02_2": (
+        checks.check_02_2,
+        lambda: s2.linear_t_backward,
+        lambda: placeholder,
+        [
+            lambda: lambda x, W, G: (G @ W, np.einsum("btd,bto->do", x, G)),  # dW transposed
+            lambda: lambda x, W, G: (G @ W, G[0].T @ x[0]),  # one batch entry only
+        ],
+    ),
+    "02_3": (
+        checks.check_02_3,
+        lambda: s2.head_scale_grad,
+        lambda: placeholder,
+        [
+            lambda: lambda x, s, G: (G * x).sum(axis=(0, 2, 3)),  # lost the kept axes
+            lambda: lambda x, s, G: G.sum(axis=(0, 2, 3), keepdims=True),  # forgot x
+        ],
+    ),
+    "03_1": (
+        checks.check_03_1,
+        lambda: s3.logsumexp,
+        lambda: placeholder,
+        [
+            lambda: lambda x, axis=-1: np.log(np.exp(x).sum(axis=axis)),
+            lambda: lambda x, axis=-1: np.max(x, axis=axis),
+        ],
+    ),
+    "03_2": (
+        checks.check_03_2,
+        lambda: s3.best_margin,
+        lambda: placeholder,
+        [
+            lambda: lambda eps, V: np.log((1 - eps) / eps),
+            lambda: lambda eps, V: np.log((1 - eps) / (eps / V)),
+        ],
+    ),
+    "03_3": (
+        checks.check_03_3,
+        lambda: s3.ce_grad,
+        lambda: placeholder,
+        [
+            lambda: lambda x, t, eps, ig: s3.ce_grad(x, t, eps, ig) * (t != ig).sum() / len(t),
+            lambda: lambda x, t, eps, ig: s3.ce_grad(x, t, 0.0, ig),  # smoothing ignored
+        ],
+    ),
+    "04_1": (
+        checks.check_04_1,
+        lambda: s4.RMSNorm,
+        lambda: PlaceholderFunction,
+        [
+            lambda: _fn(_rms_forward_with_mean, _rms_backward_layernorm),
+            lambda: _fn(s4.RMSNorm.forward, _rms_backward_layernorm),
+        ],
+    ),
+    "04_2": (
+        checks.check_04_2,
+        lambda: s4.max_gain,
+        lambda: placeholder,
+        [lambda: lambda eps: 1 / eps, lambda: lambda eps: 1.0],
+    ),
+    "04_3": (
+        checks.check_04_3,
+        lambda: s4.ln_param_grads,
+        lambda: placeholder,
+        [
+            lambda: lambda g, x, eps=1e-5: ((g * x).sum(axis=(0, 1)), g.sum(axis=(0, 1))),
+            lambda: lambda g, x, eps=1e-5: (s4.ln_param_grads(g, x)[0], g.mean(axis=(0, 1))),
+        ],
+    ),
+    "05_1": (
+        checks.check_05_1,
+        lambda: s5.softmax_backward,
+        lambda: placeholder,
+        [lambda: lambda P, dP: P * dP, lambda: lambda P, dP: P * (1 - P) * dP],
+    ),
+    "05_2": (
+        checks.check_05_2,
+        lambda: s5.padding_mask_from_lengths,
+        lambda: placeholder,
+        [
+            lambda: lambda L, S: (np.arange(S)[None] <= np.asarray(L)[:, None])[:, None, None],
+            lambda: lambda L, S: (np.arange(S)[None] < np.asarray(L)[:, None])[:, None, :, None],
+        ],
+    ),
+    "05_3": (
+        checks.check_05_3,
+        lambda: s5.local_causal_mask,
+        lambda: placeholder,
+        [
+            lambda: lambda T, w: s5.local_causal_mask(T, w + 1),  # off by one
+            lambda: (
+                lambda T, w: np.abs(np.subtract.outer(np.arange(T), np.arange(T)))[None, None] < w
+            ),  # symmetric window: sees the future
+        ],
+    ),
+    "06_1": (
+        checks.check_06_1,
+        lambda: s6.mha_num_parameters,
+        lambda: placeholder,
+        [lambda: lambda D, h: 4 * D * D, lambda: lambda D, h: 4 * D * D + 4 * D * h],
+    ),
+    "06_2": (
+        checks.check_06_2,
+        lambda: s6.head_output,
+        lambda: placeholder,
+        [
+            lambda: _head_no_bias,
+            lambda: _head_whole_bias_scale,
+            lambda: _head_rows_not_columns,
+        ],
+    ),
+    "06_3": (
+        checks.check_06_3,
+        lambda: s6.attention_entropy,
+        lambda: placeholder,
+        [
+            lambda: lambda w: np.nansum(-w * np.log(w), axis=-1).sum(-1),  # sum, not mean
+            lambda: lambda w: (-w * np.log(w + 1e-3)).sum(-1).mean(-1),  # fudged log
+        ],
+    ),
+    "07_1": (
+        checks.check_07_1,
+        lambda: s7.wavelengths,
+        lambda: placeholder,
+        [
+            lambda: lambda D: 10000.0 ** (2 * np.arange(D // 2) / D),  # omega's inverse only
+            lambda: lambda D: 2 * np.pi * 10000.0 ** (np.arange(D // 2) / D),
+        ],
+    ),
+    "07_2": (
+        checks.check_07_2,
+        lambda: s7.recover_offset,
+        lambda: placeholder,
+        [
+            lambda: lambda a, b, D: s7.recover_offset(a, b, 4),  # a fast pair: wraps around
+            lambda: lambda a, b, D: -s7.recover_offset(a, b, D),
+        ],
+    ),
+    "07_3": (
+        checks.check_07_3,
+        lambda: s7.is_permutation_equivariant,
+        lambda: placeholder,
+        [
+            lambda: _equiv_sum_over_positions,
+            lambda: _equiv_total_sum,
+            lambda: _equiv_invariance,
+        ],
+    ),
+    "08_1": (
+        checks.check_08_1,
+        lambda: s8.make_decoder_io,
+        lambda: placeholder,
+        [
+            lambda: lambda t, bos, eos: ([bos, *t, eos], [*t, eos]),
+            lambda: lambda t, bos, eos: ([bos, *t], [*t]),
+        ],
+    ),
+    "08_2": (
+        checks.check_08_2,
+        lambda: s8.decoder_self_mask,
+        lambda: placeholder,
+        [
+            lambda: (
+                lambda ids, pad: np.broadcast_to(
+                    np.tril(np.ones((ids.shape[1],) * 2, dtype=bool)),
+                    (len(ids), 1) + (ids.shape[1],) * 2,
+                )
+            ),  # causal only
+            lambda: (
+                lambda ids, pad: (
+                    np.tril(np.ones((ids.shape[1],) * 2, dtype=bool))[None]
+                    & (ids != pad)[:, :, None]
+                )[:, None]
+            ),  # masks padded QUERIES instead of keys
+        ],
+    ),
+    "08_3": (
+        checks.check_08_3,
+        lambda: s8.greedy_batch,
+        lambda: placeholder,
+        [
+            lambda: _greedy_appends_after_eos,
+            lambda: _greedy_runs_to_max_len,
+            lambda: _greedy_allows_pad,
+        ],
+    ),
+    "09_1": (
+        checks.check_09_1,
+        lambda: s9.noam_lr,
+        lambda: placeholder,
+        [
+            lambda: lambda s, d, w: d**-0.5 * max(s**-0.5, s * w**-1.5),
+            lambda: lambda s, d, w: min(s**-0.5, s * w**-1.5),
+        ],
+    ),
+    "09_2": (
+        checks.check_09_2,
+        lambda: s9.smoothing_floor,
+        lambda: placeholder,
+        [lambda: lambda V, eps: 0.0, lambda: lambda V, eps: -np.log(1 - eps + eps / V)],
+    ),
+    "09_3": (
+        checks.check_09_3,
+        lambda: s9.adam_first_update,
+        lambda: placeholder,
+        [
+            lambda: lambda g, lr, eps=1e-9: -lr * g,  # plain SGD
+            lambda: lambda g, lr, eps=1e-9: -lr * 0.1 * g / (np.sqrt(0.02) * np.abs(g) + eps),
+        ],
+    ),
+    "10_1": (
+        checks.check_10_1,
+        lambda: s10.modified_precision,
+        lambda: placeholder,
+        [lambda: _mp_unclipped, lambda: lambda h, r, n: s10.modified_precision(h, r, 1)],
+    ),
+    "10_2": (
+        checks.check_10_2,
+        lambda: s10.brevity_penalty,
+        lambda: placeholder,
+        [
+            lambda: lambda c, r: min(1.0, c / r),
+            lambda: lambda c, r: math.exp(1 - c / r) if c < r else 1.0,
+        ],
+    ),
+    "10_3": (
+        checks.check_10_3,
+        lambda: s10.sequence_logprob,
+        lambda: placeholder,
+        [lambda: _logprob_no_eos, lambda: _logprob_unstable],
+    ),
+    "11_1": (
+        checks.check_11_1,
+        lambda: s11.count_parameters,
+        lambda: placeholder,
+        [lambda: _count_untied, lambda: _count_no_cross],
+    ),
+    "11_2": (
+        checks.check_11_2,
+        lambda: s11.score_bytes,
+        lambda: placeholder,
+        [
+            lambda: lambda B, H, T, S, i: B * H * T * S,
+            lambda: lambda B, H, T, S, i: B * T * S * i,
+        ],
+    ),
+    "11_3": (
+        checks.check_11_3,
+        lambda: s11.loglog_slope,
+        lambda: placeholder,
+        [
+            lambda: lambda x, y: float(np.polyfit(x, y, 1)[0]),
+            lambda: lambda x, y: float((y[-1] - y[0]) / (x[-1] - x[0])),
+        ],
+    ),
+}
+
+WRONG = [(name, i) for name, case in CASES.items() for i in range(len(case[3]))]
+
+
+def test_every_exercise_has_a_case():
+    names = {n[len("check_") :] for n in dir(checks) if n.startswith("check_")}
+    assert names == set(CASES), f"checks without test cases: {names - set(CASES)}"
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_solution_passes(name, capsys):
+    check, solution, _, _ = CASES[name]
+    assert check(solution()) == checks.CORRECT
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_placeholder_is_not_attempted(name, capsys):
+    check, _, ph, _ = CASES[name]
+    assert check(ph()) == checks.NOT_ATTEMPTED
+    assert check(None) == checks.NOT_ATTEMPTED
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("name", "i"), WRONG, ids=[f"{n}-wrong{i}" for n, i in WRONG])
+def test_wrong_answer_fails(name, i):
+    check, _, _, wrong = CASES[name]
+    with pytest.raises(AssertionError):
+        check(wrong[i]())
+
+
+def test_greedy_batch_matches_greedy_decode_on_a_model():
+    """check_08_3 with a real (untrained) model: the solution agrees with greedy_decode."""
+    cfg = mt.TransformerConfig.preset("tiny", src_vocab=12, tgt_vocab=12, max_len=16)
+    model = mt.nn.Transformer(cfg, seed=0)
+    model.eval()
+    src = np.array([[5, 6, 7, 2], [8, 9, 2, 0]])
+    assert checks.check_08_3(s8.greedy_batch, model, src) == checks.CORRECT
+
+
+def test_checks_import_nothing_from_notebooks():
+    """checks.py and the solutions stand alone (the notebooks import them, not the reverse)."""
+    text = (LESSONS / "checks.py").read_text(encoding="utf-8")
+    assert "ipynb" not in text and "IPython" not in text
+
+
+def _code_cells(nn: str) -> list[str]:
+    path = next(LESSONS.glob(f"{nn}_*.ipynb"))
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("nn", [f"{n:02d}" for n in range(1, 12)])
+def test_notebook_ships_placeholders_and_calls_every_check(nn):
+    """Lesson NN calls each check_NN_K once, the learner cells hold placeholders (no solution
+    shipped), and every name the solutions module defines for an exercise is defined there."""
+    cells = _code_cells(nn)
+    text = "\n".join(cells)
+    mine = sorted(n for n in dir(checks) if n.startswith(f"check_{nn}_"))
+    for name in mine:
+        assert text.count(f"checks.{name}(") == 1, f"lesson {nn} must call checks.{name} once"
+    assert "NotImplementedError(" in text
+    sol = solutions(int(nn))
+    for name in [n for n in vars(sol) if not n.startswith("_") and callable(getattr(sol, n))]:
+        if getattr(getattr(sol, name), "__module__", None) != sol.__name__:
+            continue  # imported helpers (Function, ...)
+        defining = [c for c in cells if f"def {name}(" in c or f"class {name}(" in c]
+        assert len(defining) == 1, f"lesson {nn}: no single exercise cell defines {name}"
+        assert "NotImplementedError(" in defining[0], (
+            f"lesson {nn}: the cell defining {name} ships more than a placeholder"
+        )
