@@ -20,7 +20,7 @@ them).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .. import backend
@@ -54,6 +54,7 @@ class Module:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_persistent", set())
+        object.__setattr__(self, "_builders", {})
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "training", True)
 
@@ -79,17 +80,31 @@ class Module:
                 return entries[name]
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
-    def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
+    def register_buffer(
+        self,
+        name: str,
+        value: Any,
+        persistent: bool = True,
+        build: Callable[[], Any] | None = None,
+    ) -> None:
         """Keep a non-trainable array (as a Tensor without grad) that ``to()`` moves.
 
         Persistent buffers are part of ``state_dict()``; non-persistent ones (such as the
-        sinusoidal position table, which the config fully determines) are not.
+        sinusoidal position table, which the config fully determines) are not. ``build``
+        (no arguments -> a float64 host array) makes the buffer a computed constant:
+        ``to(dtype=...)`` recomputes it from float64 instead of casting the stored values,
+        so a float32 model cast to float64 holds the float64 table, not a widened float32
+        one.
         """
         for table in (self._parameters, self._modules):
             table.pop(name, None)
         self.__dict__.pop(name, None)
         self._buffers[name] = value if isinstance(value, Tensor) else Tensor(value)
         object.__setattr__(self, name, self._buffers[name])
+        if build is None:
+            self._builders.pop(name, None)
+        else:
+            self._builders[name] = build
         if persistent:
             self._persistent.add(name)
         else:
@@ -186,8 +201,14 @@ class Module:
             p.data = move(p.data)
             if p.grad is not None:
                 p.grad = move(p.grad)
-        for _, b in self.named_buffers():
-            b.data = move(b.data)
+        for _, module in self.named_modules():
+            for name, b in module._buffers.items():
+                build = module._builders.get(name)
+                if build is not None and dtype is not None:  # recompute, do not cast
+                    target = device if device is not None else b.device
+                    b.data = backend.asarray(build(), dtype=dtype, device=target)
+                else:
+                    b.data = move(b.data)
         return self
 
     # ------------------------------------------------------------------ state

@@ -47,7 +47,12 @@ class PositionalEncoding(Module):
         if learned:
             self.table = Parameter(table, dtype="float32")
         else:
-            self.register_buffer("table", Tensor(table, dtype="float32"), persistent=False)
+            self.register_buffer(
+                "table",
+                Tensor(table, dtype="float32"),
+                persistent=False,
+                build=lambda: sinusoid_table(max_len, d_model),  # to(dtype=) recomputes
+            )
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
