@@ -15,17 +15,17 @@ from typing import Any
 from .errors import ArgumentError
 
 
-def _is_int(value: Any) -> bool:
+def is_int(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def _is_real(value: Any) -> bool:
+def is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def positive_int(where: str, name: str, value: Any, fix: str = "") -> int:
     """``value`` as an int >= 1 (a size: widths, heads, vocabulary, lengths)."""
-    if not _is_int(value) or value < 1:
+    if not is_int(value) or value < 1:
         raise ArgumentError(
             f"{where}: {name} must be a positive int, got {value!r}"
             + (f"; {fix}" if fix else f"; pass a whole number >= 1, e.g. {name}=8")
@@ -35,7 +35,7 @@ def positive_int(where: str, name: str, value: Any, fix: str = "") -> int:
 
 def non_negative_int(where: str, name: str, value: Any, fix: str = "") -> int:
     """``value`` as an int >= 0."""
-    if not _is_int(value) or value < 0:
+    if not is_int(value) or value < 0:
         raise ArgumentError(
             f"{where}: {name} must be a non-negative int, got {value!r}"
             + (f"; {fix}" if fix else f"; pass a whole number >= 0, e.g. {name}=0")
@@ -54,20 +54,17 @@ def real(
     fix: str = "",
 ) -> float:
     """``value`` as a finite float inside [low, high] (each end open when asked)."""
-    ok = _is_real(value) and math.isfinite(float(value))
+    ok = is_real(value) and math.isfinite(float(value))
     if ok:
         v = float(value)
         ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
     if not ok:
-        span = (
-            ("(" if low_open else "[")
-            + ("-inf" if low == -math.inf else f"{low:g}")
-            + ", "
-            + ("inf" if high == math.inf else f"{high:g}")
-            + (")" if high_open else "]")
-        )
+        if high == math.inf:
+            span = f"{'>' if low_open else '>='} {low:g}"
+        else:
+            span = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
         raise ArgumentError(
-            f"{where}: {name} must be a finite number in {span}, got {value!r}"
+            f"{where}: {name} must be a finite number {span}, got {value!r}"
             + (f"; {fix}" if fix else "")
         )
     return float(value)

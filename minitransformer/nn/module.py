@@ -20,12 +20,26 @@ them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .. import backend
-from ..errors import MiniTransformerError, ShapeError
+from .. import backend, checks
+from ..errors import ArgumentError, DTypeError, MiniTransformerError, ShapeError
 from ..tensor import Tensor
+
+
+def _numeric(value: Any) -> bool:
+    """An array (any backend) of real numbers: what a state dict may hold."""
+    if not backend.is_array(value):
+        return False
+    return backend.dtype_name(value.dtype).startswith(("float", "int", "uint", "bool"))
+
+
+def _finite(value: Any) -> bool:
+    if not backend.dtype_name(value.dtype).startswith("float"):
+        return True
+    xp = backend.namespace(value)
+    return bool(xp.all(xp.isfinite(value)))
 
 
 class StateDictKeyError(MiniTransformerError, KeyError):
@@ -186,6 +200,13 @@ class Module:
         """
         if device is not None:
             device = backend.normalize_device(device)
+        if dtype is not None:
+            name = dtype if isinstance(dtype, str) else backend.dtype_name(dtype)
+            if name not in ("float32", "float64"):
+                raise DTypeError(
+                    f"{type(self).__name__}.to: dtype must be 'float32' or 'float64', got "
+                    f"{dtype!r}; use float32 to train and float64 for gradient checks"
+                )
 
         def move(a: Any) -> Any:
             if device is not None:
@@ -230,8 +251,28 @@ class Module:
         missing or unexpected keys raise StateDictKeyError (a KeyError). Returns
         ``{"missing": [...], "unexpected": [...]}``.
         """
+        where = f"load_state_dict into {type(self).__name__}"
+        if not isinstance(state, Mapping):
+            raise ArgumentError(
+                f"{where}: state must be a dict {{name: array}}, got {type(state).__name__}; "
+                "pass model.state_dict() of a model built from the same config (a "
+                "checkpoint's arrays, not the checkpoint path)"
+            )
+        strict = checks.flag(where, "strict", strict)
         own = dict([*self.named_parameters(), *self.named_buffers(persistent_only=True)])
         state = {k: (v.data if isinstance(v, Tensor) else v) for k, v in state.items()}
+        bad = [f"{k} ({type(v).__name__})" for k, v in state.items() if not _numeric(v)]
+        if bad:
+            raise DTypeError(
+                f"{where}: values must be numeric arrays, got {', '.join(bad)}; pass the "
+                "arrays of model.state_dict() (NumPy, CuPy or Tensors)"
+            )
+        nonfinite = [k for k, v in state.items() if k in own and not _finite(v)]
+        if nonfinite:
+            raise ArgumentError(
+                f"{where}: {', '.join(nonfinite)} hold NaN or Inf values; the saved model had "
+                "diverged: load an earlier checkpoint, or train again with a lower learning rate"
+            )
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
         misshaped = [
