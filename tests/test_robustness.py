@@ -324,3 +324,32 @@ def test_valid_inputs_still_pass():
     )
     assert out.shape == (1, 2, 4)
     assert model()(SRC, TGT).shape == (1, 3, 12)
+
+
+def test_optim_is_reachable_from_the_top_level_in_a_fresh_interpreter():
+    """`import minitransformer as mt; mt.optim.Adam(...)` with nothing else imported first
+    (a fresh process: this test session has long imported minitransformer.optim)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import minitransformer as mt, numpy as np\n"
+        "p = mt.nn.Parameter(np.ones(3, dtype='float32'))\n"
+        "opt = mt.optim.Adam([p], lr=0.1)\n"
+        "p.grad = np.ones(3, dtype='float32')\n"
+        "opt.step()\n"
+        "sched = mt.optim.NoamSchedule(opt, d_model=8, warmup=4)\n"
+        "print(type(opt).__name__, type(sched).__name__, float(p.data[0]) < 1.0)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Adam", "NoamSchedule", "True"]
