@@ -353,3 +353,37 @@ def test_optim_is_reachable_from_the_top_level_in_a_fresh_interpreter():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["Adam", "NoamSchedule", "True"]
+
+
+def test_missing_gpu_is_reported_once_not_per_test():
+    """Without CuPy and a GPU, the cuda:0 variants are deselected and the summary says so
+    in one line, while real skips keep their own lines (-ra)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/ops/test_reduce.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    gpu_lines = [line for line in lines if "CuPy with a GPU" in line]
+    if mt.cuda_available():
+        assert gpu_lines == [], done.stdout
+    else:
+        assert len(gpu_lines) == 1, done.stdout
+        assert "deselected" in gpu_lines[0]
+        assert not any(line.startswith("SKIPPED") and "cuda" in line.lower() for line in lines)
