@@ -69,10 +69,10 @@ class LayerNorm(Function):
 
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
     """Normalise x (..., D) over its last axis, then scale by gamma (D,) and shift by beta (D,)."""
-    if not (is_real(eps) and 0 < eps < math.inf):
+    if not (is_real(eps) and 0 <= eps < math.inf):  # 0 is allowed: lesson 04 shows why not
         raise ArgumentError(
-            f"layer_norm: eps={eps!r} must be a finite number > 0 (it keeps 1 / sqrt(var + "
-            "eps) finite on a constant row); the usual is eps=1e-5"
+            f"layer_norm: eps={eps!r} must be a finite number >= 0 (eps > 0 keeps 1 / sqrt(var "
+            "+ eps) finite on a constant row); the usual is eps=1e-5"
         )
     D = x.shape[-1] if x.ndim else None
     for name, p in (("gamma", gamma), ("beta", beta)):
