@@ -2,11 +2,12 @@
 
 import minitransformer as mt
 import minitransformer.functional as F
+mt.nn.Transformer(...), mt.optim.Adam(...), mt.gradcheck(...)
 """
 
 __version__ = "0.1.0"
 
-from . import backend, errors, nn
+from . import backend, errors, nn, optim
 from .backend import cuda_available, set_default_device
 from .config import TransformerConfig
 from .gradcheck import GradcheckError, gradcheck
@@ -24,6 +25,7 @@ __all__ = [
     "is_grad_enabled",
     "nn",
     "no_grad",
+    "optim",
     "set_default_device",
     "tensor",
 ]

@@ -694,7 +694,8 @@ def run_decode(
     p = PRESETS[preset]
     cfg = p.config(max_len=max(256, length + 1))
     model = mt.nn.Transformer(cfg, seed=0).to(device)
-    model.cfg = dataclasses.replace(cfg, eos_id=-1)  # never stop early (see above)
+    model.cfg = dataclasses.replace(cfg)
+    model.cfg.eos_id = -1  # never stop early (see above); not a valid config, set after it
     rng = np.random.default_rng(1)
     src = backend.asarray(rng.integers(3, p.vocab, size=(batch, length)), device=device)
     greedy_decode(model, src, max_len=4, use_cache=True)  # warm-up

@@ -23,14 +23,17 @@ command: ``minitransformer train copy --debug``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import inspect
 import json
+import math
 import signal
 import sys
 import warnings
 from pathlib import Path
 from typing import Any
 
-from .errors import MiniTransformerError, TrainingError
+from .errors import ConfigError, MiniTransformerError, TrainingError
 
 TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es")
 
@@ -51,9 +54,75 @@ def _checked(convert: Any, ok: Any, expected: str) -> Any:
     return parse
 
 
+MAX_BATCH = 100_000  # sentences per batch; far above what fits in memory at any preset
+MAX_KNOB = 10_000_000  # sentences or symbols a task knob may ask for
+
 _positive_int = _checked(int, lambda v: v > 0, "a positive integer")
+_non_negative_int = _checked(int, lambda v: v >= 0, "a non-negative integer")
+_batch_size = _checked(int, lambda v: 0 < v <= MAX_BATCH, f"a positive integer <= {MAX_BATCH:,}")
 _probability = _checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
-_positive_float = _checked(float, lambda v: v > 0, "a positive number")
+_positive_float = _checked(float, lambda v: 0 < v < math.inf, "a positive number (finite)")
+_alpha = _checked(
+    float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = no length penalty; paper 0.6)"
+)
+_BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _bool_text(text: str) -> bool:
+    """true/false, 1/0, yes/no (any case); anything else is an error, not True."""
+    value = _BOOLS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"expected true/false, 1/0 or yes/no, got {text!r}")
+    return value
+
+
+def _int_text(text: str) -> int:
+    """A whole number written as one ("8", "-3"), not "8.5", "1e3" or "abc"."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {text!r}") from None
+
+
+def _model_override(text: str) -> tuple[str, Any]:
+    """--model KEY=VALUE for a TransformerConfig field, converted to the field's type and
+    range-checked here, before any task or model is built."""
+    from .config import MAX_LEN, TransformerConfig
+
+    key, value = _key_value(text)
+    raw = text.partition("=")[2].strip()
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig)}
+    if key not in kinds:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: unknown key {key!r}; valid keys: {', '.join(sorted(kinds))}"
+        )
+    try:
+        if kinds[key] == "bool":
+            return key, _bool_text(raw)
+        if kinds[key] == "int":
+            value = _int_text(raw)
+            low = 0 if key.endswith("_id") else 1
+            if value < low:
+                raise ValueError(f"{key} must be >= {low}, got {value}")
+            if key == "max_len" and value > MAX_LEN:
+                raise ValueError(
+                    f"max_len {value:,} is above the cap of {MAX_LEN:,} positions; use a "
+                    "little more than the longest sentence, e.g. max_len=256"
+                )
+            return key, value
+        if kinds[key] == "float":
+            value = float(raw)
+            if not 0 <= value < 1:  # dropout, label_smoothing; NaN fails too
+                raise ValueError(f"{key} must be a number in [0, 1), got {raw!r}")
+            return key, value
+        if key == "dtype" and raw not in ("float32", "float64"):
+            raise ValueError(f"dtype must be float32 or float64, got {raw!r}")
+        return key, raw
+    except ValueError as err:
+        message = str(err)
+        if message.startswith("could not convert"):
+            message = f"expected a number, got {raw!r}"
+        raise argparse.ArgumentTypeError(f"{text!r}: {message}") from None
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -92,13 +161,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--preset", choices=("tiny", "small", "base", "big"))
     train.add_argument("--device", help="cpu (default), cuda or cuda:N")
     train.add_argument("--steps", type=_positive_int)
-    train.add_argument("--batch-size", type=_positive_int)
+    train.add_argument("--batch-size", type=_batch_size)
     train.add_argument("--warmup", type=_positive_int, help="warm-up steps of the schedule")
     train.add_argument("--lr", type=_positive_float, help="peak learning rate")
     train.add_argument("--dropout", type=_probability)
     train.add_argument("--label-smoothing", type=_probability, help="default 0.1")
     train.add_argument("--clip-norm", type=_positive_float, help="gradient clipping (default 1)")
-    train.add_argument("--seed", type=int, help="default 0")
+    train.add_argument("--seed", type=_non_negative_int, help="default 0")
     train.add_argument("--out", help="run directory (default runs/TASK)")
     train.add_argument(
         "--overwrite", action="store_true", help="replace the run in --out (its files are deleted)"
@@ -111,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--final-eval-samples", type=_positive_int, help="test sentences at the end (1000)"
     )
     train.add_argument(
-        "--model", metavar="KEY=VALUE", type=_key_value, action="append", default=[],
+        "--model", metavar="KEY=VALUE", type=_model_override, action="append", default=[],
         help="override a model size, e.g. --model d_model=32 --model N=1",
     )  # fmt: skip
     train.add_argument(
@@ -132,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--checkpoint", required=True, help="a run directory or checkpoint .npz")
     tr.add_argument("--beam", type=_positive_int, default=1, help="beam size (1 = greedy)")
-    tr.add_argument("--alpha", type=float, default=0.6, help="length penalty (beam search)")
+    tr.add_argument("--alpha", type=_alpha, default=0.6, help="length penalty (beam search)")
     tr.add_argument("--device", default="cpu")
     tr.add_argument("sentences", nargs="*", help="sentences (default: one per line on stdin)")
 
@@ -143,12 +212,16 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--split", choices=("valid", "test"), default="test")
     ev.add_argument("--samples", type=_positive_int, help="only the first N sentences")
     ev.add_argument("--beam", type=_positive_int, default=1)
-    ev.add_argument("--alpha", type=float, default=0.6)
+    ev.add_argument("--alpha", type=_alpha, default=0.6)
     ev.add_argument("--device", default="cpu")
 
     pl = sub.add_parser("plot", help="draw the curves of a run into RUN/plots", parents=[debug])
     pl.add_argument("--run", required=True)
-    pl.add_argument("--to", help="write the curves here instead of RUN/plots/curves.png")
+    pl.add_argument(
+        "--to",
+        help="write the curves to this file (.png added when it has no suffix) or into this "
+        "existing directory, instead of RUN/plots/curves.png",
+    )
 
     bench = sub.add_parser(
         "bench", help="time training steps (and PyTorch side by side)", parents=[debug]
@@ -270,6 +343,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             return data_parallel_main(args)
         from .bench import main as bench_main
 
+        if args.json:
+            _json_target("--json", args.json)
         return bench_main(args)
     raise AssertionError(args.command)
 
@@ -306,6 +381,8 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         given["model_overrides"] = dict(args.model)
     if args.knob:
         given["task_knobs"] = dict(args.knob)
+        if args.task is not None:
+            given["task_knobs"] = _checked_knobs(args.task, args.knob)
     if args.resume:
         run = _checkpoint_path("--resume", args.resume)
         if args.task is not None:
@@ -342,6 +419,40 @@ def _train(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     print(json.dumps({k: result[k] for k in ("task", "steps", "wall_time_s", "metrics")}))
     print(f"result card: {trainer.out / 'result.json'}; plots: {trainer.out / 'plots'}")
     return 0
+
+
+def _checked_knobs(task: str, knobs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """--knob values converted to the type of the task's default for that knob (int or
+    bool) and range-checked; an unknown knob is left for make_task to name."""
+    from .data import tasks
+
+    fn = tasks.TASKS[task]
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        fn = tasks._sequence_task  # copy/reverse/sort pass their knobs through to it
+        params = inspect.signature(fn).parameters
+    out = {}
+    for key, value in knobs:
+        p = params.get(key)
+        if p is None or key in ("name", "seed"):
+            out[key] = value
+            continue
+        shown = f"--knob {key}={value}"
+        if isinstance(p.default, bool):
+            text = str(value).lower()
+            if text not in _BOOLS:
+                raise ConfigError(f"{shown}: expected true/false, 1/0 or yes/no")
+            out[key] = _BOOLS[text]
+            continue
+        low = 0 if key.endswith("seed") else 1
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{shown}: expected a whole number >= {low}, e.g. {key}=100")
+        if not low <= value <= MAX_KNOB:
+            raise ConfigError(
+                f"{shown}: expected a whole number in [{low}, {MAX_KNOB:,}], e.g. {key}=100"
+            )
+        out[key] = value
+    return out
 
 
 def _checkpoint_path(flag: str, text: str) -> Path:
@@ -397,10 +508,35 @@ def _plot(args: argparse.Namespace) -> int:
     log = run / "metrics.jsonl"
     if not log.exists():
         raise FileNotFoundError(f"--run {run}: no metrics.jsonl there (is it a run directory?)")
-    target = Path(args.to) if args.to else run / "plots" / "curves.png"
+    target = _plot_target(Path(args.to)) if args.to else run / "plots" / "curves.png"
     viz.plot_training_curves(log, path=target)
     print(f"wrote {target}")
     return 0
+
+
+def _plot_target(to: Path) -> Path:
+    """The file --to names: DIR/curves.png for an existing directory, TO.png for a name
+    without a suffix (what matplotlib would write), TO itself for .png/.pdf/.svg."""
+    if to.is_dir():
+        return to / "curves.png"
+    if to.suffix == "":
+        return to.with_name(to.name + ".png")
+    if to.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise ConfigError(f"--to {to}: unknown image suffix {to.suffix!r}; use .png, .pdf or .svg")
+    if to.parent.exists() and not to.parent.is_dir():
+        raise ConfigError(f"--to {to}: {to.parent} is a file, not a directory")
+    return to
+
+
+def _json_target(flag: str, text: str) -> None:
+    """Refuse a --json path that cannot be written, before the work that fills it."""
+    path = Path(text)
+    if path.is_dir():
+        raise ConfigError(f"{flag} {text}: is a directory; name a file, e.g. {path / 'bench.json'}")
+    if not path.parent.is_dir():
+        raise ConfigError(
+            f"{flag} {text}: the directory {path.parent} does not exist; create it first"
+        )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .checks import is_int, is_real
 from .errors import ConfigError
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -30,6 +31,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 _DTYPES = ("float32", "float64")
+MAX_LEN = 65_536  # positions; sentences are hundreds of tokens, the paper's table is 5,000
+MAX_PARAMETER_GIB = 16  # float32 weights; the paper's big model is ~0.8 GiB
 
 
 @dataclass
@@ -71,6 +74,9 @@ class TransformerConfig:
     eos_id: int = 2
     dtype: str = "float32"
 
+    def __post_init__(self) -> None:
+        self.validate()  # a bad field fails here, not later inside a layer or after training
+
     @property
     def d_k(self) -> int:
         """Width of one attention head: d_model / h."""
@@ -107,22 +113,28 @@ class TransformerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 problems.append(f"{name} must be a positive int, got {value!r}")
+        if not problems:
+            problems += self._size_problems()
         if not problems and self.d_model % self.h != 0:
             problems.append(
                 f"d_model ({self.d_model}) must be divisible by h ({self.h}) so that each "
                 f"head gets d_k = d_model / h; pick e.g. d_model = {self.h * max(1, self.d_k)}"
             )
-        if not 0.0 <= self.dropout < 1.0:
-            problems.append(f"dropout must be in [0, 1), got {self.dropout!r}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            problems.append(f"label_smoothing must be in [0, 1), got {self.label_smoothing!r}")
+        for name in ("dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if not (is_real(value) and 0.0 <= value < 1.0):  # NaN fails 0 <= value
+                problems.append(f"{name} must be in [0, 1) (a number), got {value!r}")
+        for name in ("pre_norm", "tie_embeddings", "learned_positions"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                problems.append(f"{name} must be True or False, got {value!r}")
         sizes_ok = not problems
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
-        if len(set(ids.values())) != 3:
+        if len({repr(v) for v in ids.values()}) != 3:
             problems.append(f"pad_id, bos_id and eos_id must be distinct, got {ids}")
         vocab = min(self.src_vocab, self.tgt_vocab) if sizes_ok else None
         for name, value in ids.items():
-            if not isinstance(value, int) or value < 0:
+            if not is_int(value) or value < 0:
                 problems.append(f"{name} must be a non-negative int, got {value!r}")
             elif vocab is not None and value >= vocab:
                 problems.append(f"{name} = {value} is outside the vocabulary of size {vocab}")
@@ -132,11 +144,47 @@ class TransformerConfig:
                 f"src_vocab ({self.src_vocab}) != tgt_vocab ({self.tgt_vocab}); set "
                 "tie_embeddings=False or use a joint vocabulary"
             )
-        if self.dtype not in _DTYPES:
+        if not isinstance(self.dtype, str) or self.dtype not in _DTYPES:
             problems.append(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
         if problems:
-            raise ConfigError("invalid TransformerConfig: " + "; ".join(problems))
+            raise ConfigError(
+                "invalid TransformerConfig: "
+                + "; ".join(problems)
+                + " (fix these fields, or start "
+                "from TransformerConfig.preset('tiny', src_vocab=V, tgt_vocab=V))"
+            )
         return self
+
+    def num_parameters(self) -> int:
+        """Trainable scalars of the model this config builds (tied matrices once)."""
+        D, F, N = self.d_model, self.d_ff, self.N
+        ffn = 2 * D * F + F + D
+        enc = N * (4 * (D * D + D) + ffn + 2 * 2 * D)  # self-attn, FFN, 2 LayerNorms
+        dec = N * (8 * (D * D + D) + ffn + 3 * 2 * D)  # + cross-attn, 3 LayerNorms
+        final_norms = 2 * 2 * D if self.pre_norm else 0
+        embed = self.src_vocab * D
+        if not self.tie_embeddings:
+            embed += 2 * self.tgt_vocab * D  # target embedding and output projection
+        positions = self.max_len * D if self.learned_positions else 0
+        return enc + dec + final_norms + embed + positions
+
+    def _size_problems(self) -> list[str]:
+        """Sizes that would exhaust memory before the first step: refused up front."""
+        problems = []
+        if self.max_len > MAX_LEN:
+            problems.append(
+                f"max_len = {self.max_len:,} is above the cap of {MAX_LEN:,} positions (the "
+                f"position table alone would be {self.max_len * self.d_model * 8 / 2**30:,.1f} "
+                "GiB); use a max_len a little above the longest sentence, e.g. 256"
+            )
+        gib = self.num_parameters() * 4 / 2**30  # float32 weights alone
+        if gib > MAX_PARAMETER_GIB:
+            problems.append(
+                f"these sizes make {self.num_parameters():,} parameters ({gib:,.1f} GiB in "
+                f"float32, above the cap of {MAX_PARAMETER_GIB} GiB, before gradients and "
+                "Adam's two moments); reduce d_model, d_ff, N or the vocabulary sizes"
+            )
+        return problems
 
     def to_dict(self) -> dict[str, Any]:
         """A plain, JSON-serialisable dict of every field."""

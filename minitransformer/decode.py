@@ -20,8 +20,9 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
-from . import backend
+from . import backend, checks
 from . import functional as F
+from .errors import ArgumentError
 from .tensor import Tensor, no_grad
 
 
@@ -47,7 +48,23 @@ def _ids(model: Any, src: Any) -> Any:
 def _steps(model: Any, max_len: int | None) -> int:
     """How many tokens may be generated: positions 0 .. cfg.max_len - 1 are available."""
     limit = model.cfg.max_len
-    return limit if max_len is None else max(1, min(int(max_len), limit))
+    return limit if max_len is None else min(max_len, limit)
+
+
+def _check_model(where: str, model: Any) -> None:
+    if not (hasattr(model, "cfg") and hasattr(model, "encode") and hasattr(model, "decode")):
+        raise ArgumentError(
+            f"{where}: model must be an mt.nn.Transformer, got {type(model).__name__}; load "
+            "one with Translator.load(run_dir) or build nn.Transformer(cfg)"
+        )
+
+
+def _check_max_len(where: str, max_len: Any) -> int | None:
+    if max_len is None:
+        return None
+    return checks.positive_int(
+        where, "max_len", max_len, "the most tokens to generate, or None for the model's max_len"
+    )
 
 
 def _strip(rows: Any, cfg: Any) -> list[list[int]]:
@@ -68,6 +85,9 @@ def greedy_decode(
     model: Any, src: Any, max_len: int | None = None, use_cache: bool = True
 ) -> list[list[int]]:
     """src (B, S) ids -> B output id lists, taking the arg-max token at every step."""
+    _check_model("greedy_decode", model)
+    max_len = _check_max_len("greedy_decode", max_len)
+    use_cache = checks.flag("greedy_decode", "use_cache", use_cache)
     cfg = model.cfg
     with _inference(model):
         src = _ids(model, src)
@@ -99,6 +119,10 @@ def _forbid_specials(logits: Any, cfg: Any) -> None:
 
 def length_penalty(length: int, alpha: float) -> float:
     """lp(Y) = ((5 + |Y|) / 6)^alpha; alpha = 0 ranks by raw log-probability."""
+    return _lp(length, _check_alpha("length_penalty", alpha))
+
+
+def _lp(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
@@ -117,10 +141,15 @@ def beam_search(
     (scored with the length penalty). A sentence stops when it has k finished hypotheses
     and no live beam can still beat its best one.
     """
-    if beam_size == 1:
+    _check_model("beam_search", model)
+    k = checks.positive_int(
+        "beam_search", "beam_size", beam_size, "the paper uses 4; 1 is greedy decoding"
+    )
+    alpha = _check_alpha("beam_search", alpha)
+    max_len = _check_max_len("beam_search", max_len)
+    if k == 1:
         return greedy_decode(model, src, max_len)
     cfg = model.cfg
-    k = int(beam_size)
     with _inference(model):
         src = _ids(model, src)
         xp = backend.namespace(src)
@@ -156,7 +185,7 @@ def beam_search(
                     if tok == cfg.eos_id or t == steps:
                         prefix = backend.to_numpy(ys[b * k + parent, 1:]).tolist()
                         out = prefix if tok == cfg.eos_id else prefix + [tok]
-                        norm = score / length_penalty(len(out) + 1, alpha)
+                        norm = score / _lp(len(out) + 1, alpha)
                         finished[b].append((norm, out))
                     elif len(kept) < k:
                         kept.append((parent, tok))
@@ -182,6 +211,13 @@ def beam_search(
     return [max(f)[1] if f else [] for f in finished]
 
 
+def _check_alpha(where: str, alpha: Any) -> float:
+    return checks.real(
+        where, "alpha", alpha, 0.0,
+        fix="alpha is the length penalty's exponent: 0 = none, the paper uses 0.6",
+    )  # fmt: skip
+
+
 def _sentence_done(
     finished: list[tuple[float, list[int]]], alive: list[float], k: int, steps: int, alpha: float
 ) -> bool:
@@ -195,7 +231,7 @@ def _sentence_done(
     best_alive = max(alive)
     if best_alive == -float("inf"):
         return True
-    return max(f[0] for f in finished) >= best_alive / length_penalty(steps, alpha)
+    return max(f[0] for f in finished) >= best_alive / _lp(steps, alpha)
 
 
 def _reorder_cache(cache: Any, order: Any, xp: Any) -> None:

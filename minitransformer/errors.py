@@ -37,3 +37,9 @@ class CheckpointError(MiniTransformerError, RuntimeError):
 
 class TrainingError(MiniTransformerError, RuntimeError):
     """Training cannot go on (a NaN/Inf loss or gradient, for example)."""
+
+
+class ArgumentError(MiniTransformerError, ValueError, TypeError):
+    """An argument of the wrong kind or outside its range (a negative size, a NaN tolerance,
+    beam=0, a string where a number belongs). Both a ValueError and a TypeError, so either
+    ``except`` a Python user would write catches it."""

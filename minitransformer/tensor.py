@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import backend
+from .errors import DTypeError, ShapeError
 
 _grad_enabled = True
 
@@ -58,6 +59,10 @@ class Tensor:
     def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None, device=None):
         if isinstance(data, Tensor):
             data = data.data
+        if dtype is not None:
+            _check_dtype("Tensor", dtype)
+        if not backend.is_array(data):
+            data = _host_numbers("Tensor", data)
         if not backend.is_array(data) or dtype is not None or device is not None:
             data = backend.asarray(data, dtype=dtype, device=device)
         self.data = data
@@ -134,6 +139,7 @@ class Tensor:
     def astype(self, dtype: Any) -> Tensor:
         from .ops.device import astype
 
+        _check_dtype("astype", dtype)
         return astype(self, dtype)
 
     def detach(self) -> Tensor:
@@ -383,6 +389,59 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None, device: An
     PyTorch; arrays keep their dtype unless ``dtype`` is given."""
     if isinstance(data, Tensor):
         data = data.data
-    if dtype is None and not backend.is_array(data):
-        data, dtype = backend.host_array_with_default_dtype(data)
+    if dtype is not None:
+        _check_dtype("mt.tensor", dtype)
+    if not backend.is_array(data):
+        data = _host_numbers("mt.tensor", data)
+        if dtype is None:  # Python data: PyTorch's defaults (float32, int64, bool)
+            data, dtype = backend.host_array_with_default_dtype(data)
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device)
+
+
+_DTYPES = (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64", "bool",
+)  # fmt: skip
+
+
+def _check_dtype(where: str, dtype: Any) -> None:
+    """A dtype name or object this library can hold, else DTypeError naming the choices."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type):  # float, np.float32, ...
+        try:
+            name = backend.np.dtype(dtype).name
+        except TypeError:
+            name = None
+    else:  # a dtype object of any backend
+        name = backend.dtype_name(dtype)
+    if name not in _DTYPES:
+        raise DTypeError(
+            f"{where}: dtype {dtype!r} is not a numeric dtype this library handles; use one of "
+            f"{', '.join(_DTYPES)} (float32 to train, float64 for gradient checks)"
+        )
+
+
+def _host_numbers(where: str, data: Any) -> Any:
+    """Python numbers / nested lists (or NumPy scalars) as a NumPy array of numbers, else
+    DTypeError (strings, None, objects) or ShapeError (ragged lists)."""
+    np = backend.np
+    try:
+        array = np.asarray(data)
+    except ValueError:
+        raise ShapeError(
+            f"{where}: the nested lists are ragged (rows of different lengths); pad them to "
+            "one length first (the padding id for token ids)"
+        ) from None
+    if array.dtype.kind not in "biuf":
+        raise DTypeError(
+            f"{where}: data must be numbers (a number, nested lists of numbers, or an "
+            f"array), got {type(data).__name__} {_short(data)}; convert strings to ids with "
+            "the task's vocabulary, e.g. vocab.tokenize(text)"
+        )
+    return array
+
+
+def _short(data: Any) -> str:
+    text = repr(data)
+    return text if len(text) <= 40 else text[:37] + "..."

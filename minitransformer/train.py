@@ -35,7 +35,8 @@ from typing import Any
 
 from . import backend, checkpoint, runs
 from . import functional as F
-from .config import TransformerConfig
+from .checks import is_int, is_real
+from .config import PRESETS, TransformerConfig
 from .data.batching import BatchStream, make_batch
 from .data.metrics import bleu, exact_match
 from .data.tasks import Task, make_task
@@ -96,28 +97,62 @@ class TrainConfig:
         for key, value in TASK_DEFAULTS[self.task].items():
             if getattr(out, key) is None:
                 setattr(out, key, value)
-        positive = ("steps", "batch_size", "warmup", "log_every", "eval_every",
-                    "eval_samples", "checkpoint_every")  # fmt: skip
-        for key in positive:
-            value = getattr(out, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{key} must be a positive integer, got {value!r}")
-        if not isinstance(out.peak_lr, (int, float)) or not 0 < out.peak_lr < 1:
-            raise ConfigError(f"peak_lr must be in (0, 1), got {out.peak_lr!r}")
-        if not 0 <= out.label_smoothing < 1:
-            raise ConfigError(f"label_smoothing must be in [0, 1), got {out.label_smoothing!r}")
-        if out.dropout is not None and not 0 <= out.dropout < 1:
-            raise ConfigError(f"dropout must be in [0, 1), got {out.dropout!r}")
-        if out.clip_norm is not None and not out.clip_norm > 0:
-            raise ConfigError(
-                f"clip_norm must be positive (or None: no clipping), got {out.clip_norm!r}"
-            )
-        if out.final_eval_samples is not None and out.final_eval_samples <= 0:
-            raise ConfigError(
-                f"final_eval_samples must be positive or None, got {out.final_eval_samples!r}"
-            )
+        _check_train_fields(out)
         backend.normalize_device(out.device)  # DeviceError for a name that is no device
         return out
+
+    def __post_init__(self) -> None:
+        """Every field given is checked here, at construction (not after training)."""
+        if not isinstance(self.task, str) or self.task not in TASK_DEFAULTS:
+            raise ConfigError(
+                f"TrainConfig: unknown task {self.task!r}; choose one of {', '.join(TASK_DEFAULTS)}"
+            )
+        _check_train_fields(self)
+
+
+SPLITS = ("train", "valid", "test")
+
+
+def _check_train_fields(cfg: TrainConfig) -> None:
+    """ConfigError naming the first bad field of ``cfg`` (``None``s are the task's defaults)."""
+
+    def bad(name: str, expected: str) -> ConfigError:
+        value = getattr(cfg, name)
+        return ConfigError(f"TrainConfig: {name} must be {expected}, got {value!r}")
+
+    positive = ("steps", "batch_size", "warmup", "log_every", "eval_every",
+                "eval_samples", "checkpoint_every", "final_eval_samples")  # fmt: skip
+    for key in positive:
+        value = getattr(cfg, key)
+        if value is not None and (not is_int(value) or value <= 0):
+            raise bad(key, "a positive integer" + (" or None" if key.startswith("final") else ""))
+    if cfg.peak_lr is not None and not (is_real(cfg.peak_lr) and 0 < cfg.peak_lr < 1):
+        raise bad("peak_lr", "in (0, 1) (a number, e.g. 1e-3)")
+    if not (is_real(cfg.label_smoothing) and 0 <= cfg.label_smoothing < 1):
+        raise bad("label_smoothing", "a number in [0, 1) (the paper: 0.1)")
+    if cfg.dropout is not None and not (is_real(cfg.dropout) and 0 <= cfg.dropout < 1):
+        raise bad("dropout", "a number in [0, 1) or None (the preset's)")
+    if cfg.clip_norm is not None and not (is_real(cfg.clip_norm) and 0 < cfg.clip_norm < math.inf):
+        raise bad("clip_norm", "positive and finite (or None: no clipping)")
+    if not is_int(cfg.seed) or cfg.seed < 0:
+        raise bad("seed", "a non-negative integer")
+    if cfg.preset is not None and cfg.preset not in PRESETS:
+        raise bad("preset", f"None or one of {', '.join(PRESETS)}")
+    if cfg.final_eval_split not in SPLITS:
+        raise bad("final_eval_split", f"one of {', '.join(SPLITS)}")
+    for key in ("task_knobs", "model_overrides"):
+        if not isinstance(getattr(cfg, key), dict):
+            raise bad(key, "a dict {name: value}")
+    unknown = sorted(
+        set(cfg.model_overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
+    )
+    if unknown:
+        raise bad("model_overrides", f"a dict of TransformerConfig fields; unknown: {unknown}")
+    for key in ("progress", "plots"):
+        if not isinstance(getattr(cfg, key), bool):
+            raise bad(key, "True or False")
+    if not isinstance(cfg.device, str) or not isinstance(cfg.out, str):
+        raise bad("device" if not isinstance(cfg.device, str) else "out", "a string")
 
 
 # Options a resumed run may change; every other one is part of what the checkpoint is.

@@ -3,7 +3,9 @@
 - ``cpu``: NumPy.
 - ``strict:device1``: array-api-strict on a fake non-default device, the stand-in for a GPU
   (only the standard API, and arrays on different devices refuse to mix).
-- ``cuda:0``: CuPy, skipped unless CuPy and a GPU are present.
+- ``cuda:0``: CuPy, run only where CuPy and a GPU are present. Elsewhere those tests are
+  deselected at collection and the summary says so in one line (not one SKIPPED line for
+  each of some 300 tests, which would bury the skips that matter).
 """
 
 from __future__ import annotations
@@ -20,7 +22,33 @@ def _skip_if_unavailable(device: str) -> None:
     if device.startswith("strict"):
         pytest.importorskip("array_api_strict")
     if device.startswith("cuda") and not mt.cuda_available():
-        pytest.skip("CuPy with a GPU is not available here")
+        pytest.skip(_GPU_REASON)  # a safety net: collection deselects these already
+
+
+_GPU_REASON = "CuPy with a GPU is not available here"
+_gpu_deselected: list[int] = [0]
+
+
+def _runs_on_cuda(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and str(callspec.params.get("device", "")).startswith("cuda")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without CuPy and a GPU, drop the cuda:0 variants before they run (counted once)."""
+    if not any(_runs_on_cuda(item) for item in items) or mt.cuda_available():
+        return
+    gpu = [item for item in items if _runs_on_cuda(item)]
+    items[:] = [item for item in items if not _runs_on_cuda(item)]
+    config.hook.pytest_deselected(items=gpu)
+    _gpu_deselected[0] = len(gpu)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _gpu_deselected[0]:
+        terminalreporter.write_line(
+            f"{_gpu_deselected[0]} cuda:0 test variants deselected: {_GPU_REASON}"
+        )
 
 
 @pytest.fixture(params=DEVICES)

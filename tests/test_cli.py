@@ -1,3 +1,4 @@
+# ruff: noqa: E501 - one row per bad command line reads best on one line
 """The command line: user mistakes end with status 2, a one-line reason and the usage (no
 traceback unless --debug); train / evaluate / translate work end to end at tiny size;
 Ctrl-C on a real process saves a checkpoint, exits 130 and prints the resume command.
@@ -83,6 +84,67 @@ def assert_user_error(code, err, *patterns):
         (["evaluate", "--checkpoint", "{tmp}/file"], ["the file is not a .npz (zip) archive"]),
         (["evaluate", "--checkpoint", "x", "--split", "train"], ["invalid choice: 'train'"]),
         (["plot", "--run", "{tmp}"], ["no metrics.jsonl"]),
+        # every typed flag: type, range, finiteness; booleans only true/false/1/0/yes/no
+        (
+            ["train", "copy", "--model", "dropout=abc"],
+            ["--model", "'dropout=abc'", "expected a number"],
+        ),
+        (
+            ["train", "copy", "--model", "dropout=1.5"],
+            ["--model", "dropout must be a number in [0, 1)"],
+        ),
+        (
+            ["train", "copy", "--model", "pre_norm=abc"],
+            ["--model", "'pre_norm=abc'", "true/false, 1/0 or yes/no"],
+        ),
+        (
+            ["train", "copy", "--model", "max_len=100000000000"],
+            ["--model", "above the cap of 65,536", "max_len=256"],
+        ),
+        (
+            ["train", "copy", "--model", "d_model=8.5"],
+            ["--model", "expected a whole number, got '8.5'"],
+        ),
+        (["train", "copy", "--model", "N=0"], ["--model", "N must be >= 1, got 0"]),
+        (["train", "copy", "--model", "dmodel=8"], ["--model", "unknown key 'dmodel'", "d_model"]),
+        (["train", "copy", "--model", "dtype=float16"], ["--model", "float32 or float64"]),
+        (
+            ["train", "copy", "--knob", "n_train=abc", "--out", "{tmp}/k1"],
+            ["--knob n_train=abc", "whole number"],
+        ),
+        (
+            ["train", "copy", "--knob", "n_train=-5", "--out", "{tmp}/k2"],
+            ["--knob n_train=-5", "[1, 10,000,000]"],
+        ),
+        (
+            ["train", "copy", "--knob", "n_train=1e12", "--out", "{tmp}/k3"],
+            ["--knob n_train=", "whole number"],
+        ),
+        (
+            ["train", "translate-en-es", "--knob", "lowercase=maybe", "--out", "{tmp}/k4"],
+            ["--knob lowercase=maybe", "yes/no"],
+        ),
+        (["train", "copy", "--seed", "-1"], ["--seed", "non-negative integer"]),
+        (["train", "copy", "--lr", "inf"], ["--lr", "positive number (finite)", "inf"]),
+        (["train", "copy", "--lr", "nan"], ["--lr", "nan"]),
+        (["train", "copy", "--clip-norm", "inf"], ["--clip-norm", "finite"]),
+        (["train", "copy", "--label-smoothing", "nan"], ["--label-smoothing", "[0, 1)"]),
+        (["train", "copy", "--batch-size", "1000000000"], ["--batch-size", "<= 100,000"]),
+        (["bench", "--seconds", "inf"], ["--seconds", "positive number (finite)", "inf"]),
+        (["bench", "--seconds", "nan"], ["--seconds", "nan"]),
+        (["bench", "--seconds", "-1"], ["--seconds", "-1"]),
+        (["bench", "--json", "{tmp}"], ["--json", "is a directory", "bench.json"]),
+        (["bench", "--json", "{tmp}/no/such/dir.json"], ["--json", "does not exist"]),
+        (
+            ["translate", "--checkpoint", "{tmp}", "--alpha", "nan", "x"],
+            ["--alpha", "finite number >= 0", "nan"],
+        ),
+        (["translate", "--checkpoint", "{tmp}", "--alpha", "inf", "x"], ["--alpha", "inf"]),
+        (["evaluate", "--checkpoint", "{tmp}", "--alpha", "-5"], ["--alpha", "-5"]),
+        (
+            ["evaluate", "--checkpoint", "{tmp}", "--samples", "0"],
+            ["--samples", "positive integer"],
+        ),
     ],
 )
 def test_user_mistakes_exit_2_with_one_line_and_usage(argv, patterns, tmp_path, capsys):
@@ -163,6 +225,30 @@ def test_plot_redraws_the_curves(run, tmp_path, capsys):
     assert main(["plot", "--run", str(run), "--to", str(tmp_path / "c.png")]) == 0
     assert (tmp_path / "c.png").stat().st_size > 1000
     assert "wrote" in capsys.readouterr().out
+
+
+def test_plot_to_says_the_file_it_really_wrote(run, tmp_path, capsys):
+    """--to DIR (existing) writes DIR/curves.png; --to NAME (no suffix) writes NAME.png;
+    both print the real path. A suffix that is no image format is refused up front."""
+    folder = tmp_path / "figs"
+    folder.mkdir()
+    assert main(["plot", "--run", str(run), "--to", str(folder)]) == 0
+    assert (folder / "curves.png").stat().st_size > 1000
+    assert capsys.readouterr().out.strip() == f"wrote {folder / 'curves.png'}"
+    assert main(["plot", "--run", str(run), "--to", str(tmp_path / "curve")]) == 0
+    assert (tmp_path / "curve.png").stat().st_size > 1000
+    assert capsys.readouterr().out.strip() == f"wrote {tmp_path / 'curve.png'}"
+    code, _, err = run_main(["plot", "--run", str(run), "--to", str(tmp_path / "c.jpeg")], capsys)
+    assert_user_error(code, err, "--to", "'.jpeg'", ".png, .pdf or .svg")
+
+
+def test_boolean_model_flags_accept_the_usual_words(tmp_path, capsys):
+    from minitransformer.cli import build_parser
+
+    for word, value in [("true", True), ("1", True), ("YES", True), ("false", False),
+                        ("0", False), ("no", False)]:  # fmt: skip
+        args = build_parser().parse_args(["train", "copy", "--model", f"pre_norm={word}"])
+        assert args.model == [("pre_norm", value)]
 
 
 def test_evaluate(run, capsys):

@@ -11,8 +11,17 @@ import pytest
 
 import minitransformer as mt
 import minitransformer.functional as F
-from minitransformer import backend
-from minitransformer.errors import DeviceError, DTypeError, ShapeError, TokenIdError
+from minitransformer import backend, decode
+from minitransformer.errors import (
+    ArgumentError,
+    ConfigError,
+    DeviceError,
+    DTypeError,
+    ShapeError,
+    TokenIdError,
+)
+from minitransformer.nn import StateDictKeyError
+from minitransformer.train import TrainConfig
 
 nn = mt.nn
 STRICT = "strict:device1"
@@ -36,6 +45,21 @@ def cfg():
 def model():
     return nn.Transformer(cfg())
 
+
+def load(state, **kw):
+    return nn.Linear(2, 3).load_state_dict(state, **kw)
+
+
+def good_state(**replace):
+    return {**nn.Linear(2, 3).state_dict(), **replace}
+
+
+def config(**kw):
+    fields = dict(src_vocab=12, tgt_vocab=12, d_model=8, h=2, N=1, d_ff=16, max_len=6)
+    return mt.TransformerConfig(**{**fields, **kw})
+
+
+NAN, INF = float("nan"), float("inf")
 
 SRC, TGT = [[4, 5, 6]], [[1, 4, 5]]
 M8 = "MultiHeadAttention"
@@ -160,6 +184,96 @@ CASES = [
      ["target id 4", r"\[0, 4\)", "ignore_index"]),
     ("cross_entropy-negative-id", lambda: F.cross_entropy(t(2, 4), np.array([1, -2])), TokenIdError, ["-2"]),
     ("cross_entropy-device", lambda: F.cross_entropy(t(2, 4), ids([1, 2], STRICT)), DeviceError, [STRICT]),
+    # ---- constructors: sizes, probabilities, switches
+    ("Linear(-1, 5)", lambda: nn.Linear(-1, 5), ArgumentError, ["Linear", "d_in must be a positive int", "-1", r"Linear\(512, 2048\)"]),
+    ("Linear(2.5, 3)", lambda: nn.Linear(2.5, 3), ArgumentError, ["d_in", "2.5", "positive int"]),
+    ("Linear(4, 0)", lambda: nn.Linear(4, 0), ArgumentError, ["d_out", "got 0"]),
+    ("Linear(True, 3)", lambda: nn.Linear(True, 3), ArgumentError, ["d_in", "True"]),
+    ("Linear-bias-str", lambda: nn.Linear(2, 3, bias="no"), ArgumentError, ["bias must be True or False", "'no'"]),
+    ("MHA(32, -4)", lambda: nn.MultiHeadAttention(32, -4), ArgumentError, [M8, "h must be a positive int", "-4", "number of heads"]),
+    ("MHA(32, 0)", lambda: nn.MultiHeadAttention(32, 0), ArgumentError, [M8, "h must be", "got 0"]),
+    ("MHA(32, 5)", lambda: nn.MultiHeadAttention(32, 5), ShapeError, [r"d_model \(32\) must be divisible by h \(5\)", r"pick h in \[1, 2, 4, 8, 16, 32\]"]),
+    ("MHA(32.0, 4)", lambda: nn.MultiHeadAttention(32.0, 4), ArgumentError, ["d_model must be a positive int", "32.0"]),
+    ("Dropout(1.5)", lambda: nn.Dropout(p=1.5), ArgumentError, ["Dropout", "p must be", r"\[0, 1\)", "1.5", "p=0.1"]),
+    ("Dropout(-0.1)", lambda: nn.Dropout(p=-0.1), ArgumentError, ["p must be", "-0.1"]),
+    ("Dropout(nan)", lambda: nn.Dropout(p=NAN), ArgumentError, ["p must be a finite number", "nan"]),
+    ("LayerNorm(0)", lambda: nn.LayerNorm(0), ArgumentError, ["LayerNorm", "D must be a positive int", "got 0"]),
+    ("LayerNorm-eps-0", lambda: nn.LayerNorm(4, eps=0.0), ArgumentError, ["eps must be a finite number > 0", "1e-5"]),
+    ("Embedding(0, 8)", lambda: nn.Embedding(0, 8), ArgumentError, ["Embedding", "V must be a positive int", "vocabulary size"]),
+    ("Embedding(10, -8)", lambda: nn.Embedding(10, -8), ArgumentError, ["D must be a positive int", "-8"]),
+    ("FFN-d_ff-0", lambda: nn.PositionwiseFeedForward(8, 0), ArgumentError, ["PositionwiseFeedForward", "d_ff", "got 0"]),
+    ("FFN-dropout-1", lambda: nn.PositionwiseFeedForward(8, 16, dropout=1.0), ArgumentError, ["PositionwiseFeedForward", "dropout"]),
+    ("PE-max_len-0", lambda: nn.PositionalEncoding(8, 0), ArgumentError, ["PositionalEncoding", "max_len must be a positive int"]),
+    ("PE-dropout-2", lambda: nn.PositionalEncoding(8, 4, dropout=2.0), ArgumentError, ["PositionalEncoding", "dropout", "2.0"]),
+    ("PE-learned-str", lambda: nn.PositionalEncoding(8, 4, learned="yes"), ArgumentError, ["learned must be True or False"]),
+    ("Encoder-N-0", lambda: nn.Encoder(0, 8, 2, 16), ArgumentError, ["Encoder", "N must be a positive int", "number of layers"]),
+    ("Decoder-dropout", lambda: nn.Decoder(1, 8, 2, 16, dropout=-1.0), ArgumentError, ["Decoder", "dropout"]),
+    ("Decoder-pre_norm-str", lambda: nn.Decoder(1, 8, 2, 16, pre_norm="false"), ArgumentError, ["pre_norm must be True or False"]),
+    ("Transformer-dict", lambda: nn.Transformer({"d_model": 8}), ArgumentError, ["cfg must be a TransformerConfig", "dict", "from_dict"]),
+    ("Transformer-seed", lambda: nn.Transformer(cfg(), seed=-1), ArgumentError, ["seed must be a non-negative int", "-1"]),
+    ("causal_mask(-1)", lambda: nn.causal_mask(-1), ArgumentError, ["causal_mask", "T must be a non-negative int"]),
+    ("model.to-int8", lambda: model().to(dtype="int8"), DTypeError, ["Transformer.to", "'float32' or 'float64'", "int8"]),
+    # ---- TransformerConfig: checked at construction
+    ("cfg-d_model-negative", lambda: config(d_model=-8), ConfigError, ["d_model must be a positive int, got -8", "preset"]),
+    ("cfg-d_model-zero", lambda: config(d_model=0), ConfigError, ["d_model must be a positive int, got 0"]),
+    ("cfg-d_model-float", lambda: config(d_model=8.0), ConfigError, ["d_model must be a positive int, got 8.0"]),
+    ("cfg-N-bool", lambda: config(N=True), ConfigError, ["N must be a positive int, got True"]),
+    ("cfg-h-zero", lambda: config(h=0), ConfigError, ["h must be a positive int, got 0"]),
+    ("cfg-dropout-1", lambda: config(dropout=1.0), ConfigError, [r"dropout must be in \[0, 1\)", "1.0"]),
+    ("cfg-dropout-nan", lambda: config(dropout=NAN), ConfigError, ["dropout must be in", "nan"]),
+    ("cfg-dropout-str", lambda: config(dropout="0.1"), ConfigError, ["dropout must be in", "'0.1'"]),
+    ("cfg-label_smoothing-nan", lambda: config(label_smoothing=NAN), ConfigError, ["label_smoothing must be in"]),
+    ("cfg-not-divisible", lambda: config(d_model=10, h=4), ConfigError, [r"d_model \(10\) must be divisible by h \(4\)", "pick e.g."]),
+    ("cfg-pre_norm-str", lambda: config(pre_norm="false"), ConfigError, ["pre_norm must be True or False", "'false'"]),
+    ("cfg-pad_id-bool", lambda: config(pad_id=True), ConfigError, ["pad_id must be a non-negative int"]),
+    ("cfg-max_len-huge", lambda: config(max_len=100_000_000_000), ConfigError, ["max_len = 100,000,000,000 is above the cap", "GiB", "e.g. 256"]),
+    ("cfg-too-many-parameters", lambda: config(src_vocab=10**7, tgt_vocab=10**7, d_model=1024, h=8), ConfigError, ["parameters", "GiB", "reduce d_model"]),
+    # ---- TrainConfig: checked at construction, not after training
+    ("train-final_eval_split", lambda: TrainConfig(final_eval_split="x"), ConfigError, ["final_eval_split must be one of train, valid, test", "'x'"]),
+    ("train-task", lambda: TrainConfig(task="nope"), ConfigError, ["unknown task 'nope'", "copy"]),
+    ("train-steps", lambda: TrainConfig(steps=0), ConfigError, ["steps must be a positive integer", "got 0"]),
+    ("train-peak_lr-nan", lambda: TrainConfig(peak_lr=NAN), ConfigError, [r"peak_lr must be in \(0, 1\)", "nan"]),
+    ("train-clip_norm-inf", lambda: TrainConfig(clip_norm=INF), ConfigError, ["clip_norm must be positive and finite"]),
+    ("train-seed", lambda: TrainConfig(seed=-1), ConfigError, ["seed must be a non-negative integer"]),
+    ("train-preset", lambda: TrainConfig(preset="huge"), ConfigError, ["preset must be None or one of", "tiny"]),
+    ("train-model_overrides", lambda: TrainConfig(model_overrides={"dmodel": 8}), ConfigError, ["model_overrides", "unknown", "dmodel"]),
+    # ---- mt.tensor and dtypes
+    ("tensor-strings", lambda: mt.tensor(["a"]), DTypeError, ["mt.tensor", "must be numbers", r"\['a'\]", "vocab.tokenize"]),
+    ("tensor-None", lambda: mt.tensor(None), DTypeError, ["mt.tensor", "NoneType"]),
+    ("tensor-object", lambda: mt.tensor(object()), DTypeError, ["mt.tensor", "object"]),
+    ("tensor-ragged", lambda: mt.tensor([[1, 2], [3]]), ShapeError, ["ragged", "pad"]),
+    ("tensor-dtype", lambda: mt.tensor([1.0], dtype="float16x"), DTypeError, ["'float16x'", "float32"]),
+    ("Tensor-strings", lambda: mt.Tensor(["a"]), DTypeError, ["Tensor", "must be numbers"]),
+    ("astype-dtype", lambda: t(2).astype("float7"), DTypeError, ["astype", "'float7'"]),
+    # ---- load_state_dict
+    ("load-None", lambda: load(None), ArgumentError, ["load_state_dict into Linear", "must be a dict", "NoneType", "state_dict"]),
+    ("load-list", lambda: load([1, 2]), ArgumentError, ["must be a dict", "list"]),
+    ("load-str-values", lambda: load({"weight": "abc", "bias": "x"}), DTypeError, ["numeric arrays", r"weight \(str\)"]),
+    ("load-missing-unexpected", lambda: load({"weight": np.ones((2, 3)), "zzz": np.ones(3)}), StateDictKeyError,
+     [r"missing keys: \['bias'\]", r"unexpected keys: \['zzz'\]", "strict=False"]),
+    ("load-wrong-shape", lambda: load(good_state(weight=np.ones((3, 2)))), ShapeError, [r"weight: checkpoint \(3, 2\) vs model \(2, 3\)", "same config"]),
+    ("load-nan", lambda: load(good_state(weight=np.full((2, 3), np.nan))), ArgumentError, ["weight hold NaN or Inf", "earlier checkpoint"]),
+    ("load-strict-str", lambda: load(good_state(), strict="no"), ArgumentError, ["strict must be True or False"]),
+    # ---- functional arguments
+    ("transpose-axis", lambda: F.transpose(t(2, 3), 0, 5), ShapeError, ["transpose", "axis2=5", r"\(2, 3\)", r"\[-2, 1\]"]),
+    ("softmax-float-axis", lambda: F.softmax(t(2, 3), axis=1.5), ShapeError, ["axis 1.5", r"\[-2, 1\]"]),
+    ("dropout-p", lambda: F.dropout(t(2), 1.5), ArgumentError, ["dropout", "p=1.5", r"\[0, 1\)"]),
+    ("dropout-p-nan", lambda: F.dropout(t(2), NAN), ArgumentError, ["p=nan"]),
+    ("layer_norm-eps", lambda: F.layer_norm(t(2, 3), t(3), t(3), eps=-1.0), ArgumentError, ["layer_norm", "eps=-1.0", ">= 0", "1e-5"]),
+    ("cross_entropy-smoothing", lambda: F.cross_entropy(t(2, 4), np.array([1, 2]), label_smoothing=1.5), ArgumentError, ["label_smoothing=1.5", r"\[0, 1\]"]),
+    ("cross_entropy-reduction", lambda: F.cross_entropy(t(2, 4), np.array([1, 2]), reduction="avg"), ArgumentError, ["reduction='avg'", "'mean'"]),
+    ("cross_entropy-ignore_index", lambda: F.cross_entropy(t(2, 4), np.array([1, 2]), ignore_index=0.5), ArgumentError, ["ignore_index must be an int"]),
+    # ---- decoding
+    ("beam-0", lambda: decode.beam_search(model(), SRC, beam_size=0), ArgumentError, ["beam_search", "beam_size must be a positive int, got 0", "paper uses 4"]),
+    ("beam--3", lambda: decode.beam_search(model(), SRC, beam_size=-3), ArgumentError, ["beam_size", "-3"]),
+    ("beam-2.5", lambda: decode.beam_search(model(), SRC, beam_size=2.5), ArgumentError, ["beam_size", "2.5"]),
+    ("alpha-nan", lambda: decode.beam_search(model(), SRC, alpha=NAN), ArgumentError, ["alpha must be a finite number >= 0", "nan", "0.6"]),
+    ("alpha-inf", lambda: decode.beam_search(model(), SRC, alpha=INF), ArgumentError, ["alpha", "inf"]),
+    ("alpha--5", lambda: decode.beam_search(model(), SRC, alpha=-5), ArgumentError, ["alpha", "-5"]),
+    ("length_penalty-nan", lambda: decode.length_penalty(3, NAN), ArgumentError, ["length_penalty", "alpha"]),
+    ("beam-max_len-0", lambda: decode.beam_search(model(), SRC, max_len=0), ArgumentError, ["max_len must be a positive int, got 0", "None"]),
+    ("greedy-max_len--2", lambda: decode.greedy_decode(model(), SRC, max_len=-2), ArgumentError, ["greedy_decode", "max_len", "-2"]),
+    ("greedy-not-a-model", lambda: decode.greedy_decode("model", SRC), ArgumentError, ["model must be an mt.nn.Transformer", "str"]),
 ]  # fmt: skip
 
 
@@ -193,6 +307,10 @@ def test_every_family_is_a_builtin_exception_too():
         nn.Embedding(10, 4)(t(1, 2))
     with pytest.raises(RuntimeError, match="device"):
         t(2) + t(2, device=STRICT)
+    with pytest.raises(TypeError, match="d_in"):  # a float size: TypeError, as range(2.5)
+        nn.Linear(2.5, 3)
+    with pytest.raises(ValueError, match="d_in"):  # a negative size: ValueError
+        nn.Linear(-1, 3)
 
 
 def test_valid_inputs_still_pass():
@@ -206,3 +324,66 @@ def test_valid_inputs_still_pass():
     )
     assert out.shape == (1, 2, 4)
     assert model()(SRC, TGT).shape == (1, 3, 12)
+
+
+def test_optim_is_reachable_from_the_top_level_in_a_fresh_interpreter():
+    """`import minitransformer as mt; mt.optim.Adam(...)` with nothing else imported first
+    (a fresh process: this test session has long imported minitransformer.optim)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import minitransformer as mt, numpy as np\n"
+        "p = mt.nn.Parameter(np.ones(3, dtype='float32'))\n"
+        "opt = mt.optim.Adam([p], lr=0.1)\n"
+        "p.grad = np.ones(3, dtype='float32')\n"
+        "opt.step()\n"
+        "sched = mt.optim.NoamSchedule(opt, d_model=8, warmup=4)\n"
+        "print(type(opt).__name__, type(sched).__name__, float(p.data[0]) < 1.0)\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Adam", "NoamSchedule", "True"]
+
+
+def test_missing_gpu_is_reported_once_not_per_test():
+    """Without CuPy and a GPU, the cuda:0 variants are deselected and the summary says so
+    in one line, while real skips keep their own lines (-ra)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/ops/test_reduce.py",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    gpu_lines = [line for line in lines if "CuPy with a GPU" in line]
+    if mt.cuda_available():
+        assert gpu_lines == [], done.stdout
+    else:
+        assert len(gpu_lines) == 1, done.stdout
+        assert "deselected" in gpu_lines[0]
+        assert not any(line.startswith("SKIPPED") and "cuda" in line.lower() for line in lines)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .. import backend
+from .. import backend, checks
 from .. import functional as F
 from ..errors import ShapeError
 from ..tensor import Tensor
@@ -55,10 +55,14 @@ class MultiHeadAttention(Module):
 
     def __init__(self, d_model: int, h: int, generator: backend.Generator | None = None):
         super().__init__()
+        where = "MultiHeadAttention"
+        d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
+        h = checks.positive_int(where, "h", h, "h is the number of heads, e.g. 8")
         if d_model % h != 0:
+            divisors = [d for d in range(1, min(d_model, 64) + 1) if d_model % d == 0]
             raise ShapeError(
-                f"MultiHeadAttention: d_model ({d_model}) must be divisible by h ({h}); "
-                "change d_model or h in the config"
+                f"MultiHeadAttention: d_model ({d_model}) must be divisible by h ({h}) so that "
+                f"each head gets d_k = d_model / h; pick h in {divisors} or change d_model"
             )
         self.d_model, self.h, self.d_k = d_model, h, d_model // h
         self.w_q = Linear(d_model, d_model, generator=generator)

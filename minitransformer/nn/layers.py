@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from .. import backend
+from .. import backend, checks
 from .. import functional as F
 from ..tensor import Tensor
 from .module import Module, Parameter
@@ -38,6 +38,10 @@ class Linear(Module):
         self, d_in: int, d_out: int, bias: bool = True, generator: backend.Generator | None = None
     ):
         super().__init__()
+        fix = "Linear(d_in, d_out) takes the input and output widths, e.g. Linear(512, 2048)"
+        d_in = checks.positive_int("Linear", "d_in", d_in, fix)
+        d_out = checks.positive_int("Linear", "d_out", d_out, fix)
+        bias = checks.flag("Linear", "bias", bias)
         self.d_in, self.d_out = d_in, d_out
         a = math.sqrt(6.0 / (d_in + d_out))
         w = _generator(generator).uniform((d_in, d_out), -a, a, dtype="float64")
@@ -60,6 +64,8 @@ class Embedding(Module):
 
     def __init__(self, V: int, D: int, generator: backend.Generator | None = None):
         super().__init__()
+        V = checks.positive_int("Embedding", "V", V, "V is the vocabulary size: len(vocab)")
+        D = checks.positive_int("Embedding", "D", D, "D is the vector width, d_model")
         self.V, self.D = V, D
         w = _generator(generator).normal((V, D), std=D**-0.5, dtype="float64")
         self.weight = Parameter(w, dtype="float32")
@@ -79,6 +85,8 @@ class LayerNorm(Module):
 
     def __init__(self, D: int, eps: float = 1e-5):
         super().__init__()
+        D = checks.positive_int("LayerNorm", "D", D, "D is the width of the last axis, d_model")
+        eps = checks.real("LayerNorm", "eps", eps, 0.0, low_open=True, fix="the usual is 1e-5")
         self.D, self.eps = D, eps
         self.gamma = Parameter(_host().ones(D), dtype="float32")
         self.beta = Parameter(_host().zeros(D), dtype="float32")
@@ -96,7 +104,7 @@ class Dropout(Module):
 
     def __init__(self, p: float, generator: backend.Generator | None = None):
         super().__init__()
-        self.p = float(p)
+        self.p = checks.probability("Dropout", "p", p)
         self.generator = generator  # None: the default generator of the input's device
 
     def forward(self, x: Tensor) -> Tensor:
@@ -125,6 +133,10 @@ class PositionwiseFeedForward(Module):
         generator: backend.Generator | None = None,
     ):
         super().__init__()
+        where = "PositionwiseFeedForward"
+        checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
+        checks.positive_int(where, "d_ff", d_ff, "the inner width, e.g. 4 * d_model")
+        checks.probability(where, "dropout", dropout)
         self.w_1 = Linear(d_model, d_ff, generator=generator)
         self.w_2 = Linear(d_ff, d_model, generator=generator)
         self.dropout = Dropout(dropout)

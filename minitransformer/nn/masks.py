@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import backend
+from .. import backend, checks
 from ..tensor import Tensor
 
 
@@ -35,6 +35,8 @@ def causal_mask(T: int, device: str = "cpu", offset: int = 0) -> backend.Array:
     """(1, 1, T, offset + T) bool: query i (at position offset + i) may attend to key j
     iff j <= offset + i. ``offset`` > 0 is for cached decoding, where T new queries meet
     offset earlier keys plus themselves."""
+    T = checks.non_negative_int("causal_mask", "T", T, "T is the number of query positions")
+    offset = checks.non_negative_int("causal_mask", "offset", offset, "positions decoded so far")
     S = offset + T
     keys = backend.asarray(list(range(S)), dtype="int64", device=device)  # (S,)
     xp = backend.namespace(keys)

@@ -20,12 +20,26 @@ them).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from .. import backend
-from ..errors import MiniTransformerError, ShapeError
+from .. import backend, checks
+from ..errors import ArgumentError, DTypeError, MiniTransformerError, ShapeError
 from ..tensor import Tensor
+
+
+def _numeric(value: Any) -> bool:
+    """An array (any backend) of real numbers: what a state dict may hold."""
+    if not backend.is_array(value):
+        return False
+    return backend.dtype_name(value.dtype).startswith(("float", "int", "uint", "bool"))
+
+
+def _finite(value: Any) -> bool:
+    if not backend.dtype_name(value.dtype).startswith("float"):
+        return True
+    xp = backend.namespace(value)
+    return bool(xp.all(xp.isfinite(value)))
 
 
 class StateDictKeyError(MiniTransformerError, KeyError):
@@ -54,6 +68,7 @@ class Module:
         object.__setattr__(self, "_parameters", {})
         object.__setattr__(self, "_buffers", {})
         object.__setattr__(self, "_persistent", set())
+        object.__setattr__(self, "_builders", {})
         object.__setattr__(self, "_modules", {})
         object.__setattr__(self, "training", True)
 
@@ -79,17 +94,31 @@ class Module:
                 return entries[name]
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
-    def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None:
+    def register_buffer(
+        self,
+        name: str,
+        value: Any,
+        persistent: bool = True,
+        build: Callable[[], Any] | None = None,
+    ) -> None:
         """Keep a non-trainable array (as a Tensor without grad) that ``to()`` moves.
 
         Persistent buffers are part of ``state_dict()``; non-persistent ones (such as the
-        sinusoidal position table, which the config fully determines) are not.
+        sinusoidal position table, which the config fully determines) are not. ``build``
+        (no arguments -> a float64 host array) makes the buffer a computed constant:
+        ``to(dtype=...)`` recomputes it from float64 instead of casting the stored values,
+        so a float32 model cast to float64 holds the float64 table, not a widened float32
+        one.
         """
         for table in (self._parameters, self._modules):
             table.pop(name, None)
         self.__dict__.pop(name, None)
         self._buffers[name] = value if isinstance(value, Tensor) else Tensor(value)
         object.__setattr__(self, name, self._buffers[name])
+        if build is None:
+            self._builders.pop(name, None)
+        else:
+            self._builders[name] = build
         if persistent:
             self._persistent.add(name)
         else:
@@ -171,6 +200,13 @@ class Module:
         """
         if device is not None:
             device = backend.normalize_device(device)
+        if dtype is not None:
+            name = dtype if isinstance(dtype, str) else backend.dtype_name(dtype)
+            if name not in ("float32", "float64"):
+                raise DTypeError(
+                    f"{type(self).__name__}.to: dtype must be 'float32' or 'float64', got "
+                    f"{dtype!r}; use float32 to train and float64 for gradient checks"
+                )
 
         def move(a: Any) -> Any:
             if device is not None:
@@ -186,8 +222,14 @@ class Module:
             p.data = move(p.data)
             if p.grad is not None:
                 p.grad = move(p.grad)
-        for _, b in self.named_buffers():
-            b.data = move(b.data)
+        for _, module in self.named_modules():
+            for name, b in module._buffers.items():
+                build = module._builders.get(name)
+                if build is not None and dtype is not None:  # recompute, do not cast
+                    target = device if device is not None else b.device
+                    b.data = backend.asarray(build(), dtype=dtype, device=target)
+                else:
+                    b.data = move(b.data)
         return self
 
     # ------------------------------------------------------------------ state
@@ -209,8 +251,28 @@ class Module:
         missing or unexpected keys raise StateDictKeyError (a KeyError). Returns
         ``{"missing": [...], "unexpected": [...]}``.
         """
+        where = f"load_state_dict into {type(self).__name__}"
+        if not isinstance(state, Mapping):
+            raise ArgumentError(
+                f"{where}: state must be a dict {{name: array}}, got {type(state).__name__}; "
+                "pass model.state_dict() of a model built from the same config (a "
+                "checkpoint's arrays, not the checkpoint path)"
+            )
+        strict = checks.flag(where, "strict", strict)
         own = dict([*self.named_parameters(), *self.named_buffers(persistent_only=True)])
         state = {k: (v.data if isinstance(v, Tensor) else v) for k, v in state.items()}
+        bad = [f"{k} ({type(v).__name__})" for k, v in state.items() if not _numeric(v)]
+        if bad:
+            raise DTypeError(
+                f"{where}: values must be numeric arrays, got {', '.join(bad)}; pass the "
+                "arrays of model.state_dict() (NumPy, CuPy or Tensors)"
+            )
+        nonfinite = [k for k, v in state.items() if k in own and not _finite(v)]
+        if nonfinite:
+            raise ArgumentError(
+                f"{where}: {', '.join(nonfinite)} hold NaN or Inf values; the saved model had "
+                "diverged: load an earlier checkpoint, or train again with a lower learning rate"
+            )
         missing = [k for k in own if k not in state]
         unexpected = [k for k in state if k not in own]
         misshaped = [

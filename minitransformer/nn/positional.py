@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from .. import backend
+from .. import backend, checks
 from ..errors import ShapeError, TokenIdError
 from ..tensor import Tensor
 from .layers import Dropout
@@ -42,12 +42,24 @@ class PositionalEncoding(Module):
 
     def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, learned: bool = False):
         super().__init__()
+        where = "PositionalEncoding"
+        d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
+        max_len = checks.positive_int(
+            where, "max_len", max_len, "the longest sequence the model accepts, e.g. 256"
+        )
+        learned = checks.flag(where, "learned", learned)
+        checks.probability(where, "dropout", dropout)
         self.d_model, self.max_len, self.learned = d_model, max_len, learned
         table = sinusoid_table(max_len, d_model)
         if learned:
             self.table = Parameter(table, dtype="float32")
         else:
-            self.register_buffer("table", Tensor(table, dtype="float32"), persistent=False)
+            self.register_buffer(
+                "table",
+                Tensor(table, dtype="float32"),
+                persistent=False,
+                build=lambda: sinusoid_table(max_len, d_model),  # to(dtype=) recomputes
+            )
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:

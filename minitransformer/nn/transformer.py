@@ -21,9 +21,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import backend
+from .. import backend, checks
 from .. import functional as F
 from ..config import TransformerConfig
+from ..errors import ArgumentError
 from ..tensor import Tensor
 from .attention import KVCache, MultiHeadAttention
 from .inputs import check_ids, check_memory
@@ -125,6 +126,10 @@ class _Stack(Module):
         generator: backend.Generator | None = None,
     ):
         super().__init__()
+        where = type(self).__name__
+        N = checks.positive_int(where, "N", N, "N is the number of layers, e.g. 6")
+        checks.probability(where, "dropout", dropout)
+        pre_norm = checks.flag(where, "pre_norm", pre_norm)
         args = (d_model, h, d_ff, dropout, pre_norm, generator)
         self.layers = ModuleList([self.layer_class(*args) for _ in range(N)])
         self.norm = LayerNorm(d_model) if pre_norm else None
@@ -187,6 +192,13 @@ class Transformer(Module):
 
     def __init__(self, cfg: TransformerConfig, seed: int = 0):
         super().__init__()
+        if not isinstance(cfg, TransformerConfig):
+            raise ArgumentError(
+                f"Transformer: cfg must be a TransformerConfig, got {type(cfg).__name__}; "
+                "build one with mt.TransformerConfig(src_vocab=V, tgt_vocab=V, ...) or "
+                "TransformerConfig.from_dict(d)"
+            )
+        seed = checks.non_negative_int("Transformer", "seed", seed, "pass e.g. seed=0")
         self.cfg = cfg.validate()
         gen = backend.Generator(seed, "cpu")
         D, layer_args = cfg.d_model, (cfg.d_model, cfg.h, cfg.d_ff, cfg.dropout, cfg.pre_norm)

@@ -10,7 +10,8 @@ forward and backward are two array calls each, ``where(m, x * scale, 0)``.
 from __future__ import annotations
 
 from .. import backend
-from ..errors import DeviceError
+from ..checks import is_real
+from ..errors import ArgumentError, DeviceError
 from ..function import Function
 from ..tensor import Tensor
 
@@ -38,8 +39,9 @@ def dropout(
 ) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p); in evaluation
     (training=False) or with p == 0, return x itself."""
-    if not 0.0 <= p < 1.0:
-        raise ValueError(
+    ok = is_real(p) and 0.0 <= p < 1.0
+    if not ok:  # NaN fails 0 <= p, a string or None fails the type
+        raise ArgumentError(
             f"dropout: p={p!r} is the probability of zeroing an element and must be in [0, 1); "
             "use p=0 (or training=False) for no dropout"
         )

@@ -14,8 +14,11 @@ x_hat is made in place, and backward allocates two (N, D) arrays.
 
 from __future__ import annotations
 
+import math
+
 from .. import backend
-from ..errors import DTypeError, ShapeError
+from ..checks import is_real
+from ..errors import ArgumentError, DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
 
@@ -78,6 +81,11 @@ def _mean_weights(xp, D: int, dtype, device):
 
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
     """Normalise x (..., D) over its last axis, then scale by gamma (D,) and shift by beta (D,)."""
+    if not (is_real(eps) and 0 <= eps < math.inf):  # 0 is allowed: lesson 04 shows why not
+        raise ArgumentError(
+            f"layer_norm: eps={eps!r} must be a finite number >= 0 (eps > 0 keeps 1 / sqrt(var "
+            "+ eps) finite on a constant row); the usual is eps=1e-5"
+        )
     D = x.shape[-1] if x.ndim else None
     for name, p in (("gamma", gamma), ("beta", beta)):
         if tuple(p.shape) != (D,):

@@ -21,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ..errors import DTypeError, ShapeError, TokenIdError
+from ..checks import is_int, is_real
+from ..errors import ArgumentError, DTypeError, ShapeError, TokenIdError
 from ..function import Function
 from ..tensor import Tensor
 from .softmax import exp_inplace, safe_sum, shifted
@@ -120,9 +121,18 @@ def cross_entropy(
     if not backend.dtype_name(logits.dtype).startswith("float"):
         raise DTypeError(f"cross_entropy: logits must be float, got {logits.dtype}")
     if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"cross_entropy: reduction={reduction!r}; use 'mean', 'sum' or 'none'")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing={label_smoothing} is not in [0, 1]")
+        raise ArgumentError(f"cross_entropy: reduction={reduction!r}; use 'mean', 'sum' or 'none'")
+    ls = label_smoothing
+    if not (is_real(ls) and 0.0 <= ls <= 1.0):
+        raise ArgumentError(
+            f"cross_entropy: label_smoothing={ls!r} must be a number in [0, 1]; the paper "
+            "uses 0.1, and 0 turns smoothing off"
+        )
+    if ignore_index is not None and not is_int(ignore_index):
+        raise ArgumentError(
+            f"cross_entropy: ignore_index must be an int id (the padding id) or None, got "
+            f"{ignore_index!r}"
+        )
     t = target.data if isinstance(target, Tensor) else target
     if not backend.is_array(t):
         t = backend.asarray(t, device="cpu")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..checks import is_int
 from ..errors import ShapeError
 from ..function import Function
 from ..tensor import Tensor
@@ -153,6 +154,12 @@ def merge_heads(x: Tensor) -> Tensor:
 
 def transpose(x: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
     """Swap two axes (default: the last two)."""
+    for name, axis in (("axis1", axis1), ("axis2", axis2)):
+        if not is_int(axis) or not -x.ndim <= axis < x.ndim:
+            raise ShapeError(
+                f"transpose: {name}={axis!r} is not an axis of a tensor of shape {x.shape}; "
+                f"use an int in [-{max(x.ndim, 1)}, {max(x.ndim, 1) - 1}]"
+            )
     axes = list(range(x.ndim))
     axes[axis1], axes[axis2] = axes[axis2], axes[axis1]
     return Permute.apply(x, axes=tuple(axes))

@@ -16,6 +16,7 @@ stay NaN-free in forward and backward.
 from __future__ import annotations
 
 from .. import backend
+from ..checks import is_int
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
@@ -98,7 +99,8 @@ def _check(op: str, x: Tensor, axis: int) -> int:
             f"{op}: needs a floating-point tensor, got {backend.dtype_name(x.dtype)}; convert it "
             "first with x.astype('float32')"
         )
-    if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
+    bad_type = not is_int(axis)
+    if bad_type or x.ndim == 0 or not -x.ndim <= axis < x.ndim:
         raise ShapeError(
             f"{op}: axis {axis} is out of range for a tensor of shape {x.shape}; "
             f"use an axis in [-{max(x.ndim, 1)}, {max(x.ndim, 1) - 1}]"

@@ -48,7 +48,7 @@ def test_preset_overrides_and_errors():
         ({"d_model": 30, "h": 4}, r"d_model \(30\) must be divisible by h \(4\)"),
         ({"N": 0}, "N must be a positive int, got 0"),
         ({"d_ff": -3}, "d_ff must be a positive int"),
-        ({"dropout": 1.0}, r"dropout must be in \[0, 1\), got 1.0"),
+        ({"dropout": 1.0}, r"dropout must be in \[0, 1\) \(a number\), got 1.0"),
         ({"label_smoothing": -0.1}, "label_smoothing must be in"),
         ({"bos_id": 0}, "pad_id, bos_id and eos_id must be distinct"),
         ({"eos_id": 99}, "eos_id = 99 is outside the vocabulary of size 20"),

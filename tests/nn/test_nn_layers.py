@@ -120,6 +120,32 @@ def test_sinusoid_table_matches_the_paper(device):
     assert "table" not in pe.state_dict()  # the config determines it: not checkpointed
 
 
+def _paper_table(max_len, d_model):
+    """The paper's formula, element by element in Python floats (float64)."""
+    out = np.empty((max_len, d_model))
+    for pos in range(max_len):
+        for j in range(d_model):
+            angle = pos / 10000 ** (2 * (j // 2) / d_model)
+            out[pos, j] = math.sin(angle) if j % 2 == 0 else math.cos(angle)
+    return out
+
+
+def test_float64_positions_are_computed_in_float64(device):
+    """A float64 model's table is the float64 sinusoid, not a float32 one widened (which
+    is off by ~5e-8), also after casting a float32 module to float64 and back and forth."""
+    ref = _paper_table(50, 6)
+    pe = PositionalEncoding(6, max_len=50).to(device, "float64")
+    np.testing.assert_allclose(to_np(pe.table), ref, rtol=0, atol=1e-13)
+    pe.to(dtype="float32").to(dtype="float64")
+    np.testing.assert_allclose(to_np(pe.table), ref, rtol=0, atol=1e-13)
+    assert str(to_np(pe.to(dtype="float32").table).dtype) == "float32"
+    cfg = mt.TransformerConfig(
+        src_vocab=7, tgt_vocab=7, d_model=6, h=2, N=1, d_ff=8, max_len=50, dtype="float64"
+    )
+    model = mt.nn.Transformer(cfg)
+    np.testing.assert_allclose(to_np(model.positions.table), ref, rtol=0, atol=1e-13)
+
+
 def test_positional_encoding_adds_positions_with_offset(device, make):
     pe = PositionalEncoding(4, max_len=10).to(device, "float64")
     x = make(np.zeros((2, 3, 4)), requires_grad=False)

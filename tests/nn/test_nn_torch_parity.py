@@ -3,7 +3,8 @@ dropout) given the same weights: logits, label-smoothed loss and every gradient.
 
 PyTorch's nn.Transformer adds a final LayerNorm to each stack; the paper's post-LN model
 has none, so the torch stacks are built with norm=None. Embedding (scaled by sqrt(d_model)),
-sinusoidal positions and the tied output projection are written out in torch here.
+sinusoidal positions and the tied output projection are written out in torch here, so the
+comparison covers the whole model (a float32 position table would show as ~5e-8).
 """
 
 from __future__ import annotations
@@ -80,6 +81,16 @@ def our_grads_in_torch_layout(model):
     return out
 
 
+def torch_positions(max_len, d_model):
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), in torch float64."""
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]
+    div = 10000.0 ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos / div)
+    pe[:, 1::2] = torch.cos(pos / div)
+    return pe
+
+
 @pytest.mark.parametrize("pre_norm", [False, True])
 def test_matches_torch_transformer_layers(pre_norm):
     """Post-LN (the paper); pre-LN = torch's norm_first=True with a final norm per stack."""
@@ -111,7 +122,7 @@ def test_matches_torch_transformer_layers(pre_norm):
         copy_attention(ours.cross_attn, theirs.multihead_attn)
         copy_common(ours, theirs, (ours.block1, ours.block2, ours.block3))
     E = T(model.src_embed.weight).requires_grad_(True)
-    pe = T(model.positions.table)
+    pe = torch_positions(cfg.max_len, D)  # the paper's formula in torch, not our table
 
     src, tgt_in, tgt_out = (torch.tensor(to_np(a)) for a in tiny_batch())
     S, Tt = src.shape[1], tgt_in.shape[1]
@@ -149,4 +160,4 @@ def test_matches_torch_transformer_layers(pre_norm):
     assert sorted(ours) == sorted(theirs), (set(ours) - set(theirs), set(theirs) - set(ours))
     errors["grad"] = max(np.abs(ours[k] - theirs[k]).max() for k in theirs)
     print("max abs errors vs torch:", errors)
-    assert errors["logits"] < 1e-10 and errors["loss"] < 1e-10 and errors["grad"] < 1e-8, errors
+    assert max(errors.values()) < 1e-12, errors  # float64 end to end, positions included
