@@ -22,15 +22,17 @@ a_t = softmax_s(score(h_{t-1}, memory_s)) over real (non-pad) source tokens; the
 h_t = cell([y_{t-1}; c_t], h_{t-1}) and logits_t = [h_t; c_t] W_o + b_o. The path from
 source token j to output t is then 2 steps, whatever the distance.
 
-The loops over time are inherent to recurrence (step t needs h_{t-1}); everything that does
-not depend on h is hoisted out of them: embeddings, the input projections x W_x of all
-steps, the attention keys, and the output projection are one batched op each.
+The loops over time are inherent to recurrence (step t needs h_{t-1}); what does not depend
+on h is hoisted out of them: the input projection of the embedding table (each step then
+looks its tokens up, see ``looked_up``), the attention keys, and the output projection are
+one batched op each.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from .. import backend
@@ -132,15 +134,33 @@ def make_cell(cell: str, d_in: int, d_hidden: int, generator: Any = None) -> _Ce
     return (RNNCell if cell == "rnn" else GRUCell)(d_in, d_hidden, generator)
 
 
-def run_cell(cell: _Cell, xw: Tensor, h: Tensor, keep: Any = None) -> tuple[Tensor, Tensor]:
-    """Unroll ``cell`` over time: xw (B, L, G*H) input projections, h (B, H) the start
-    -> states (B, L, H), last h (B, H). ``keep`` (B, L) float 1/0 freezes h at padding."""
+def run_cell(
+    cell: _Cell, xw: Callable[[int], Tensor], L: int, h: Tensor, keep: Any = None
+) -> tuple[Tensor, Tensor]:
+    """Unroll ``cell`` for L steps from h (B, H): ``xw(t)`` gives step t's input projection
+    (B, G*H) -> states (B, L, H), last h (B, H). ``keep`` (B, L) float 1/0 freezes h at
+    padding."""
     outs = []
-    for t in range(xw.shape[1]):  # sequential: step t needs h_{t-1}
-        h_new = cell.step(xw[:, t], h)
+    for t in range(L):  # sequential: step t needs h_{t-1}
+        h_new = cell.step(xw(t), h)
         h = h_new if keep is None else h + (h_new - h) * keep[:, t : t + 1]
         outs.append(h[:, None])
     return F.concat(outs, axis=1), h
+
+
+def sliced(xw: Tensor) -> Callable[[int], Tensor]:
+    """Step inputs from a projected sequence xw (B, L, G*H): t -> xw[:, t]."""
+    return lambda t: xw[:, t]
+
+
+def looked_up(ids: Any, embed: Embedding, w_x: Linear) -> Callable[[int], Tensor]:
+    """Step inputs for token ids (B, L): t -> (E W_x + b)[ids[:, t]], which equals
+    embed(ids[:, t]) W_x + b. The (V, G*H) table is projected once per pass, so each step is
+    a lookup, and each step's backward touches only that table (slicing one projected
+    (B, L, G*H) tensor would cost a full-size gradient per step, O(L^2) in all). Cheaper
+    than projecting the sequence while V <= B*L, as in the lessons."""
+    table = w_x(embed.weight)  # (V, G*H)
+    return lambda t: F.embedding(ids[:, t], table, validate=False)
 
 
 class _Attention(Module):
@@ -237,9 +257,9 @@ class RNNSeq2Seq(Module):
         src = check_ids("src", src, self.src_vocab, sys.maxsize, self.device)
         xp, w = backend.namespace(src), self.out.weight
         keep = xp.astype(src != self.pad_id, w.dtype)  # (B, S)
-        x = self.src_embed(src, validate=False)  # (B, S, E)
+        xw = looked_up(src, self.src_embed, self.encoder.w_x)  # t -> (B, G*H)
         h0 = self.encoder.zero_state(src.shape[0])
-        memory, h = run_cell(self.encoder, self.encoder.w_x(x), h0, keep)
+        memory, h = run_cell(self.encoder, xw, src.shape[1], h0, keep)
         return memory, h, keep
 
     def forward(self, src: Any, tgt_in: Any) -> Tensor:
@@ -248,16 +268,16 @@ class RNNSeq2Seq(Module):
         tgt = check_ids("tgt_in", tgt_in, self.tgt_vocab, sys.maxsize, self.device)
         if tgt.shape[0] != memory.shape[0]:
             raise ShapeError(f"src has batch size {memory.shape[0]} but tgt_in {tgt.shape[0]}")
-        yw = self.decoder.w_x(self.tgt_embed(tgt, validate=False))  # (B, T, G*H)
+        yw = looked_up(tgt, self.tgt_embed, self.decoder.w_x)  # t -> (B, G*H)
         if self.attention_name is None:
-            states, _ = run_cell(self.decoder, yw, h)
+            states, _ = run_cell(self.decoder, yw, tgt.shape[1], h)
             return self.out(states)  # (B, T, V)
         keys = self.attention.keys(memory)
         bias = (keep - 1) * 1e9  # (B, S): 0 for tokens, -1e9 for padding
         outs = []
         for t in range(tgt.shape[1]):  # sequential: the query is h_{t-1}
             c = self.attention(h, memory, keys, bias)  # (B, H)
-            h = self.decoder.step(yw[:, t] + self.w_c(c), h)
+            h = self.decoder.step(yw(t) + self.w_c(c), h)
             outs.append(F.concat([h, c], axis=-1)[:, None])  # (B, 1, 2H)
         return self.out(F.concat(outs, axis=1))  # (B, T, 2H) -> (B, T, V)
 
