@@ -4,6 +4,7 @@ Every name here is a plain function over Tensors whose gradient is an explicit, 
 ``backward`` in ``minitransformer/ops/`` (one family per file).
 """
 
+from .ops.activations import sigmoid, tanh
 from .ops.attention import scaled_dot_product_attention
 from .ops.device import astype, to_device
 from .ops.dropout import dropout
@@ -41,11 +42,13 @@ __all__ = [
     "relu",
     "reshape",
     "scaled_dot_product_attention",
+    "sigmoid",
     "softmax",
     "split_heads",
     "sqrt",
     "sub",
     "sum",
+    "tanh",
     "to_device",
     "transpose",
 ]

@@ -311,6 +311,16 @@ class Tensor:
 
         return relu(self)
 
+    def tanh(self) -> Tensor:
+        from .ops.activations import tanh
+
+        return tanh(self)
+
+    def sigmoid(self) -> Tensor:
+        from .ops.activations import sigmoid
+
+        return sigmoid(self)
+
     def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
         from .ops.reduce import sum
 

@@ -9,6 +9,13 @@ from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForwa
 from .masks import causal_mask, padding_mask, target_mask
 from .module import Module, ModuleList, Parameter, StateDictKeyError
 from .positional import PositionalEncoding, sinusoid_table
+from .recurrent import (
+    AdditiveAttention,
+    DotProductAttention,
+    GRUCell,
+    RNNCell,
+    RNNSeq2Seq,
+)
 from .transformer import (
     Decoder,
     DecoderCache,
@@ -19,13 +26,16 @@ from .transformer import (
 )
 
 __all__ = [
+    "AdditiveAttention",
     "Decoder",
     "DecoderCache",
     "DecoderLayer",
+    "DotProductAttention",
     "Dropout",
     "Embedding",
     "Encoder",
     "EncoderLayer",
+    "GRUCell",
     "KVCache",
     "LayerNorm",
     "Linear",
@@ -35,6 +45,8 @@ __all__ = [
     "Parameter",
     "PositionalEncoding",
     "PositionwiseFeedForward",
+    "RNNCell",
+    "RNNSeq2Seq",
     "StateDictKeyError",
     "Transformer",
     "causal_mask",
