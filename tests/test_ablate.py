@@ -236,3 +236,22 @@ def test_out_that_is_a_file_exits_2(tmp_path, capsys):
     target.write_text("not a directory")
     assert main(["ablate", "--fast", "--only", "base", "--out", str(target)]) == 2
     assert "is a file" in capsys.readouterr().err
+
+
+def test_switches_survive_a_checkpoint(tmp_path):
+    from minitransformer.train import TrainConfig, Trainer
+    from minitransformer.translator import Translator
+
+    cfg = TrainConfig(
+        task="copy", steps=2, batch_size=8, warmup=1, out=str(tmp_path / "run"), progress=False,
+        plots=False, eval_every=10, checkpoint_every=10, final_eval_samples=4,
+        task_knobs=dict(n_symbols=6, max_len=4, n_train=50, n_valid=8, n_test=8),
+        model_overrides=dict(d_model=16, h=2, N=1, d_ff=16, key_dim=3, scale_attention=False),
+    )  # fmt: skip
+    trainer = Trainer(cfg)
+    trainer.train()
+    loaded = Translator.from_checkpoint(tmp_path / "run")
+    assert loaded.model.cfg.key_dim == 3 and loaded.model.cfg.scale_attention is False
+    assert loaded.model.encoder.layers[0].self_attn.w_q.weight.shape == (16, 6)
+    resumed = Trainer.resume(tmp_path / "run", steps=3)
+    assert resumed.model_cfg == trainer.model_cfg
