@@ -7,6 +7,7 @@
     minitransformer evaluate --checkpoint runs/translate --beam 4
     minitransformer plot --run runs/translate
     minitransformer bench --compare torch
+    minitransformer ablate --out runs/ablate         # the paper's Table 3 at toy scale
 
 A user's mistake (unknown task, bad value, unreadable or corrupted file) ends with exit
 status 2, a one-line reason and the usage; a training run that diverges (NaN/Inf) ends with
@@ -235,7 +236,36 @@ def build_parser() -> argparse.ArgumentParser:
         "--data-parallel", metavar="N", type=_positive_int,
         help="tokens/s of 1 and N MPI ranks (one BLAS thread each) against one process",
     )  # fmt: skip
+    _add_ablate(sub, debug)
     return parser
+
+
+def _names(text: str) -> list[str]:
+    """NAME,NAME,... -> the names (none empty)."""
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME,NAME,... without empty names, got {text!r}"
+        )
+    return names
+
+
+def _add_ablate(sub: Any, debug: argparse.ArgumentParser) -> None:
+    ab = sub.add_parser(
+        "ablate", help="the paper's Table 3 at toy scale: vary one thing, train, measure",
+        parents=[debug],
+    )  # fmt: skip
+    ab.add_argument("--steps", type=_positive_int, help="training steps per variant")
+    ab.add_argument(
+        "--seed", type=_checked(int, lambda v: v >= 0, "an integer >= 0"), default=0,
+        help="data, weights, batch order, dropout masks (default 0)",
+    )  # fmt: skip
+    ab.add_argument("--out", default="runs/ablate", help="where the table and figure go")
+    ab.add_argument("--overwrite", action="store_true", help="replace a study in --out")
+    ab.add_argument("--fast", action="store_true", help="a small study (about a minute)")
+    ab.add_argument("--only", type=_names, metavar="NAME,...", help="these variants only")
+    ab.add_argument("--list", action="store_true", help="list the variants and exit")
+    ab.add_argument("--no-progress", action="store_true", help="plain lines, no bar")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -254,8 +284,8 @@ def _main(argv: list[str] | None) -> int:
     if args.command is None:
         parser.print_usage(sys.stderr)
         print(
-            "minitransformer: error: a COMMAND is needed: train, translate, evaluate, plot or "
-            "bench (minitransformer --help lists them)",
+            "minitransformer: error: a COMMAND is needed: train, translate, evaluate, plot, "
+            "bench or ablate (minitransformer --help lists them)",
             file=sys.stderr,
         )
         return 2
@@ -346,6 +376,8 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if args.json:
             _json_target("--json", args.json)
         return bench_main(args)
+    if args.command == "ablate":
+        return _ablate(args)
     raise AssertionError(args.command)
 
 
@@ -453,6 +485,28 @@ def _checked_knobs(task: str, knobs: list[tuple[str, Any]]) -> dict[str, Any]:
             )
         out[key] = value
     return out
+
+
+def _ablate(args: argparse.Namespace) -> int:
+    from . import ablate
+
+    settings = ablate.AblationSettings.fast() if args.fast else ablate.AblationSettings()
+    if args.steps is not None:
+        settings.steps = args.steps
+        settings.warmup = min(settings.warmup, args.steps)
+    settings.seed = args.seed
+    settings.validate()
+    chosen = ablate.select(args.only, settings)
+    if args.list:
+        for v in ablate.select([v.name for v in ablate.variants()], settings):
+            print(f"{v.name:22s}{v.change}")
+        return 0
+    ablate.check_out(args.out, args.overwrite)  # before minutes of training, not after
+    study = ablate.run_ablations(settings, chosen, progress=not args.no_progress)
+    paths = ablate.write_study(study, args.out, overwrite=args.overwrite)
+    print(ablate.markdown_table(study))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
 
 
 def _checkpoint_path(flag: str, text: str) -> Path:

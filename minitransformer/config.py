@@ -53,6 +53,11 @@ class TransformerConfig:
         tie_embeddings: one matrix for source embedding, target embedding and the output
             projection (paper section 3.4); needs src_vocab == tgt_vocab.
         learned_positions: a learned position table instead of the sinusoids.
+        key_dim: the width d_k of each head's queries and keys when it should differ from
+            d_model / h (the paper's Table 3 row B shrinks it); None = d_model / h. Values
+            keep d_v = d_model / h, so the output projection is unchanged.
+        scale_attention: True = the paper's softmax(q kᵀ / √d_k); False = the unscaled
+            dot product softmax(q kᵀ), in training and decoding alike (an ablation).
         pad_id, bos_id, eos_id: the special token ids (padding builds the masks).
         dtype: "float32" (default) or "float64" (for gradient checks).
     """
@@ -69,6 +74,8 @@ class TransformerConfig:
     pre_norm: bool = False
     tie_embeddings: bool = True
     learned_positions: bool = False
+    key_dim: int | None = None
+    scale_attention: bool = True
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -79,8 +86,8 @@ class TransformerConfig:
 
     @property
     def d_k(self) -> int:
-        """Width of one attention head: d_model / h."""
-        return self.d_model // self.h
+        """Width of one head's queries and keys: key_dim if set, else d_model / h."""
+        return self.key_dim if self.key_dim is not None else self.d_model // self.h
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> TransformerConfig:
@@ -120,11 +127,14 @@ class TransformerConfig:
                 f"d_model ({self.d_model}) must be divisible by h ({self.h}) so that each "
                 f"head gets d_k = d_model / h; pick e.g. d_model = {self.h * max(1, self.d_k)}"
             )
+        key_dim = self.key_dim
+        if key_dim is not None and (type(key_dim) is not int or key_dim <= 0):
+            problems.append(f"key_dim must be an int > 0 or None (= d_model/h), got {key_dim!r}")
         for name in ("dropout", "label_smoothing"):
             value = getattr(self, name)
             if not (is_real(value) and 0.0 <= value < 1.0):  # NaN fails 0 <= value
                 problems.append(f"{name} must be in [0, 1) (a number), got {value!r}")
-        for name in ("pre_norm", "tie_embeddings", "learned_positions"):
+        for name in ("pre_norm", "tie_embeddings", "learned_positions", "scale_attention"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 problems.append(f"{name} must be True or False, got {value!r}")

@@ -14,6 +14,7 @@ cross-attention caches (``static=True``) hold the memory's keys and values, comp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,11 @@ class MultiHeadAttention(Module):
     Shapes: query (B, T, D), key and value (B, S, D), mask bool broadcastable to
     (B, H, T, S) with True = may attend -> output (B, T, D). d_k = d_v = D / h.
 
+    ``d_k`` (default d_model / h) sets the width of each head's queries and keys alone (the
+    paper's Table 3 row B); values keep d_v = d_model / h. ``scale=False`` drops the 1/√d_k
+    of the logits (an ablation): q is multiplied by √d_k before the fused op divides by it,
+    so the scores are exactly q kᵀ and the gradient flows through that product.
+
     No dropout inside: the paper drops each sublayer's *output* (the layers in
     transformer.py do that); the fused attention op has no dropout on the weights P.
 
@@ -53,7 +59,14 @@ class MultiHeadAttention(Module):
     pays nothing for it.
     """
 
-    def __init__(self, d_model: int, h: int, generator: backend.Generator | None = None):
+    def __init__(
+        self,
+        d_model: int,
+        h: int,
+        generator: backend.Generator | None = None,
+        d_k: int | None = None,
+        scale: bool = True,
+    ):
         super().__init__()
         where = "MultiHeadAttention"
         d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
@@ -64,23 +77,27 @@ class MultiHeadAttention(Module):
                 f"MultiHeadAttention: d_model ({d_model}) must be divisible by h ({h}) so that "
                 f"each head gets d_k = d_model / h; pick h in {divisors} or change d_model"
             )
-        self.d_model, self.h, self.d_k = d_model, h, d_model // h
-        self.w_q = Linear(d_model, d_model, generator=generator)
-        self.w_k = Linear(d_model, d_model, generator=generator)
+        self.d_model, self.h, self.d_v = d_model, h, d_model // h
+        if d_k is not None:
+            d_k = checks.positive_int(where, "d_k", d_k, "query/key width, or None for d_model/h")
+        self.d_k = self.d_v if d_k is None else d_k
+        self.scale = checks.flag(where, "scale", scale)
+        self.w_q = Linear(d_model, h * self.d_k, generator=generator)
+        self.w_k = Linear(d_model, h * self.d_k, generator=generator)
         self.w_v = Linear(d_model, d_model, generator=generator)
         self.w_o = Linear(d_model, d_model, generator=generator)
         self.store_weights = False
         self.last_weights: Any = None
 
     def _split_heads(self, x: Tensor) -> Tensor:
-        return F.split_heads(x, self.h)  # (B, L, D) -> (B, L, H, d_k) -> (B, H, L, d_k)
+        return F.split_heads(x, self.h)  # (B, L, H * d) -> (B, L, H, d) -> (B, H, L, d)
 
     def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None):
         """Projected (B, H, S, d_k) keys and values, through the cache when there is one."""
         if cache is not None and cache.static and cache.k is not None:
             return cache.k, cache.v
         k = self._split_heads(self.w_k(key))  # (B, H, S_new, d_k)
-        v = self._split_heads(self.w_v(value))  # (B, H, S_new, d_k)
+        v = self._split_heads(self.w_v(value))  # (B, H, S_new, d_v)
         if cache is not None:
             if not cache.static and cache.k is not None:
                 k = F.concat([cache.k, k], axis=2)  # (B, H, S_old + S_new, d_k)
@@ -115,15 +132,18 @@ class MultiHeadAttention(Module):
                 "the length S"
             )
         q = self._split_heads(self.w_q(query))  # (B, H, T, d_k)
+        if not self.scale:  # the op divides by √d_k: pre-multiply so the logits are q kᵀ
+            q = q * math.sqrt(self.d_k)
         k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
         if self.store_weights:
             out, self.last_weights = F.scaled_dot_product_attention(
                 q, k, v, mask=mask, need_weights=True
             )
         else:
-            out = F.scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, T, d_k)
-        out = F.merge_heads(out)  # (B, H, T, d_k) -> (B, T, H, d_k) -> (B, T, D)
+            out = F.scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, T, d_v)
+        out = F.merge_heads(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)
         return self.w_o(out)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}"
+        extra = "" if self.scale else ", scale=False"
+        return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}{extra}"

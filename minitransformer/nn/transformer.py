@@ -7,6 +7,8 @@ Each sublayer (self-attention, cross-attention, feed-forward) sits in a residual
     post-LN (the paper, default):  x = LayerNorm(x + Dropout(Sublayer(x)))
     pre-LN (cfg.pre_norm):         x = x + Dropout(Sublayer(LayerNorm(x))), and each stack
                                    ends with one more LayerNorm
+Attention switches (cfg.key_dim, cfg.scale_attention): each head's query/key width d_k
+and whether the logits are divided by √d_k; both exist for the Table 3 ablations.
 With tied embeddings (paper 3.4), ONE matrix E (V, D) embeds source and target tokens and
 projects the decoder's output to logits = h Eᵀ (no bias).
 
@@ -60,9 +62,11 @@ class EncoderLayer(Module):
         dropout: float = 0.0,
         pre_norm: bool = False,
         generator: backend.Generator | None = None,
+        d_k: int | None = None,
+        scale: bool = True,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, generator=generator)
+        self.self_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, generator=generator)
         self.block1 = _Residual(d_model, dropout, pre_norm)
         self.block2 = _Residual(d_model, dropout, pre_norm)
@@ -87,10 +91,12 @@ class DecoderLayer(Module):
         dropout: float = 0.0,
         pre_norm: bool = False,
         generator: backend.Generator | None = None,
+        d_k: int | None = None,
+        scale: bool = True,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, generator=generator)
-        self.cross_attn = MultiHeadAttention(d_model, h, generator=generator)
+        self.self_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
+        self.cross_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
         self.ffn = PositionwiseFeedForward(d_model, d_ff, generator=generator)
         self.block1 = _Residual(d_model, dropout, pre_norm)
         self.block2 = _Residual(d_model, dropout, pre_norm)
@@ -124,6 +130,8 @@ class _Stack(Module):
         dropout: float = 0.0,
         pre_norm: bool = False,
         generator: backend.Generator | None = None,
+        d_k: int | None = None,
+        scale: bool = True,
     ):
         super().__init__()
         where = type(self).__name__
@@ -131,7 +139,8 @@ class _Stack(Module):
         checks.probability(where, "dropout", dropout)
         pre_norm = checks.flag(where, "pre_norm", pre_norm)
         args = (d_model, h, d_ff, dropout, pre_norm, generator)
-        self.layers = ModuleList([self.layer_class(*args) for _ in range(N)])
+        layers = [self.layer_class(*args, d_k=d_k, scale=scale) for _ in range(N)]
+        self.layers = ModuleList(layers)
         self.norm = LayerNorm(d_model) if pre_norm else None
 
 
@@ -207,8 +216,9 @@ class Transformer(Module):
             self.src_embed if cfg.tie_embeddings else Embedding(cfg.tgt_vocab, D, generator=gen)
         )
         self.positions = PositionalEncoding(D, cfg.max_len, cfg.dropout, cfg.learned_positions)
-        self.encoder = Encoder(cfg.N, *layer_args, generator=gen)
-        self.decoder = Decoder(cfg.N, *layer_args, generator=gen)
+        attn = dict(d_k=cfg.key_dim, scale=cfg.scale_attention)  # None: d_model / h
+        self.encoder = Encoder(cfg.N, *layer_args, generator=gen, **attn)
+        self.decoder = Decoder(cfg.N, *layer_args, generator=gen, **attn)
         self.out_proj = (
             None if cfg.tie_embeddings else Linear(D, cfg.tgt_vocab, bias=False, generator=gen)
         )
