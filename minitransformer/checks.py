@@ -16,11 +16,19 @@ from .errors import ArgumentError
 
 
 def is_int(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    """An integer (Python or NumPy), not a bool."""
+    t = type(value)
+    if t is int:  # the common case, without the ABC machinery (ops check on every call)
+        return True
+    return t is not bool and isinstance(value, numbers.Integral)
 
 
 def is_real(value: Any) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+    """A real number (Python or NumPy int/float), not a bool."""
+    t = type(value)
+    if t is float or t is int:
+        return True
+    return t is not bool and isinstance(value, numbers.Real)
 
 
 def positive_int(where: str, name: str, value: Any, fix: str = "") -> int:

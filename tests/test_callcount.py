@@ -4,7 +4,7 @@ On a GPU every array call is a kernel launch (~12 µs), and on any device each P
 interpreter time, so at small sizes these counts, not the arithmetic, set a step's speed.
 Measured for one tiny copy-task step (``python -m minitransformer.callcount``): before the
 flat optimizer and the leaner engine 19,639 Python calls and 2,724 array calls; now about
-6,470 and 1,400 (flat optimizer, no host syncs, cached dtype names, one op per head
+6,500 and 1,400 (flat optimizer, no host syncs, cached dtype names, one op per head
 split/merge, a one-call NumPy reshape and sum, two-call dropout, fewer temporaries in
 LayerNorm, attention and cross-entropy). The budgets leave ~7% of room.
 """
