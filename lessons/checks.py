@@ -808,3 +808,282 @@ def check_11_3(loglog_slope: Callable) -> None:
             f"for y = {c}·x^{a_true} you give slope {mine:.3f}. Hint: what does a power law "
             "become after taking logs of both axes?"
         )
+
+
+# ---------------------------------------------------------------- lesson 12: why attention
+
+
+@_exercise("Exercise 1 (path length through a recurrent encoder-decoder)")
+def check_12_1(rnn_path: Callable) -> None:
+    for S in (1, 4, 9, 16):
+        for t in range(S):
+            j = S - 1 - t  # the reverse task: output t needs source token S - 1 - t
+            got = rnn_path(S, j, t)
+            assert got == 2 * t + 1, (
+                f"rnn_path({S}, {j}, {t}) = {got}, but on the reverse task the distance plotted "
+                f"in section 5 is {2 * t + 1}. Hint: count the encoder steps that still follow "
+                "x_j, then the decoder steps up to and including the one that emits output t."
+            )
+        for j in range(S):
+            got = rnn_path(S, j, j)
+            assert got == S, (
+                f"copy task: rnn_path({S}, {j}, {j}) = {got}; hint: on the copy task every "
+                "token is equally far from the output that repeats it"
+            )
+    rng = _rng(22)
+    for _ in range(20):
+        S = int(rng.integers(2, 40))
+        j, t = int(rng.integers(0, S)), int(rng.integers(0, 50))
+        expected = (S - 1 - j) + (t + 1)
+        got = rnn_path(S, j, t)
+        assert got == expected, (
+            f"rnn_path({S}, {j}, {t}) = {got}, expected {expected}; hint: the target may be "
+            "longer than the source, and the two counts add up"
+        )
+
+
+@_exercise("Exercise 2 (layers of a dilated convolution stack)")
+def check_12_2(dilated_layers: Callable, max_path_length: Callable | None = None) -> None:
+    """Against exact integer counts (and, given the lesson's BFS, against it at k = 3)."""
+
+    def fewest(n: int, k: int) -> int:
+        L, reach = 0, 1
+        while reach < n:
+            L, reach = L + 1, reach * k
+        return L
+
+    cases = [(n, k) for k in (2, 3, 5, 10) for n in (2, 3, 4, 8, 9, 10, 26, 27, 28, 64, 100)]
+    cases += [(125, 5), (126, 5), (243, 3), (1000, 10), (1001, 10), (2**20, 2), (2**20 + 1, 2)]
+    for n, k in cases:
+        got = dilated_layers(n, k)
+        assert got == fewest(n, k), (
+            f"dilated_layers({n}, {k}) = {got}, expected {fewest(n, k)}. Hint: how many "
+            "positions can L layers of the stack see? Find the smallest L that covers n, in "
+            "integers (a floating-point log of an exact power can land just above it)."
+        )
+    if max_path_length is not None:
+        for n in (4, 8, 16, 32, 64):
+            bfs = max_path_length(n, "convolution (dilated)", k=3)
+            assert dilated_layers(n, 3) == bfs, f"n={n}: the BFS says {bfs}"
+
+
+@_exercise("Exercise 3 (additive attention scores)")
+def check_12_3(additive_scores: Callable) -> None:
+    """Against the library's AdditiveAttention.scores (float64), one query at a time."""
+    from minitransformer.nn.recurrent import AdditiveAttention
+
+    rng = _rng(23)
+    for Hq, Hk, A, S in [(3, 4, 5, 6), (8, 8, 16, 1), (2, 5, 3, 9)]:
+        att = AdditiveAttention(Hq, Hk, A, generator=mt.backend.Generator(int(S), "cpu"))
+        att = att.to(dtype="float64")
+        att.w_k.bias.data[...] = rng.normal(size=A)  # non-zero, so forgetting it shows
+        W_q, W_k = att.w_q.weight.numpy(), att.w_k.weight.numpy()
+        b, v = att.w_k.bias.numpy(), att.v.weight.numpy()[:, 0]
+        q = rng.normal(size=Hq) * 2
+        m = rng.normal(size=(S, Hk)) * 2
+        memory = mt.tensor(m[None], dtype="float64")
+        expected = att.scores(mt.tensor(q[None], dtype="float64"), att.keys(memory)).numpy()[0]
+        got = np.asarray(additive_scores(q, m, W_q, W_k, b, v), dtype=np.float64)
+        assert got.shape == (S,), (
+            f"one score per encoder state: expected shape ({S},), got {got.shape}"
+        )
+        assert np.allclose(got, expected, atol=1e-10), (
+            f"Hq={Hq}, Hk={Hk}, A={A}, S={S}: you give {np.round(got, 4)}, the library "
+            f"{np.round(expected, 4)}. Hint: go through the score of section 3 term by term: "
+            "which projection carries the bias, where the squashing sits, and that these are "
+            "scores, before any softmax."
+        )
+
+
+# ---------------------------------------------------------------- lesson 13: ablations
+
+
+@_exercise("Exercise 1 (dropout's variance)")
+def check_13_1(dropout_variance: Callable) -> None:
+    for x, p in [(1.0, 0.1), (2.0, 0.5), (-3.0, 0.3), (0.5, 0.0), (-1.5, 0.9)]:
+        keep = 1 - p
+        expected = x**2 / keep - x**2  # E[y^2] - E[y]^2
+        got = float(dropout_variance(x, p))
+        draws = F.dropout(mt.tensor(np.full(20_000, x), dtype="float64"), p).numpy()
+        assert np.isclose(got, expected, rtol=1e-9, atol=1e-12), (
+            f"dropout_variance({x}, {p}) = {got:.4f}, but 20,000 draws of the library's "
+            f"dropout give {draws.var():.4f}. Hint: Var[y] = E[y²] − E[y]²; what values does "
+            "y take, and how often?"
+        )
+
+
+def _dropout_calls(run: Callable) -> int:
+    """How many times a Dropout layer with p > 0 acts while ``run()`` runs."""
+    from minitransformer.nn import layers
+
+    calls = []
+    original = layers.Dropout.forward
+
+    def counting(self, x, _orig=original):
+        if self.p > 0:
+            calls.append(1)
+        return _orig(self, x)
+
+    layers.Dropout.forward = counting
+    try:
+        run()
+    finally:
+        layers.Dropout.forward = original
+    return len(calls)
+
+
+@_exercise("Exercise 2 (counting dropout layers)")
+def check_13_2(n_dropout_places: Callable) -> None:
+    """Counts the library's dropout calls in encode() of an N_enc-layer model and in
+    decode() of an N_dec-layer one."""
+    rng = _rng(25)
+    src, tgt = rng.integers(3, 20, (1, 4)), rng.integers(3, 20, (1, 3))
+    for N_enc, N_dec in [(1, 1), (2, 3), (3, 1), (6, 6)]:
+        counts = []
+        for N, part in ((N_enc, "encode"), (N_dec, "decode")):
+            cfg = mt.TransformerConfig(
+                src_vocab=20, tgt_vocab=20, d_model=8, h=2, N=N, d_ff=16, dropout=0.1
+            )
+            m = mt.nn.Transformer(cfg, seed=0)
+            if part == "encode":
+                run = functools.partial(m.encode, src)
+            else:
+                run = functools.partial(m.decode, tgt, m.encode(src), src)
+            counts.append(_dropout_calls(run))
+        got = n_dropout_places(N_enc, N_dec)
+        assert got == sum(counts), (
+            f"n_dropout_places({N_enc}, {N_dec}) = {got}, but one forward pass applies dropout "
+            f"{sum(counts)} times ({counts[0]} in the encoder, {counts[1]} in the decoder). "
+            "Hint: dropout sits on every sub-layer's output before the residual add (how many "
+            "sub-layers has each kind of layer?), and once more on each stack's input."
+        )
+
+
+_FIXED_BY_THE_DATA = ("src_vocab", "tgt_vocab", "max_len", "pad_id", "bos_id", "eos_id", "dtype")
+
+
+@_exercise("Exercise 3 (your own ablation)")
+def check_13_3(my_variant: Callable, settings: Any = None) -> None:
+    """``my_variant()`` must return an ``ablate.Variant`` that changes exactly one thing of
+    the base of ``settings`` (default: AblationSettings()) and builds; nothing is trained."""
+    import dataclasses
+
+    from minitransformer import ablate
+    from minitransformer.errors import ConfigError
+
+    s = settings if settings is not None else ablate.AblationSettings()
+    v = my_variant()
+    assert isinstance(v, ablate.Variant), (
+        f"return an ablate.Variant(name, change, model=..., train=..., ...), not {type(v).__name__}"
+    )
+    fields = {f.name for f in dataclasses.fields(mt.TransformerConfig)}
+    base_cfg = mt.TransformerConfig.preset("tiny", src_vocab=20, tgt_vocab=20, **s.model)
+    changes = []
+    for key, value in v.model.items():
+        assert key in fields, (
+            f"model={{{key!r}: ...}}: TransformerConfig has no field {key!r}; see its docstring"
+        )
+        assert key not in ("dropout", "label_smoothing"), (
+            f"{key} is a training setting here: put it in train={{{key!r}: ...}}, not model="
+        )
+        assert key not in _FIXED_BY_THE_DATA, f"{key} is fixed by the data, not an ablation"
+        if value != getattr(base_cfg, key):
+            changes.append(f"model {key}={value!r}")
+    base_train = {"dropout": s.dropout, "label_smoothing": s.label_smoothing}
+    for key, value in v.train.items():
+        assert key in base_train, f"train= takes dropout and label_smoothing, not {key!r}"
+        if value != base_train[key]:
+            changes.append(f"train {key}={value!r}")
+    if not v.warmup:
+        changes.append("no warm-up")
+    if v.random_positions:
+        assert v.model.get("learned_positions") is True, (
+            "random_positions=True redraws a learned position table: it needs "
+            "model={'learned_positions': True} (the two together are one change)"
+        )
+        changes = [c for c in changes if not c.startswith("model learned_positions")]
+        changes.append("learned positions, random init")
+    assert changes, (
+        "your variant trains the same model as the base: change one size, switch or "
+        "training setting to a value the base does not use"
+    )
+    assert len(changes) == 1, (
+        f"your variant changes {len(changes)} things ({'; '.join(changes)}): an ablation row "
+        "changes one, so that a difference in the results has one cause"
+    )
+    try:
+        cfg = mt.TransformerConfig.preset("tiny", src_vocab=20, tgt_vocab=20,
+                                          **{**s.model, **v.model})  # fmt: skip
+        mt.nn.Transformer(cfg, seed=0)
+        for key, value in v.train.items():
+            assert 0 <= value < 1, f"train {key}={value!r}: must be in [0, 1)"
+    except ConfigError as e:
+        raise AssertionError(f"the variant does not build: {e}") from None
+
+
+# ---------------------------------------------------------------- lesson 14: data parallelism
+
+
+@_exercise("Exercise 1 (combining the ranks' gradients)")
+def check_14_1(combine_shard_grads: Callable) -> None:
+    """Shards of a padded batch, down to one row per rank: the combination of the shards'
+    mean-loss gradients must equal the whole batch's gradient (library cross_entropy)."""
+    rng = _rng(26)
+    V, D = 7, 5
+    lengths = np.array([5, 1, 3, 4, 2, 6, 1])  # very uneven shards
+    B, T = len(lengths), int(lengths.max())
+    feats = rng.normal(size=(B, T, D))
+    target = rng.integers(1, V, (B, T))
+    target[np.arange(T)[None, :] >= lengths[:, None]] = 0  # padding
+    W0 = rng.normal(size=(D, V))
+
+    def grad(rows: np.ndarray) -> np.ndarray:
+        W = mt.tensor(W0, dtype="float64", requires_grad=True)
+        logits = F.matmul(mt.tensor(feats[rows], dtype="float64"), W)
+        F.cross_entropy(logits, target[rows], ignore_index=0).backward()
+        return W.grad
+
+    whole = grad(np.arange(B))
+    for N in (1, 2, 3, B):
+        shards = np.array_split(np.arange(B), N)
+        grads = [grad(rows) for rows in shards]
+        tokens = [int((target[rows] != 0).sum()) for rows in shards]
+        got = np.asarray(combine_shard_grads(grads, tokens), dtype=np.float64)
+        assert got.shape == whole.shape, f"expected one gradient of shape {whole.shape}"
+        assert np.allclose(got, whole, atol=1e-12), (
+            f"N={N} ranks with {tokens} tokens: max error {np.abs(got - whole).max():.2e}. "
+            "Hint: each shard's gradient is of its own *mean*; the whole batch's loss is the "
+            "mean over all its tokens. How much of that mean does each shard hold?"
+        )
+
+
+@_exercise("Exercise 2 (messages of the ring all-reduce)")
+def check_14_2(ring_allreduce_counted: Callable) -> None:
+    """Runs the learner's simulated ring: every buffer must end as the sum, and each rank
+    must report 2(N-1) messages; an uneven buffer size and N = 1 included."""
+    rng = _rng(27)
+    for N, size in [(1, 10), (2, 8), (3, 10), (5, 17), (8, 1000)]:
+        bufs = [rng.normal(size=size) for _ in range(N)]
+        expected = np.sum(bufs, axis=0)
+        got = ring_allreduce_counted(bufs)
+        assert all(np.allclose(b, expected) for b in bufs), (
+            f"N={N}: after the all-reduce every rank's buffer must hold the sum (in place)"
+        )
+        got = [int(c) for c in np.atleast_1d(got)]
+        assert len(got) == N, f"N={N}: return one message count per rank, got {len(got)}"
+        assert got == [2 * (N - 1)] * N, (
+            f"N={N}: you count {got} messages per rank. Hint: count one per chunk a rank sends, "
+            "in both phases; the bytes are not the messages."
+        )
+
+
+@_exercise("Exercise 3 (where latency and bandwidth cost the same)")
+def check_14_3(equal_terms_size: Callable) -> None:
+    for N, alpha, BW in [(8, 5e-6, 12.5e9), (2, 2e-6, 5e9), (64, 1e-5, 25e9), (3, 1.0, 1.0)]:
+        B = float(equal_terms_size(N, alpha, BW))
+        latency, bandwidth = 2 * (N - 1) * alpha, 2 * (N - 1) / N * B / BW  # the terms of t_ring
+        assert np.isclose(latency, bandwidth, rtol=1e-9), (
+            f"N={N}, α={alpha}, BW={BW}: at B = {B:.4g} bytes the latency term is "
+            f"{latency:.3g} s and the bandwidth term {bandwidth:.3g} s. Hint: write both terms "
+            "of t_ring, set them equal and solve for B; the factor 2(N−1) is on both sides."
+        )

@@ -616,3 +616,194 @@ def test_notebook_ships_placeholders_and_calls_every_check(nn):
         assert "NotImplementedError(" in defining[0], (
             f"lesson {nn}: the cell defining {name} ships more than a placeholder"
         )
+
+
+# ------------------------------------------------ lessons 12-14 (added after the first eleven)
+s12, s13, s14 = (solutions(n) for n in (12, 13, 14))
+ablate = importlib.import_module("minitransformer.ablate")
+
+
+def _additive_no_tanh(q, m, W_q, W_k, b, v):  # the squashing forgotten
+    return (q @ W_q + m @ W_k + b) @ v
+
+
+def _additive_no_bias(q, m, W_q, W_k, b, v):
+    return np.tanh(q @ W_q + m @ W_k) @ v
+
+
+def _additive_softmaxed(q, m, W_q, W_k, b, v):  # the attention weights, not the scores
+    s = np.tanh(q @ W_q + m @ W_k + b) @ v
+    return np.exp(s - s.max()) / np.exp(s - s.max()).sum()
+
+
+def _additive_tanh_outside(q, m, W_q, W_k, b, v):  # tanh after v
+    return np.tanh((q @ W_q + m @ W_k + b) @ v)
+
+
+def _ring_no_sum(buffers):  # counts right, but only the reduce-scatter half: buffers not summed
+    N = len(buffers)
+    chunks = [np.array_split(b, N) for b in buffers]
+    for k in range(N - 1):
+        msgs = [(r, (r - k) % N, chunks[r][(r - k) % N].copy()) for r in range(N)]
+        for r, c, data in msgs:
+            chunks[(r + 1) % N][c] += data
+    return [2 * (N - 1)] * N
+
+
+def _ring_counting(buffers, per_rank):
+    """The right all-reduce (the solution's), reporting ``per_rank(N, messages)`` instead."""
+    counts = s14.ring_allreduce_counted(buffers)
+    return per_rank(len(buffers), counts)
+
+
+CASES_12_14 = {
+    "12_1": (
+        checks.check_12_1,
+        lambda: s12.rnn_path,
+        lambda: placeholder,
+        [
+            lambda: lambda S, j, t: (S - 1 - j) + t,  # the emitting decoder step forgotten
+            lambda: lambda S, j, t: abs(t - j),  # a distance in positions, not steps
+            lambda: lambda S, j, t: S - j,  # the encoder's part only
+            lambda: lambda S, j, t: 2 * t + 1,  # only right on the reverse task
+        ],
+    ),
+    "12_2": (
+        checks.check_12_2,
+        lambda: s12.dilated_layers,
+        lambda: placeholder,
+        [
+            lambda: lambda n, k: math.ceil(math.log(n, k)),  # float log: 125 at k = 5 -> 4
+            lambda: lambda n, k: int(math.log(n, k)),  # floor, not ceiling
+            lambda: lambda n, k: math.ceil((n - 1) / (k - 1)),  # a contiguous stack
+            lambda: lambda n, k: math.ceil(math.log2(n)),  # base 2 whatever k
+        ],
+    ),
+    "12_3": (
+        checks.check_12_3,
+        lambda: s12.additive_scores,
+        lambda: placeholder,
+        [
+            lambda: _additive_no_tanh,
+            lambda: _additive_no_bias,
+            lambda: _additive_softmaxed,
+            lambda: _additive_tanh_outside,
+        ],
+    ),
+    "13_1": (
+        checks.check_13_1,
+        lambda: s13.dropout_variance,
+        lambda: placeholder,
+        [
+            lambda: lambda x, p: x**2 / (1 - p),  # E[y^2], not the variance
+            lambda: lambda x, p: x**2 * p * (1 - p),  # Bernoulli variance, the 1/(1-p) forgotten
+            lambda: lambda x, p: x * p / (1 - p),  # not squared (negative for x < 0)
+            lambda: lambda x, p: x**2 * p,  # no rescaling
+        ],
+    ),
+    "13_2": (
+        checks.check_13_2,
+        lambda: s13.n_dropout_places,
+        lambda: placeholder,
+        [
+            lambda: lambda N_enc, N_dec: 2 * N_enc + 3 * N_dec,  # the input dropouts forgotten
+            lambda: lambda N_enc, N_dec: 2 * (N_enc + N_dec) + 2,  # no cross-attention
+            lambda: lambda N_enc, N_dec: 2 * N_enc + 3 * N_dec + 1,  # one input dropout
+            lambda: lambda N_enc, N_dec: 5 * N_enc + 2,  # only right when N_enc == N_dec
+        ],
+    ),
+    "13_3": (
+        checks.check_13_3,
+        lambda: s13.my_variant,
+        lambda: placeholder,
+        [
+            lambda: lambda: ablate.Variant("base", "the base"),  # no change
+            lambda: lambda: ablate.Variant("x", "N 3, h 2", model={"N": 3, "h": 2}),  # two
+            lambda: lambda: ablate.Variant("h-4", "h 4", model={"h": 4}),  # the base's value
+            lambda: lambda: ablate.Variant("x", "d_k 8, no warm-up", {"key_dim": 8}, warmup=False),
+            lambda: lambda: ablate.Variant("x", "dropout", model={"dropout": 0.3}),  # train=
+            lambda: lambda: ablate.Variant("x", "layers", model={"layers": 3}),  # no such field
+            lambda: lambda: ablate.Variant("x", "h 3", model={"h": 3}),  # 64 % 3: does not build
+            lambda: lambda: ablate.Variant("x", "random", random_positions=True),
+            lambda: lambda: {"model": {"N": 3}},  # not a Variant
+        ],
+    ),
+    "14_1": (
+        checks.check_14_1,
+        lambda: s14.combine_shard_grads,
+        lambda: placeholder,
+        [
+            lambda: lambda grads, n: sum(grads) / len(grads),  # plain mean of the shard means
+            lambda: lambda grads, n: sum(grads),  # plain sum
+            lambda: lambda grads, n: sum(g * c for g, c in zip(grads, n, strict=True)),  # no /n
+            lambda: lambda grads, n: sum(g / c for g, c in zip(grads, n, strict=True)) / len(n),
+        ],
+    ),
+    "14_2": (
+        checks.check_14_2,
+        lambda: s14.ring_allreduce_counted,
+        lambda: placeholder,
+        [
+            lambda: _ring_no_sum,
+            lambda: lambda b: _ring_counting(b, lambda N, c: [N - 1] * N),  # one phase only
+            lambda: lambda b: _ring_counting(b, lambda N, c: [2 * N * (N - 1)] * N),  # all ranks
+            lambda: lambda b: _ring_counting(b, lambda N, c: [2 * N] * N),  # N chunks per phase
+            lambda: lambda b: _ring_counting(b, lambda N, c: sum(c)),  # a total, not per rank
+        ],
+    ),
+    "14_3": (
+        checks.check_14_3,
+        lambda: s14.equal_terms_size,
+        lambda: placeholder,
+        [
+            lambda: lambda N, alpha, BW: alpha * BW,  # the 1/N of the chunks forgotten
+            lambda: lambda N, alpha, BW: 2 * (N - 1) * alpha * BW,
+            lambda: lambda N, alpha, BW: N * alpha / BW,  # units: bytes = s x bytes/s
+            lambda: lambda N, alpha, BW: (N - 1) * alpha * BW,
+        ],
+    ),
+}
+CASES.update(CASES_12_14)  # so test_every_exercise_has_a_case sees them
+WRONG_12_14 = [(name, i) for name, case in CASES_12_14.items() for i in range(len(case[3]))]
+
+
+@pytest.mark.parametrize("name", CASES_12_14)
+def test_solution_passes_12_14(name, capsys):
+    test_solution_passes(name, capsys)
+
+
+@pytest.mark.parametrize("name", CASES_12_14)
+def test_placeholder_is_not_attempted_12_14(name, capsys):
+    test_placeholder_is_not_attempted(name, capsys)
+
+
+@pytest.mark.parametrize(("name", "i"), WRONG_12_14, ids=[f"{n}-wrong{i}" for n, i in WRONG_12_14])
+def test_wrong_answer_fails_12_14(name, i):
+    test_wrong_answer_fails(name, i)
+
+
+@pytest.mark.parametrize("nn", ["12", "13", "14"])
+def test_notebook_ships_placeholders_and_calls_every_check_12_14(nn):
+    test_notebook_ships_placeholders_and_calls_every_check(nn)
+
+
+def test_dilated_layers_check_uses_the_lessons_bfs():
+    """check_12_2 given a BFS compares with it: a BFS that disagrees fails the solution."""
+    assert (
+        checks.check_12_2(s12.dilated_layers, lambda n, kind, k: s12.dilated_layers(n, k))
+        == checks.CORRECT
+    )
+    with pytest.raises(AssertionError):
+        checks.check_12_2(s12.dilated_layers, lambda n, kind, k: 99)
+
+
+def test_checks_12_14_leave_dropout_unpatched():
+    """check_13_2 counts calls by patching Dropout.forward; it must put it back, also when
+    the answer is wrong."""
+    from minitransformer.nn import layers
+
+    original = layers.Dropout.forward
+    checks.check_13_2(s13.n_dropout_places)
+    with pytest.raises(AssertionError):
+        checks.check_13_2(lambda a, b: 0)
+    assert layers.Dropout.forward is original
