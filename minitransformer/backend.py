@@ -514,22 +514,19 @@ _LOAD_WINDOW_S = 0.5
 
 @functools.cache
 def _openblas_threads_api():
-    """(get, set) of the OpenBLAS that NumPy loaded, via ctypes; None if not found."""
-    import ctypes
-    import glob
+    """(get, set) of the thread count of the OpenBLAS that NumPy loaded, through
+    threadpoolctl (the scientific-Python standard for this); None when NumPy's BLAS is not
+    OpenBLAS or threadpoolctl is missing. Found once; each get/set is then one C call."""
     import os
 
-    folder = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for path in sorted(glob.glob(os.path.join(folder, "*openblas*"))):
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for prefix, suffix in (("scipy_openblas", "64_"), ("openblas", "64_"), ("openblas", "")):
-            get = getattr(lib, f"{prefix}_get_num_threads{suffix}", None)
-            put = getattr(lib, f"{prefix}_set_num_threads{suffix}", None)
-            if get is not None and put is not None:
-                return get, put
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:
+        return None
+    numpy_libs = os.path.dirname(os.path.dirname(np.__file__))
+    for lib in ThreadpoolController().lib_controllers:
+        if lib.internal_api == "openblas" and lib.filepath.startswith(numpy_libs):
+            return lib.get_num_threads, lib.set_num_threads
     return None
 
 

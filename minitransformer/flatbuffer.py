@@ -7,7 +7,10 @@ end in one buffer per device and dtype, the same update is a handful of calls wh
 number of parameters (the "multi-tensor" or "flat" optimizer of large training systems):
 
     data  (n,)   every parameter of the group, end to end;  p.data = data[a:b].reshape(shape)
-    grad  (n,)   every gradient, copied in by ONE concatenation (``gather``);  p.grad = a view
+    grad  (n,)   every gradient; p.grad = grad[a:b].reshape(shape). Backward writes a fresh
+                 gradient straight into its view (``Tensor._grad_slot``), so no second copy
+                 of the gradients is ever alive; gradients made elsewhere are copied in by
+                 ONE concatenation (``gather``)
     state (n,)   per optimizer state name (Adam's m and v, SGD's momentum), same layout
 
 so ``data -= lr * update`` moves every parameter at once, ``vector_norm(grad)`` is the
@@ -56,6 +59,8 @@ class FlatGroup:
             p.data = v
         self.grad = xp.zeros_like(self.data)  # (n,)
         self.grad_views = self.slices(self.grad)
+        for p, gv in zip(params, self.grad_views, strict=True):
+            p._grad_slot = gv  # backward writes a fresh gradient straight into its slot
         self.state: dict[str, Array] = {}  # name -> (n,) array, made on first use
 
     def slices(self, flat: Array) -> list[Array]:
@@ -105,9 +110,10 @@ class FlatGroup:
         has_out = _has_out(xp)  # NumPy / CuPy: the 1-D view with one method call
         for p, gv, (a, b) in zip(self.params, self.grad_views, self.bounds, strict=True):
             g = p.grad
-            if g is None:
+            if g is None:  # its slot may hold an old gradient: write zeros there
                 has.append(False)
                 parts.append(xp.zeros((b - a,), dtype=self.dtype, device=self.data.device))
+                fresh = True
                 continue
             has.append(True)
             if g is not gv:
@@ -122,5 +128,5 @@ class FlatGroup:
         for p, gv, h in zip(self.params, self.grad_views, has, strict=True):
             if h:
                 p.grad = gv
-                p._grad_owned = False  # a later backward adds into a new array, not the buffer
+                p._grad_owned = True  # a later backward (no zero_grad) adds into the buffer
         return has

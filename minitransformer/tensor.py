@@ -53,7 +53,10 @@ def enable_grad() -> Iterator[None]:
 class Tensor:
     """An array (NumPy, CuPy or strict) with an optional gradient. See the module doc."""
 
-    __slots__ = ("data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned", "_freed")
+    __slots__ = (
+        "data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned", "_freed",
+        "_grad_slot",
+    )  # fmt: skip
     __array_priority__ = 1000  # numpy_scalar * tensor -> Tensor.__rmul__, not NumPy
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None, device=None):
@@ -72,6 +75,7 @@ class Tensor:
         self._retains_grad = False
         self._grad_owned = False
         self._freed = False
+        self._grad_slot = None  # an optimizer's flat-buffer view the gradient is written into
 
     @classmethod
     def _wrap(cls, data: Any) -> Tensor:
@@ -79,6 +83,7 @@ class Tensor:
         t = cls.__new__(cls)
         t.data, t.grad, t.requires_grad, t._ctx = data, None, False, None
         t._retains_grad = t._grad_owned = t._freed = False
+        t._grad_slot = None
         return t
 
     # ------------------------------------------------------------------ properties
@@ -216,6 +221,11 @@ class Tensor:
 
     def _accumulate(self, g: Any, owned: bool) -> None:
         if self.grad is None:
+            slot = self._grad_slot
+            if slot is not None and slot.dtype == g.dtype and slot.device == g.device:
+                slot[...] = g  # straight into the optimizer's flat buffer; g is freed now
+                self.grad, self._grad_owned = slot, True
+                return
             self.grad, self._grad_owned = g, owned
         elif self._grad_owned:
             self.grad += g

@@ -409,3 +409,33 @@ def test_float32_params_keep_float32_state(device, make_opt):
     opt.load_state_dict({k: v.astype(np.float64) for k, v in arrays.items()}, meta)
     for per_param in opt.state.values():
         assert all(backend.dtype_name(a.dtype) == "float32" for a in per_param)
+
+
+def test_backward_writes_gradients_straight_into_the_flat_buffer():
+    """After the optimizer adopts the parameters, a fresh gradient goes into its slot of the
+    flat gradient buffer (no second copy of all gradients is alive at once)."""
+    a = mt.tensor(np.ones((2, 3)), requires_grad=True)
+    b = mt.tensor(np.ones(4), requires_grad=True)
+    opt = Adam([a, b], lr=0.1)
+    opt.gather_grads()  # lays out the buffers
+    opt.zero_grad()
+    ((a * 2.0).sum() + (b * 3.0).sum()).backward()
+    (flat,) = opt.gather_grads()
+    assert np.shares_memory(a.grad, flat) and np.shares_memory(b.grad, flat)
+    np.testing.assert_array_equal(flat, [2.0] * 6 + [3.0] * 4)
+
+
+def test_a_parameter_left_out_of_a_step_reads_as_zeros_not_its_old_gradient():
+    a = mt.tensor(np.ones(3), requires_grad=True)
+    b = mt.tensor(np.ones(2), requires_grad=True)
+    opt = Adam([a, b], lr=0.1)
+    ((a * 2.0).sum() + (b * 5.0).sum()).backward()
+    opt.step()
+    opt.zero_grad()
+    (a * 2.0).sum().backward()  # b is not in this graph
+    (flat,) = opt.gather_grads()
+    np.testing.assert_array_equal(flat, [2.0, 2.0, 2.0, 0.0, 0.0])
+    assert float(opt.grad_norm()) == pytest.approx(np.sqrt(12.0))
+    before = b.data.copy()
+    opt.step()
+    np.testing.assert_array_equal(b.data, before)  # skipped, as PyTorch skips grad None
