@@ -526,6 +526,13 @@ def _openblas_threads_api():
     numpy_libs = os.path.dirname(os.path.dirname(np.__file__))
     for lib in ThreadpoolController().lib_controllers:
         if lib.internal_api == "openblas" and lib.filepath.startswith(numpy_libs):
+            # The C functions themselves when threadpoolctl exposes them (a switch per
+            # product must cost one call; its public setter takes a lock and ~10 calls).
+            symbol = getattr(lib, "_get_symbol", None)
+            if symbol is not None and lib.threading_layer != "openmp":
+                get, put = symbol("openblas_get_num_threads"), symbol("openblas_set_num_threads")
+                if get is not None and put is not None:
+                    return get, put
             return lib.get_num_threads, lib.set_num_threads
     return None
 
