@@ -969,14 +969,9 @@ def data_parallel_main(args: Any) -> int:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    from . import backend
+
+    return backend.cpu_model() or platform.processor() or platform.machine()
 
 
 if __name__ == "__main__":
