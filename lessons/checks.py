@@ -1,4 +1,4 @@
-"""Checks for the exercises of lessons 01-11, one function per exercise: ``check_NN_K``.
+"""Checks for the exercises of every lesson (01-14), one function per exercise: ``check_NN_K``.
 
 A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
 

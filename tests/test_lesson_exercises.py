@@ -1,4 +1,4 @@
-"""The exercise checks of lessons 01-11 (lessons/checks.py) tell right from wrong.
+"""The exercise checks of every lesson (01-14) (lessons/checks.py) tell right from wrong.
 
 For every exercise: the reference solution (lessons/solutions/lessonNN.py) passes; the
 placeholder the notebook ships (a function raising NotImplementedError, or None) is reported as
