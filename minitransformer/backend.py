@@ -505,10 +505,14 @@ def synchronize(device: str) -> None:
 # descheduled worker. Measured on 2 vCPUs with other jobs running (load ~4): (1024, 64) @
 # (64, 256) took 12-16 ms on 2 OpenBLAS threads vs 0.3 ms on one; a base-model step 8.0 s
 # vs 1.7 s. So NumPy products run on ONE thread when they are small (at most SMALL_GEMM
-# multiply-adds, about 400^3: little to gain even on an idle machine), and larger ones on no
-# more threads than there are cores left free by other processes over the last half second
-# (/proc/stat, Linux; elsewhere the configured count).
-SMALL_GEMM = 1 << 26
+# multiply-adds, about 128^3, where splitting costs more than it gains), and larger ones on
+# no more threads than there are cores left free by other processes over the last half
+# second (/proc/stat, Linux; elsewhere the configured count). The threshold was 2^26 (about
+# 400^3); measured on an idle 2-vCPU AMD EPYC, 2^21 made a tiny step 15% and a small step
+# 25% faster (the (1024, 64) @ (64, 256) class of products gains from two threads when both
+# cores are free), and with both cores busy it changed nothing (0.99-1.03x): the free-core
+# count, not the size, is what protects a busy machine.
+SMALL_GEMM = 1 << 21
 _LOAD_WINDOW_S = 0.5
 
 
