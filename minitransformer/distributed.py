@@ -217,10 +217,16 @@ class World:
         return self.comm.bcast(value, root=0)
 
     def abort(self, status: int) -> None:
-        """End every rank of the job now with ``status`` (MPI_Abort)."""
+        """End every rank of the job with ``status`` (MPI_Abort). mpiexec forwards each
+        rank's output asynchronously and an abort kills the job at once, so the rank waits
+        ABORT_GRACE_S after flushing: the error line it printed reaches the user."""
         sys.stderr.flush()
         sys.stdout.flush()
+        time.sleep(ABORT_GRACE_S)
         self.comm.Abort(status)
+
+
+ABORT_GRACE_S = 0.5  # without it, a fresh-clone CI run once lost the error line
 
 
 def leave(status: int) -> int:
