@@ -388,10 +388,9 @@ class Generator:
         On NumPy: u >= p for a float32 uniform u. Elsewhere the hash bits are compared
         with an integer threshold, bits >= round(p * 2^32) (P = 1 - p to 2^-32), which
         skips the three calls that turn bits into floats."""
-        c, self.counter = self.counter, self.counter + 1
         if self.device == "cpu":
-            keyed = np.random.Generator(np.random.PCG64([self.seed, c]))
-            return keyed.random(shape, dtype=np.float32) >= p
+            return self.random(shape) >= p  # draw ``counter`` as float32 uniforms
+        c, self.counter = self.counter, self.counter + 1
         bits = counter_bits(namespace_for_device(self.device), self.device, shape, self.seed, c)
         return bits >= min(round(p * 2**32), 2**32 - 1)
 
