@@ -31,6 +31,12 @@ def is_real(value: Any) -> bool:
     return t is not bool and isinstance(value, numbers.Real)
 
 
+def short(value: Any, width: int = 60) -> str:
+    """``repr(value)`` cut to ``width`` characters (with "...") for an error message."""
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
 def positive_int(where: str, name: str, value: Any, fix: str = "") -> int:
     """``value`` as an int >= 1 (a size: widths, heads, vocabulary, lengths)."""
     if not is_int(value) or value < 1:
