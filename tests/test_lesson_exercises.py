@@ -1,4 +1,4 @@
-"""The exercise checks of every lesson (01-14) (lessons/checks.py) tell right from wrong.
+"""The exercise checks of every lesson (01-14) (lessons/checks/) tell right from wrong.
 
 For every exercise: the reference solution (lessons/solutions/lessonNN.py) passes; the
 placeholder the notebook ships (a function raising NotImplementedError, or None) is reported as
@@ -586,8 +586,8 @@ def test_greedy_batch_matches_greedy_decode_on_a_model():
 
 
 def test_checks_import_nothing_from_notebooks():
-    """checks.py and the solutions stand alone (the notebooks import them, not the reverse)."""
-    text = (LESSONS / "checks.py").read_text(encoding="utf-8")
+    """checks/ and the solutions stand alone (the notebooks import them, not the reverse)."""
+    text = "".join(f.read_text(encoding="utf-8") for f in sorted((LESSONS / "checks").glob("*.py")))
     assert "ipynb" not in text and "IPython" not in text
 
 

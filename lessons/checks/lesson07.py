@@ -1,0 +1,82 @@
+"""Lesson 07 (positional encoding): the checks of its exercises.
+
+- ``check_07_1``: Exercise 1 (wavelengths)
+- ``check_07_2``: Exercise 2 (offset from two codes)
+- ``check_07_3``: Exercise 3 (permutation equivariance)
+
+See the package docstring (``checks/__init__.py``) for what a check does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+import minitransformer as mt
+
+from ._shared import _exercise, _rng
+
+
+@_exercise("Exercise 1 (wavelengths)")
+def check_07_1(wavelengths: Callable) -> None:
+    for D in (8, 64, 512):
+        lam = np.asarray(wavelengths(D), dtype=float)
+        assert lam.shape == (D // 2,), (
+            f"one wavelength per pair: expected shape {(D // 2,)}, got {lam.shape}"
+        )
+        table = mt.nn.sinusoid_table(50, D)
+        p = np.arange(50)[:, None]
+        assert np.allclose(np.sin(2 * np.pi * p / lam), table[:, 0::2]) and np.allclose(
+            np.cos(2 * np.pi * p / lam), table[:, 1::2]
+        ), "sin(2 pi pos / lambda_i) should reproduce column 2i of the table; hint: omega vs lambda"
+
+
+@_exercise("Exercise 2 (offset from two codes)")
+def check_07_2(recover_offset: Callable, d_model: int = 64) -> None:
+    table = mt.nn.sinusoid_table(1000, d_model)
+    rng = _rng(15)
+    for _ in range(50):
+        p, q = (int(i) for i in rng.integers(0, 1000, size=2))
+        got = recover_offset(table[p], table[q], d_model)
+        assert got == q - p, f"PE({p}) -> PE({q}): expected k = {q - p}, got {got}"
+
+
+@_exercise("Exercise 3 (permutation equivariance)")
+def check_07_3(is_permutation_equivariant: Callable) -> None:
+    D, h, T = 16, 4, 6
+    mha = mt.nn.MultiHeadAttention(D, h)
+    enc = mt.nn.EncoderLayer(D, h, d_ff=32)
+    pos = mt.nn.PositionalEncoding(D, 32)
+    for module in (mha, enc, pos):
+        module.to(dtype="float64")
+
+    def attn(a, mask=None):
+        t = mt.tensor(a)
+        return mha(t, t, t, mask).numpy()
+
+    x = _rng(16).standard_normal((2, T, D))
+    perm = np.array([3, 0, 5, 1, 4, 2])
+    cases = [
+        (attn, True, "self-attention without PE"),
+        (lambda a: enc(mt.tensor(a)).numpy(), True, "an encoder layer without PE"),
+        (lambda a: a * 2.0 + 1.0, True, "a position-wise function"),
+        (lambda a: attn(pos(mt.tensor(a)).numpy()), False, "self-attention with PE"),
+        (lambda a: attn(a, mt.nn.causal_mask(T)), False, "causal self-attention"),
+        (lambda a: np.cumsum(a, axis=1), False, "a running sum over positions"),
+        # these keep every row's values, only in another order: sums over positions (or
+        # over everything) cannot tell them from equivariant functions; rows can
+        (lambda a: a[:, ::-1], False, "reversing the positions"),
+        (lambda a: np.roll(a, 1, axis=1), False, "shifting the positions by one"),
+        (lambda a: np.sort(a, axis=1), False, "sorting each feature over the positions"),
+        (lambda a: a + a.mean(axis=1, keepdims=True), True, "adding the mean over positions"),
+    ]
+    for f, expected, name in cases:
+        got = is_permutation_equivariant(f, x, perm)
+        assert got == expected, (
+            f"{name}: expected {expected}, got {got}; hint: compare the outputs row by row, "
+            "not a summary of them"
+        )
+    assert is_permutation_equivariant(lambda a: a[:, ::-1], x, np.arange(T)), (
+        "the identity permutation changes nothing: any f passes"
+    )
