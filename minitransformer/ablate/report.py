@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import runs
+from ..viz.figure import new_figure
 
 # The paper's Table 3 (newstest2013 dev set): (perplexity, BLEU) of the closest row.
 PAPER: dict[str, tuple[float, float, str]] = {
@@ -59,14 +60,9 @@ def markdown_table(study: dict[str, Any]) -> str:
 
 def plot(study: dict[str, Any], path: str | Path) -> Path:
     """Four panels: test BLEU, test perplexity, long-sentence BLEU, training-loss curves."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-
     results = study["results"]
     names = [r["name"] for r in results]
-    fig = Figure(figsize=(14, 8.5))
+    fig = new_figure((14, 8.5))  # pyplot-free, headless, laid out as viz's figures
     axes = fig.subplots(2, 2)
     base = next((r for r in results if r["name"] == "base"), None)
     panels = (
@@ -99,7 +95,6 @@ def plot(study: dict[str, Any], path: str | Path) -> Path:
     ax.set_title("training loss")
     s = study["settings"]
     fig.suptitle(f"Ablations at toy scale: {s['steps']} steps each, seed {s['seed']}")
-    fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=100)
