@@ -31,7 +31,7 @@ import argparse
 import sys
 import warnings
 
-from .. import backend, distributed, host
+from .. import backend, host
 from ..errors import MiniTransformerError, TrainingError
 from .commands import COMMANDS
 from .parser import build_parser, subparser
@@ -42,7 +42,8 @@ __all__ = ["build_parser", "main"]
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status (also for argparse's own errors)."""
     status = _main(argv)
-    return distributed.leave(status)  # a failing MPI rank ends the job (no-op otherwise)
+    distributed = sys.modules.get("minitransformer.distributed")  # only with --data-parallel
+    return status if distributed is None else distributed.leave(status)
 
 
 def _main(argv: list[str] | None) -> int:

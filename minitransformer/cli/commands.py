@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import ablate, bench, distributed, host, viz
+from .. import ablate, bench, host, viz
 from ..errors import ConfigError
 from ..train import TrainConfig, Trainer
 from ..translator import Translator
@@ -40,6 +40,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     """``train``: a new run, or ``--resume`` one; ``--data-parallel`` over MPI ranks."""
     world = None
     if args.data_parallel:
+        from .. import distributed  # here: without --data-parallel, nothing of MPI loads
+
         world = distributed.World.from_mpi()
         host.set_blas_threads(distributed.blas_threads_per_rank(distributed.local_size(world)))
 
