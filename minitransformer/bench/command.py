@@ -21,7 +21,7 @@ from .. import backend, host
 from .data_parallel import data_parallel_main
 from .decode import format_decode, run_decode
 from .presets import PRESETS
-from .steps import _NO_TORCH, _threads_text, format_report, run, torch_available
+from .steps import NO_TORCH, format_report, run, threads_text, torch_available
 
 
 def main(args: Any) -> int:
@@ -46,11 +46,11 @@ def main(args: Any) -> int:
     print(
         f"minitransformer bench on {host.cpu_name()}: "
         f"python {platform.python_version()}, numpy {info['numpy']}, "
-        f"{_threads_text(info)}; {os.cpu_count()} CPUs, load average "
+        f"{threads_text(info)}; {os.cpu_count()} CPUs, load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
     if args.compare == "torch" and not torch_available():
-        print("compare torch: skipped: " + _NO_TORCH)
+        print("compare torch: skipped: " + NO_TORCH)
     results: dict[str, Any] = {"presets": {}, "blas": info, "cpu": host.cpu_model()}
     for name in presets:
         r = run(name, seconds=args.seconds, compare=args.compare, device=device, log=log)

@@ -30,10 +30,11 @@ from typing import Any
 from .presets import PRESETS, step_flops
 from .worker import _Remote, _Runner
 
-_NO_TORCH = "PyTorch is not installed (pip install 'minitransformer[torch]')"
+NO_TORCH = "PyTorch is not installed (pip install 'minitransformer[torch]')"
 
 
 def torch_available() -> bool:
+    """Whether PyTorch can be imported (without importing it)."""
     return importlib.util.find_spec("torch") is not None
 
 
@@ -66,7 +67,7 @@ def run(
         if in_process:
             skipped = "in-process run: PyTorch is compared only in subprocesses"
         elif not torch_available():
-            skipped = _NO_TORCH
+            skipped = NO_TORCH
         else:
             plan["torch"] = ("torch", device)
             if device == "cpu":  # one CPU thread is a fair rival on a busy machine only
@@ -192,6 +193,7 @@ def run(
 
 
 def format_report(r: dict[str, Any]) -> str:
+    """The result of ``run`` as the lines the ``bench`` command prints."""
     c = r["config"]
     lines = [
         f"== {r['preset']}  (vocab {c['vocab']}, d_model {c['d_model']}, h {c['h']}, "
@@ -223,7 +225,7 @@ def format_report(r: dict[str, Any]) -> str:
             f"peak +{s['peak_mb']:.0f} MiB"
             + (" of GPU memory" if s.get("device", "cpu").startswith("cuda") else "")
         )
-        lines.append(f"   {'':16s} threads: {_threads_text(s['threads'])}")
+        lines.append(f"   {'':16s} threads: {threads_text(s['threads'])}")
     if "ratio_ours_over_torch" in r:
         per = ", ".join(f"{x:.2f}" for x in r["ratio_per_round"])
         lines.append(
@@ -246,7 +248,8 @@ def format_report(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _threads_text(t: dict[str, Any]) -> str:
+def threads_text(t: dict[str, Any]) -> str:
+    """An implementation's threads and BLAS (its ``info()["threads"]``) in one phrase."""
     if "torch" in t:
         return f"torch {t['torch']}, {t['threads']} threads, {t['blas']}"
     text = f"{t.get('blas')}, {t.get('threads')} threads (via {t.get('source')})"
