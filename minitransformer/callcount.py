@@ -12,7 +12,8 @@ not by its arithmetic. Two counts for one step of the Trainer (the copy task, ``
 
     python -m minitransformer.callcount          # prints both counts for one tiny step
 
-``tests/test_callcount.py`` pins a budget for both, so a regression fails CI.
+``tests/test_callcount.py`` pins a budget for both, so a regression fails CI. A tool on
+the commands' floor, above the Trainer it measures.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import sys
 import tempfile
 from collections import Counter
 from typing import Any
+
+from .train import TrainConfig, Trainer
 
 # Reads of array attributes and the strict library's Device objects: free on a GPU.
 _NOT_CALLS = {
@@ -41,9 +44,8 @@ _NOT_CALLS = {
 }
 
 
-def _trainer(device: str, tmp: str, dropout: float) -> Any:
-    from .train import TrainConfig, Trainer
-
+def _trainer(device: str, tmp: str, dropout: float) -> Trainer:
+    """A Trainer of the copy task on ``device``, writing (nothing it keeps) under ``tmp``."""
     cfg = TrainConfig(
         task="copy",
         device=device,
@@ -102,6 +104,7 @@ def count_step_calls(dropout: float = 0.1, warmup_steps: int = 3) -> dict[str, A
 
 
 def main() -> int:
+    """``python -m minitransformer.callcount``: print both counts of one tiny step."""
     counts = count_step_calls()
     print(
         f"one tiny training step (copy task, dropout 0.1): {counts['python_calls']} Python "

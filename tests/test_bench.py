@@ -8,8 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from minitransformer import backend, bench, cli
+from minitransformer import backend, bench, cli, host
 from minitransformer.config import TransformerConfig
+from minitransformer.kernels import numpy as numpy_kernels
 
 
 def test_run_in_process_reports_every_field():
@@ -68,9 +69,9 @@ def test_blas_info_names_the_blas_and_threads():
 def test_small_products_run_on_one_blas_thread_and_match():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     b = np.ones((4, 2), dtype=np.float32)
-    threads = backend.blas_threads()
-    assert np.array_equal(backend.matmul(np, a, b), a @ b)
-    assert backend.blas_threads() == threads  # restored
+    threads = host.blas_threads()
+    assert np.array_equal(numpy_kernels.matmul(a, b), a @ b)
+    assert host.blas_threads() == threads  # restored
 
 
 def test_cli_bench_subprocess_with_compare(tmp_path, capsys):

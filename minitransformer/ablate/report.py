@@ -1,0 +1,128 @@
+"""Reporting the ablation study: the Markdown table beside the paper's Table 3, the figure,
+and the files a study writes (refusing to replace one unless asked).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .. import runs
+from ..viz.figure import new_figure
+
+# The paper's Table 3 (newstest2013 dev set): (perplexity, BLEU) of the closest row.
+PAPER: dict[str, tuple[float, float, str]] = {
+    "base": (4.92, 25.8, "base (h 8, d_k 64)"),
+    "heads-1": (5.29, 24.9, "h 1 (d_k 512)"),
+    "heads-2": (5.00, 25.5, "h 4 = half the base's heads"),
+    "heads-8": (4.91, 25.8, "h 16 = twice the base's heads"),
+    "heads-16": (5.01, 25.4, "h 32 = four times the base's heads"),
+    "d_k-4": (5.16, 25.1, "d_k 16 = a quarter of the base's"),
+    "d_k-8": (5.01, 25.4, "d_k 32 = half the base's"),
+    "no-dropout": (5.77, 24.6, "P_drop 0.0"),
+    "dropout-0.2": (4.95, 25.5, "P_drop 0.2"),
+    "no-label-smoothing": (4.67, 25.3, "ε_ls 0.0"),
+    "label-smoothing-0.2": (5.47, 25.7, "ε_ls 0.2"),
+    "learned-positions": (4.92, 25.7, "learned positional embedding"),
+}
+
+
+def _num(x: float, fmt: str) -> str:
+    return "diverged" if x != x else format(x, fmt)  # NaN -> diverged
+
+
+def markdown_table(study: dict[str, Any]) -> str:
+    """The study as a Markdown table, ours next to the paper's closest row."""
+    lines = [
+        "| variant | what changes | params | train PPL | test PPL | test BLEU | long PPL "
+        "| long BLEU | paper PPL / BLEU |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in study["results"]:
+        paper = PAPER.get(r["name"])
+        ref = f"{paper[0]:.2f} / {paper[1]:.1f}" if paper else "—"
+        lines.append(
+            f"| {r['name']} | {r['change']} | {r['parameters']:,} | "
+            f"{_num(r['train_ppl'], '.2f')} | {_num(r['test_ppl'], '.2f')} | "
+            f"{_num(r['test_bleu'], '.1f')} | {_num(r['long_ppl'], '.2f')} | "
+            f"{_num(r['long_bleu'], '.1f')} | {ref} |"
+        )
+    s = study["settings"]
+    lines.append("")
+    lines.append(
+        f"{s['steps']} steps of batch {s['batch_size']} per variant, seed {s['seed']}; "
+        f"{study['task']}. PPL: per target token, no label smoothing, teacher forcing; BLEU: "
+        "sacreBLEU of greedy output. Paper: Table 3, newstest2013 (base h 8, d_k 64)."
+    )
+    return "\n".join(lines) + "\n"
+
+
+def plot(study: dict[str, Any], path: str | Path) -> Path:
+    """Four panels: test BLEU, test perplexity, long-sentence BLEU, training-loss curves."""
+    results = study["results"]
+    names = [r["name"] for r in results]
+    fig = new_figure((14, 8.5))  # pyplot-free, headless, laid out as viz's figures
+    axes = fig.subplots(2, 2)
+    base = next((r for r in results if r["name"] == "base"), None)
+    panels = (
+        ("test_bleu", "test BLEU (higher is better)", axes[0, 0]),
+        ("test_ppl", "test perplexity (lower is better)", axes[0, 1]),
+        ("long_bleu", "BLEU on sentences longer than any in training", axes[1, 0]),
+    )
+    for key, title, ax in panels:
+        values = [r[key] for r in results]
+        colors = ["C0" if n == "base" else "C1" for n in names]
+        ax.barh(range(len(names)), [0 if v != v else v for v in values], color=colors)
+        ax.set_yticks(range(len(names)), names)
+        ax.invert_yaxis()
+        for i, v in enumerate(values):
+            ax.text(0 if v != v else v, i, " " + _num(v, ".2f" if "ppl" in key else ".1f"),
+                    va="center", fontsize=8)  # fmt: skip
+        if base is not None and base[key] == base[key]:
+            ax.axvline(base[key], color="C0", ls=":", lw=1)
+        ax.set_title(title)
+    ax = axes[1, 1]
+    for i, r in enumerate(results):
+        losses = r["train_loss"]
+        k = max(1, len(losses) // 40)
+        smooth = [sum(losses[j : j + k]) / k for j in range(0, len(losses) - k + 1, k)]
+        ax.plot([j + k for j in range(0, len(losses) - k + 1, k)], smooth, label=r["name"],
+                color=f"C{i % 10}", ls="-" if i < 10 else "--")  # fmt: skip
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (label-smoothed where ε_ls > 0)")
+    ax.legend(fontsize=7, ncol=2)
+    ax.set_title("training loss")
+    s = study["settings"]
+    fig.suptitle(f"Ablations at toy scale: {s['steps']} steps each, seed {s['seed']}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    return path
+
+
+OUTPUTS = ("ablations.json", "ablations.md", "plots/ablations.png")
+
+
+def write_study(study: dict[str, Any], out: str | Path, overwrite: bool = False) -> list[Path]:
+    """ablations.json, ablations.md and plots/ablations.png into ``out``; refuses (a
+    RunDirectoryError) when ``out`` already holds a study, unless ``overwrite``."""
+    out = Path(out)
+    check_out(out, overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "ablations.json").write_text(json.dumps(study, indent=1, allow_nan=True) + "\n")
+    (out / "ablations.md").write_text(markdown_table(study))
+    return [out / "ablations.json", out / "ablations.md", plot(study, out / "plots/ablations.png")]
+
+
+def check_out(out: str | Path, overwrite: bool = False) -> None:
+    """Refuse an ``out`` that is a file, or holds a study (unless ``overwrite``)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise runs.RunDirectoryError(f"--out {str(out)!r} is a file; pass a directory")
+    held = [name for name in OUTPUTS if (out / name).exists()]
+    if held and not overwrite:
+        raise runs.RunDirectoryError(
+            f"--out {str(out)!r} already holds an ablation study ({', '.join(held)}); pass "
+            "another --out, or --overwrite to replace it"
+        )

@@ -1,0 +1,68 @@
+"""The ``bench`` command: every preset's step benchmark, then decoding (or, with
+``--data-parallel N``, the data-parallel benchmark), printed and optionally saved as JSON.
+
+    python -m minitransformer bench                        # tiny, small, base (+ decoding)
+    python -m minitransformer bench --preset tiny --compare torch --seconds 10
+    python -m minitransformer.bench --preset base --json results.json
+
+Its flags are declared in options.py, for the CLI's ``bench`` and for ``python -m
+minitransformer.bench`` alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from typing import Any
+
+from .. import backend, host
+from .data_parallel import data_parallel_main
+from .decode import format_decode, run_decode
+from .presets import PRESETS
+from .steps import NO_TORCH, format_report, run, threads_text, torch_available
+
+
+def main(args: Any) -> int:
+    """The ``bench`` command: args.preset (list or None), args.compare, args.device,
+    args.seconds, args.json, args.data_parallel (N, or None)."""
+    if getattr(args, "data_parallel", None):
+        return data_parallel_main(args)
+    presets = args.preset or list(PRESETS)
+    device = backend.normalize_device(args.device)
+    if device.startswith("cuda") and not backend.cuda_available():
+        print(
+            f"bench: --device {args.device} needs CuPy and an NVIDIA GPU, and this machine "
+            "has none usable; run with --device cpu",
+            file=sys.stderr,
+        )
+        return 2
+
+    def log(msg: str) -> None:
+        print(msg, file=sys.stderr, flush=True)
+
+    info = host.blas_info()
+    print(
+        f"minitransformer bench on {host.cpu_name()}: "
+        f"python {platform.python_version()}, numpy {info['numpy']}, "
+        f"{threads_text(info)}; {os.cpu_count()} CPUs, load average "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    if args.compare == "torch" and not torch_available():
+        print("compare torch: skipped: " + NO_TORCH)
+    results: dict[str, Any] = {"presets": {}, "blas": info, "cpu": host.cpu_model()}
+    for name in presets:
+        r = run(name, seconds=args.seconds, compare=args.compare, device=device, log=log)
+        results["presets"][name] = r
+        print(format_report(r), flush=True)
+    if "small" in presets:
+        d = run_decode(seconds=max(2.0, args.seconds / 2), device=device)
+        results["decode"] = d
+        print(format_decode(d), flush=True)
+    results["load_average_end"] = list(os.getloadavg())
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=2)
+        print(f"results written to {args.json}")
+    return 0

@@ -1,0 +1,208 @@
+"""The command line's commands: each runs one parsed command and returns its exit status.
+
+    train       Trainer (train/), with --resume, --data-parallel over MPI
+    translate   Translator.from_checkpoint(...).translate(sentences)
+    evaluate    Translator.from_checkpoint(...).evaluate(split)
+    plot        viz.plot_training_curves of a run's metrics log
+    bench       bench.main (bench/)
+    ablate      the ablation study (ablate/)
+
+Errors are raised, not printed: ``main`` (cli/__init__.py) turns them into one line and an
+exit status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from pathlib import Path
+
+from .. import ablate, bench, host, viz
+from ..errors import ConfigError
+from ..train import TrainConfig, Trainer
+from ..translator import Translator
+from . import flags
+from .parser import subparser
+
+# train options -> TrainConfig fields (None: not given on the command line)
+_TRAIN_FIELDS = {
+    "preset": "preset", "steps": "steps", "batch_size": "batch_size", "warmup": "warmup",
+    "lr": "peak_lr", "dropout": "dropout", "label_smoothing": "label_smoothing",
+    "clip_norm": "clip_norm", "seed": "seed", "device": "device", "out": "out",
+    "log_every": "log_every", "eval_every": "eval_every", "eval_samples": "eval_samples",
+    "checkpoint_every": "checkpoint_every", "final_eval_samples": "final_eval_samples",
+}  # fmt: skip
+
+
+def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``train``: a new run, or ``--resume`` one; ``--data-parallel`` over MPI ranks."""
+    world = None
+    if args.data_parallel:
+        from .. import distributed  # here: without --data-parallel, nothing of MPI loads
+
+        world = distributed.World.from_mpi()
+        host.set_blas_threads(distributed.blas_threads_per_rank(distributed.local_size(world)))
+
+    given = {
+        field: getattr(args, name)
+        for name, field in _TRAIN_FIELDS.items()
+        if getattr(args, name) is not None
+    }
+    given["progress"] = not args.no_progress
+    if args.no_plots:
+        given["plots"] = False
+    if args.model:
+        given["model_overrides"] = dict(args.model)
+    if args.knob:
+        given["task_knobs"] = dict(args.knob)
+        if args.task is not None:
+            given["task_knobs"] = flags.checked_knobs(args.task, args.knob)
+    if args.resume:
+        run = _checkpoint_path("--resume", args.resume)
+        if args.task is not None:
+            given["task"] = args.task
+        trainer = Trainer.resume(run, **given)
+        if trainer.step >= trainer.cfg.steps:
+            print(
+                f"the run is already at step {trainer.step} of {trainer.cfg.steps}; pass "
+                "--steps N to train longer (re-running the final evaluation now)",
+                file=sys.stderr,
+            )
+    else:
+        if args.task is None:
+            subparser(parser, "train").error("train needs a TASK (or --resume RUN)")
+        given.setdefault("out", f"runs/{args.task}")
+        trainer = Trainer(TrainConfig(task=args.task, **given))
+    if world is not None:
+        world.attach(trainer)
+    if world is None or world.is_writer:
+        print(trainer.task.summary(), file=sys.stderr)
+        print(
+            f"model: {trainer.model.extra_repr()}, {trainer.model.num_parameters():,} "
+            f"parameters, device {trainer.cfg.device}"
+            + (f", resuming at step {trainer.step}" if args.resume else "")
+            + (f", data-parallel over {world.size} ranks" if world is not None else ""),
+            file=sys.stderr,
+            flush=True,
+        )
+    result = trainer.train(overwrite=args.overwrite)
+    if result.get("interrupted"):
+        return 128 + (signal.SIGTERM if result.get("signal") == "SIGTERM" else signal.SIGINT)
+    if world is not None and not world.is_writer:
+        return 0
+    print(json.dumps({k: result[k] for k in ("task", "steps", "wall_time_s", "metrics")}))
+    print(f"result card: {trainer.out / 'result.json'}; plots: {trainer.out / 'plots'}")
+    return 0
+
+
+def ablate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``ablate``: the study of the chosen variants, written to --out (or --list them)."""
+    del parser
+    settings = ablate.AblationSettings.fast() if args.fast else ablate.AblationSettings()
+    if args.steps is not None:
+        settings.steps = args.steps
+        settings.warmup = min(settings.warmup, args.steps)
+    settings.seed = args.seed
+    settings.validate()
+    chosen = ablate.select(args.only, settings)
+    if args.list:
+        for v in ablate.select([v.name for v in ablate.variants()], settings):
+            print(f"{v.name:22s}{v.change}")
+        return 0
+    ablate.check_out(args.out, args.overwrite)  # before minutes of training, not after
+    study = ablate.run_ablations(settings, chosen, progress=not args.no_progress)
+    paths = ablate.write_study(study, args.out, overwrite=args.overwrite)
+    print(ablate.markdown_table(study))
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
+def _checkpoint_path(flag: str, text: str) -> Path:
+    """A run directory or a checkpoint file given on the command line, checked for the
+    mistakes a user makes (a typo, a run that has not saved yet) before anything loads."""
+    path = Path(text)
+    if not path.exists():
+        raise FileNotFoundError(f"{flag} {text}: no such run directory or checkpoint file")
+    if path.is_dir() and not (path / "checkpoint.npz").exists():
+        raise FileNotFoundError(
+            f"{flag} {text}: this directory holds no checkpoint.npz (is it the --out "
+            "directory of `minitransformer train`, and did the run save a checkpoint?)"
+        )
+    return path
+
+
+def _sentences(args: argparse.Namespace) -> list[str]:
+    """The sentences to translate: the arguments, else one per line on stdin."""
+    if args.sentences:
+        return list(args.sentences)
+    if hasattr(sys.stdin, "reconfigure"):
+        sys.stdin.reconfigure(errors="replace")  # undecodable bytes become U+FFFD (-> UNK)
+    if sys.stdin.isatty():
+        print("reading sentences from stdin, one per line (Ctrl-D ends)", file=sys.stderr)
+    return [line.rstrip("\r\n") for line in sys.stdin]
+
+
+def translate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``translate``: the given sentences (or stdin's lines) with a trained checkpoint."""
+    del parser
+    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    translator = Translator.from_checkpoint(path, device=args.device)
+    sentences = _sentences(args)
+    for line in translator.translate(sentences, beam_size=args.beam, alpha=args.alpha):
+        print(line)
+    return 0
+
+
+def evaluate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``evaluate``: BLEU / exact match of a checkpoint on a held-out split, as JSON."""
+    del parser
+    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    translator = Translator.from_checkpoint(path, device=args.device)
+    metrics = translator.evaluate(args.split, args.samples, beam_size=args.beam, alpha=args.alpha)
+    print(json.dumps(metrics, indent=2))
+    return 0
+
+
+def plot_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``plot``: a run's training curves, into RUN/plots/curves.png or --to."""
+    del parser
+    run = Path(args.run)
+    log = run / "metrics.jsonl"
+    if not log.exists():
+        raise FileNotFoundError(f"--run {run}: no metrics.jsonl there (is it a run directory?)")
+    target = _plot_target(Path(args.to)) if args.to else run / "plots" / "curves.png"
+    viz.plot_training_curves(log, path=target)
+    print(f"wrote {target}")
+    return 0
+
+
+def _plot_target(to: Path) -> Path:
+    """The file --to names: DIR/curves.png for an existing directory, TO.png for a name
+    without a suffix (what matplotlib would write), TO itself for .png/.pdf/.svg."""
+    if to.is_dir():
+        return to / "curves.png"
+    if to.suffix == "":
+        return to.with_name(to.name + ".png")
+    if to.suffix.lower() not in (".png", ".pdf", ".svg"):
+        raise ConfigError(f"--to {to}: unknown image suffix {to.suffix!r}; use .png, .pdf or .svg")
+    if to.parent.exists() and not to.parent.is_dir():
+        raise ConfigError(f"--to {to}: {to.parent} is a file, not a directory")
+    return to
+
+
+def bench_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``bench``: the benchmark (its flags were checked by bench/options.py)."""
+    del parser
+    return bench.main(args)
+
+
+COMMANDS = {
+    "train": train_command,
+    "translate": translate_command,
+    "evaluate": evaluate_command,
+    "plot": plot_command,
+    "bench": bench_command,
+    "ablate": ablate_command,
+}

@@ -1,0 +1,154 @@
+"""The command line's flag types: each converts a flag's text and checks its value where it
+enters (an argparse ``type=``), so a mistake is a usage error naming the flag, what was
+expected and what was given, before any task or model is built.
+
+``checked(convert, ok, expected)`` (from bench/options.py, which the ``bench`` flags need
+below the CLI) builds the simple ones; ``model_override`` checks ``--model KEY=VALUE``
+against TransformerConfig's fields, ``checked_knobs`` the ``--knob`` values against the
+task's own defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import math
+from typing import Any
+
+from ..bench.options import checked, positive_float, positive_int
+from ..config import MAX_LEN, TransformerConfig
+from ..data import tasks
+from ..errors import ConfigError
+
+TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es")
+MAX_BATCH = 100_000  # sentences per batch; far above what fits in memory at any preset
+MAX_KNOB = 10_000_000  # sentences or symbols a task knob may ask for
+
+non_negative_int = checked(int, lambda v: v >= 0, "a non-negative integer")
+batch_size = checked(int, lambda v: 0 < v <= MAX_BATCH, f"a positive integer <= {MAX_BATCH:,}")
+probability = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
+alpha = checked(
+    float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = no length penalty; paper 0.6)"
+)
+BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+__all__ = [
+    "BOOLS", "MAX_BATCH", "MAX_KNOB", "TASKS", "alpha", "batch_size", "bool_text", "checked",
+    "checked_knobs", "int_text", "key_value", "model_override", "name_list", "non_negative_int",
+    "positive_float", "positive_int", "probability",
+]  # fmt: skip
+
+
+def bool_text(text: str) -> bool:
+    """true/false, 1/0, yes/no (any case); anything else is an error, not True."""
+    value = BOOLS.get(text.strip().lower())
+    if value is None:
+        raise ValueError(f"expected true/false, 1/0 or yes/no, got {text!r}")
+    return value
+
+
+def int_text(text: str) -> int:
+    """A whole number written as one ("8", "-3"), not "8.5", "1e3" or "abc"."""
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise ValueError(f"expected a whole number, got {text!r}") from None
+
+
+def model_override(text: str) -> tuple[str, Any]:
+    """--model KEY=VALUE for a TransformerConfig field, converted to the field's type and
+    range-checked here, before any task or model is built."""
+    key, value = key_value(text)
+    raw = text.partition("=")[2].strip()
+    kinds = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig)}
+    if key not in kinds:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: unknown key {key!r}; valid keys: {', '.join(sorted(kinds))}"
+        )
+    try:
+        if kinds[key] == "bool":
+            return key, bool_text(raw)
+        if kinds[key] == "int":
+            value = int_text(raw)
+            low = 0 if key.endswith("_id") else 1
+            if value < low:
+                raise ValueError(f"{key} must be >= {low}, got {value}")
+            if key == "max_len" and value > MAX_LEN:
+                raise ValueError(
+                    f"max_len {value:,} is above the cap of {MAX_LEN:,} positions; use a "
+                    "little more than the longest sentence, e.g. max_len=256"
+                )
+            return key, value
+        if kinds[key] == "float":
+            value = float(raw)
+            if not 0 <= value < 1:  # dropout, label_smoothing; NaN fails too
+                raise ValueError(f"{key} must be a number in [0, 1), got {raw!r}")
+            return key, value
+        if key == "dtype" and raw not in ("float32", "float64"):
+            raise ValueError(f"dtype must be float32 or float64, got {raw!r}")
+        return key, raw
+    except ValueError as err:
+        message = str(err)
+        if message.startswith("could not convert"):
+            message = f"expected a number, got {raw!r}"
+        raise argparse.ArgumentTypeError(f"{text!r}: {message}") from None
+
+
+def key_value(text: str) -> tuple[str, Any]:
+    """KEY=VALUE with VALUE read as int, float, true/false/none, or else a string."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    low = raw.strip().lower()
+    value: Any = {"true": True, "false": False, "none": None}.get(low, raw.strip())
+    if isinstance(value, str):
+        for kind in (int, float):
+            try:
+                value = kind(raw)
+                break
+            except ValueError:
+                pass
+    return key.strip().replace("-", "_"), value
+
+
+def name_list(text: str) -> list[str]:
+    """NAME,NAME,... -> the names (none empty)."""
+    names = [n.strip() for n in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(
+            f"expected NAME,NAME,... without empty names, got {text!r}"
+        )
+    return names
+
+
+def checked_knobs(task: str, knobs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """--knob values converted to the type of the task's default for that knob (int or
+    bool) and range-checked; an unknown knob is left for make_task to name."""
+    fn = tasks.TASKS[task]
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        fn = tasks._sequence_task  # copy/reverse/sort pass their knobs through to it
+        params = inspect.signature(fn).parameters
+    out = {}
+    for key, value in knobs:
+        p = params.get(key)
+        if p is None or key in ("name", "seed"):
+            out[key] = value
+            continue
+        shown = f"--knob {key}={value}"
+        if isinstance(p.default, bool):
+            text = str(value).lower()
+            if text not in BOOLS:
+                raise ConfigError(f"{shown}: expected true/false, 1/0 or yes/no")
+            out[key] = BOOLS[text]
+            continue
+        low = 0 if key.endswith("seed") else 1
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{shown}: expected a whole number >= {low}, e.g. {key}=100")
+        if not low <= value <= MAX_KNOB:
+            raise ConfigError(
+                f"{shown}: expected a whole number in [{low}, {MAX_KNOB:,}], e.g. {key}=100"
+            )
+        out[key] = value
+    return out

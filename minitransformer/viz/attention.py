@@ -1,0 +1,96 @@
+"""Attention maps: which source positions (keys) each target position (query) looks at."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .figure import PathLike, check_len, finish, new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+_MAX_TICK_LABELS = 40
+
+
+def plot_attention(
+    weights: Any,
+    src_tokens: Sequence[Any] | None = None,
+    tgt_tokens: Sequence[Any] | None = None,
+    *,
+    title: str = "Attention weights",
+    head_labels: Sequence[str] | None = None,
+    cols: int = 4,
+    path: PathLike | None = None,
+) -> Figure:
+    """Heatmap of attention weights: rows are target positions (queries), columns source (keys).
+
+    Args:
+        weights: shape (T, S) for one map, or (H, T, S) for one subplot per head in a grid.
+        src_tokens: S labels for the columns (keys). For self-attention pass the same tokens
+            as ``tgt_tokens``.
+        tgt_tokens: T labels for the rows (queries).
+        title: figure title.
+        head_labels: H subplot titles (default ``head 0``, ``head 1``, ...).
+        cols: subplots per row of the grid.
+        path: where to save a PNG (optional).
+
+    All heads share one colour scale, starting at 0, so they can be compared.
+
+    Raises:
+        ValueError: weights are not (T, S) or (H, T, S), or token/label counts do not match.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    given_shape = w.shape
+    if w.ndim == 2:
+        w = w[None]
+    if w.ndim != 3 or 0 in w.shape:
+        raise ValueError(
+            "plot_attention: weights must have shape (T, S) or (H, T, S), got shape "
+            f"{given_shape}. Fix: pick one batch element, e.g. weights[0] of a (B, H, T, S) array."
+        )
+    n_heads, t_len, s_len = w.shape
+    check_len("plot_attention", "src_tokens", src_tokens, s_len, f"S of weights {w.shape}")
+    check_len("plot_attention", "tgt_tokens", tgt_tokens, t_len, f"T of weights {w.shape}")
+    check_len("plot_attention", "head_labels", head_labels, n_heads, f"H of weights {w.shape}")
+    if cols < 1:
+        raise ValueError(f"plot_attention: cols must be >= 1, got {cols}.")
+
+    cols = min(cols, n_heads)
+    rows = math.ceil(n_heads / cols)
+    cell = 0.28  # inches per token
+    panel_w = min(max(s_len * cell + 1.2, 2.8), 7.0)
+    panel_h = min(max(t_len * cell + 1.0, 2.4), 7.0)
+    fig = new_figure((panel_w * cols + 1.0, panel_h * rows + 0.6))
+    axes = fig.subplots(rows, cols, squeeze=False)
+    vmax = float(np.nanmax(w)) if np.nanmax(w) > 0 else 1.0
+
+    image = None
+    for index, ax in enumerate(axes.flat):
+        if index >= n_heads:
+            ax.set_axis_off()
+            continue
+        image = ax.imshow(w[index], vmin=0.0, vmax=vmax, cmap="viridis", aspect="auto")
+        _token_ticks(ax.set_xticks, ax.set_xticklabels, src_tokens, s_len, rotation=90)
+        _token_ticks(ax.set_yticks, ax.set_yticklabels, tgt_tokens, t_len, rotation=0)
+        ax.set_xlabel("source position (keys)")
+        ax.set_ylabel("target position (queries)")
+        if head_labels is not None:
+            ax.set_title(str(head_labels[index]))
+        elif n_heads > 1:
+            ax.set_title(f"head {index}")
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.85, label="attention weight")
+    fig.suptitle(title)
+    return finish(fig, path)
+
+
+def _token_ticks(set_ticks, set_labels, tokens, n: int, rotation: int) -> None:
+    """Label every position (or every k-th when there are many) with its token."""
+    step = max(1, math.ceil(n / _MAX_TICK_LABELS))
+    positions = list(range(0, n, step))
+    set_ticks(positions)
+    labels = [str(tokens[i]) for i in positions] if tokens is not None else positions
+    set_labels(labels, rotation=rotation, fontsize=8 if n <= 20 else 6)

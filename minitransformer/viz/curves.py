@@ -1,0 +1,131 @@
+"""A run's training curves: loss, accuracy, exact match, BLEU and learning rate against step,
+one line per split, from a list of records or the run's metrics log (runs.read_metrics).
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..checks import is_real
+from ..runs import read_metrics
+from .figure import PathLike, decorate, finish, new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+#: Metrics plot_training_curves knows, in panel order: (record key, axis label).
+TRAINING_METRICS = (
+    ("loss", "loss"),
+    ("token_acc", "token accuracy"),
+    ("exact_match", "exact match"),
+    ("bleu", "BLEU"),
+    ("lr", "learning rate"),
+)
+
+_SPLIT_ORDER = ("train", "valid", "test")
+
+
+def plot_training_curves(
+    metrics: Sequence[Mapping[str, Any]] | PathLike,
+    *,
+    title: str = "Training curves",
+    path: PathLike | None = None,
+) -> Figure:
+    """Loss, and token accuracy / exact match / BLEU / learning rate where logged, against step.
+
+    Args:
+        metrics: a list of records, or the path of a JSONL metrics log (one record per line),
+            such as ``{"step": 100, "split": "train", "loss": 2.3, "lr": 1e-3}`` and
+            ``{"step": 100, "split": "valid", "loss": 2.1, "token_acc": 0.5, "bleu": 12.3}``.
+            Each split becomes one line per panel ("split" defaults to "train"); records
+            without a numeric "step" and keys that are missing or not numbers are skipped.
+        title: figure title.
+        path: where to save a PNG (optional).
+
+    Raises:
+        ValueError: no record holds a step and one of the known metrics, or a line of the
+            log (other than a cut-off last line, which is skipped with a warning) is not a
+            record as ``runs.read_metrics`` defines one (JSON, integer step, finite numbers).
+        FileNotFoundError: the log does not exist.
+    """
+    if isinstance(metrics, (str, os.PathLike)):
+        records: list[Any] = _read_log(Path(metrics))
+    else:
+        records = list(metrics)
+    series: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for record in records:
+        step = record.get("step") if isinstance(record, Mapping) else None
+        if not is_real(step):
+            continue
+        split = str(record.get("split", "train"))
+        for key, _ in TRAINING_METRICS:
+            if is_real(record.get(key)):
+                series.setdefault(key, {}).setdefault(split, []).append((step, record[key]))
+    panels = [(key, label) for key, label in TRAINING_METRICS if key in series]
+    if not panels:
+        known = ", ".join(key for key, _ in TRAINING_METRICS)
+        raise ValueError(
+            f"plot_training_curves: nothing to plot in {len(records)} records; each needs a "
+            f"numeric 'step' and at least one of: {known}."
+        )
+
+    cols = min(len(panels), 3)
+    rows = math.ceil(len(panels) / cols)
+    fig = new_figure((4.6 * cols, 3.4 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    splits = sorted({split for key, _ in panels for split in series[key]}, key=_split_rank)
+    color = {split: f"C{i}" for i, split in enumerate(splits)}  # one colour per split
+    for ax, (key, label) in zip(axes, panels, strict=False):  # spare axes are hidden below
+        by_split = series[key]
+        for split in sorted(by_split, key=_split_rank):
+            points = sorted(by_split[split])
+            steps = [step for step, _ in points]
+            values = [value for _, value in points]
+            ax.plot(
+                steps,
+                values,
+                marker="o" if len(points) <= 30 else None,
+                markersize=3,
+                label=split,
+                color=color[split],
+            )
+        decorate(ax, "step", label, label, logy=False, legend=True)
+    for ax in axes[len(panels) :]:
+        ax.set_axis_off()
+    fig.suptitle(title)
+    return finish(fig, path)
+
+
+def _read_log(path: Path) -> list[dict[str, Any]]:
+    """The records of a metrics log, read by ``runs.read_metrics`` (the one reader). A line
+    that is not a record is an error, except the last one: a run killed mid-write leaves it
+    cut short, so it is skipped with a warning."""
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
+    records, skipped = read_metrics(path)
+    if skipped:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            last = max((n for n, line in enumerate(file, 1) if line.strip()), default=0)
+        inside = [n for n in skipped if n != last]
+        if inside:
+            raise ValueError(
+                f"plot_training_curves: {path} line {inside[0]} is not valid JSON, or not a "
+                "metrics record. Fix: each line of a metrics log must be one JSON object with "
+                "an integer 'step' and finite numbers."
+            )
+        warnings.warn(
+            f"{path}: skipped the last line, which is not a complete metrics record (a run "
+            "stopped mid-write).",
+            stacklevel=3,
+        )
+    return records
+
+
+def _split_rank(split: str) -> tuple[int, str]:
+    return (_SPLIT_ORDER.index(split) if split in _SPLIT_ORDER else len(_SPLIT_ORDER), split)
