@@ -5,6 +5,7 @@ one line per split, from a list of records or the run's metrics log (runs.read_m
 from __future__ import annotations
 
 import errno
+import json
 import math
 import os
 import warnings
@@ -50,8 +51,7 @@ def plot_training_curves(
 
     Raises:
         ValueError: no record holds a step and one of the known metrics, or a line of the
-            log (other than a cut-off last line, which is skipped with a warning) is not a
-            record as ``runs.read_metrics`` defines one (JSON, integer step, finite numbers).
+            log (other than a cut-off last line, which is skipped with a warning) is not JSON.
         FileNotFoundError: the log does not exist.
     """
     if isinstance(metrics, (str, os.PathLike)):
@@ -103,27 +103,32 @@ def plot_training_curves(
 
 
 def _read_log(path: Path) -> list[dict[str, Any]]:
-    """The records of a metrics log, read by ``runs.read_metrics`` (the one reader). A line
-    that is not a record is an error, except the last one: a run killed mid-write leaves it
-    cut short, so it is skipped with a warning."""
+    """The records of a metrics log, read by ``runs.read_metrics`` (the one reader). Lines it
+    leaves out that are JSON but not records (an event, a NaN) are skipped; a line that is not
+    JSON at all is an error, except the last one: a run killed mid-write leaves it cut short,
+    so it is skipped with a warning."""
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
     records, skipped = read_metrics(path)
-    if skipped:
-        with open(path, encoding="utf-8", errors="replace") as file:
-            last = max((n for n, line in enumerate(file, 1) if line.strip()), default=0)
-        inside = [n for n in skipped if n != last]
-        if inside:
+    if not skipped:
+        return records
+    with open(path, encoding="utf-8", errors="replace") as file:
+        lines = dict(enumerate(file, 1))
+    last = max((n for n, line in lines.items() if line.strip()), default=0)
+    for number in skipped:
+        try:
+            json.loads(lines[number])
+        except (ValueError, RecursionError) as exc:
+            if number == last:
+                warnings.warn(
+                    f"{path}: skipped the last line, which is not complete JSON ({exc}).",
+                    stacklevel=3,
+                )
+                continue
             raise ValueError(
-                f"plot_training_curves: {path} line {inside[0]} is not valid JSON, or not a "
-                "metrics record. Fix: each line of a metrics log must be one JSON object with "
-                "an integer 'step' and finite numbers."
-            )
-        warnings.warn(
-            f"{path}: skipped the last line, which is not a complete metrics record (a run "
-            "stopped mid-write).",
-            stacklevel=3,
-        )
+                f"plot_training_curves: {path} line {number} is not valid JSON ({exc}). "
+                "Fix: each line of a metrics log must be one JSON object."
+            ) from exc
     return records
 
 
