@@ -31,15 +31,12 @@ from typing import Any
 from .. import backend, checkpoint, runs
 from .. import functional as F
 from ..config import TrainConfig, TransformerConfig
-from ..data.batching import BatchStream, make_batch
-from ..data.metrics import bleu, exact_match
+from ..data.batching import BatchStream
 from ..data.tasks import Task, make_task
-from ..decode import greedy_decode
 from ..errors import TrainingError
 from ..nn import Transformer
 from ..optim import Adam, NoamSchedule
-from ..tensor import no_grad
-from . import report
+from . import evaluation, report
 
 
 class Trainer:
@@ -287,53 +284,15 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, split: str = "valid", samples: int | None = None) -> dict[str, float]:
-        """Loss and token accuracy (teacher forcing) and greedy exact-match / BLEU.
-
-        Leaves the training run untouched: the dropout generator's state is restored
-        afterwards, so a run with evaluations draws the same masks as one without.
-        """
-        pairs = self.task.splits[split][: samples or None]
-        refs = self.task.references(split)[: len(pairs)]
-        generator = backend.default_generator(self.cfg.device)
-        rng_state = generator.state()
-        was_training = self.model.training
-        self.model.eval()
-        total, correct, count, hyps = 0.0, 0, 0, []
-        try:
-            with no_grad():
-                for start in range(0, len(pairs), 100):
-                    batch = make_batch(pairs[start : start + 100])
-                    src = backend.asarray(batch.src, device=self.cfg.device)
-                    tgt_in = backend.asarray(batch.tgt_in, device=self.cfg.device)
-                    logits = self.model(src, tgt_in)
-                    target = backend.asarray(batch.tgt_out, device=self.cfg.device)
-                    loss = F.cross_entropy(  # smoothed like the training loss, so they compare
-                        logits,
-                        target,
-                        label_smoothing=self.cfg.label_smoothing,
-                        ignore_index=self.model_cfg.pad_id,
-                        reduction="sum",
-                    )
-                    total += loss.item()
-                    pred = backend.to_numpy(logits.data).argmax(-1)
-                    mask = batch.tgt_out != self.model_cfg.pad_id
-                    correct += int(((pred == batch.tgt_out) & mask).sum())
-                    count += int(mask.sum())
-                    for ids in greedy_decode(self.model, src, max_len=self.task.max_len + 1):
-                        hyps.append(self.task.detokenize(ids))
-        finally:
-            self.model.train(was_training)
-            generator.set_state(rng_state)
-        metrics = dict(
-            loss=total / max(count, 1),
-            token_acc=correct / max(count, 1),
-            exact_match=exact_match(hyps, refs),
-        )
-        if self.task.name.startswith("translate"):
-            try:
-                metrics["bleu"] = bleu(hyps, refs)
-            except ImportError:  # an optional package: the run goes on without BLEU
-                self.report.check_bleu()
+        """Loss and token accuracy (teacher forcing) and greedy exact-match / BLEU on
+        ``samples`` pairs of ``split`` (see evaluation.py). Leaves the training run untouched
+        (the dropout generator's state is restored)."""
+        metrics = evaluation.evaluate(
+            self.model, self.task, split, samples,
+            label_smoothing=self.cfg.label_smoothing, device=self.cfg.device,
+        )  # fmt: skip
+        if self.task.name.startswith("translate") and "bleu" not in metrics:
+            self.report.check_bleu()  # says once that sacrebleu is missing
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
