@@ -158,7 +158,7 @@ def draw_plots(trainer: Any) -> None:
     try:
         import matplotlib  # noqa: F401  (optional)
     except ImportError:
-        trainer.report.note(
+        trainer.reporter.note(
             "matplotlib",
             "matplotlib is not installed, so no plots were drawn (pip install matplotlib;"
             " then: minitransformer plot --run RUN)",
@@ -177,7 +177,7 @@ def draw_plots(trainer: Any) -> None:
         warnings.warn(f"could not draw the plots in {plots}: {err}", stacklevel=3)
 
 
-def plot_attention(trainer: Any, path: Path, split: str | None = None, index: int = 0):
+def plot_attention(trainer: Any, path: Path, split: str | None = None, index: int = 0) -> Any:
     """Heatmaps of the last decoder layer's cross-attention (one panel per head) while the
     model decodes held-out example ``index``: which source token each output looks at."""
     from .. import viz

@@ -31,7 +31,7 @@ from typing import Any
 from .. import backend, checkpoint, runs
 from .. import functional as F
 from ..config import TrainConfig, TransformerConfig
-from ..data.batching import BatchStream
+from ..data.batching import Batch, BatchStream
 from ..data.tasks import Task, make_task
 from ..errors import TrainingError
 from ..nn import Transformer
@@ -70,7 +70,7 @@ class Trainer:
         self.elapsed = 0.0  # training seconds over all sessions of this run
         self.checkpoint_step: int | None = None  # step of the last checkpoint written
         self.resumed_from: Path | None = None  # the checkpoint file resume() loaded
-        self.report = report.Reporter(cfg, lambda: self._writer)  # bar, lines, notes
+        self.reporter = report.Reporter(cfg, lambda: self._writer)  # bar, lines, notes
         self._owns_out = False  # out/ holds this trainer's own run (written or resumed)
         self._stop_requested: str | None = None  # "SIGINT" / "SIGTERM" once one arrived
         self._pending: list[tuple[Any, Any]] = []  # (loss, grad norm) on the device, per step
@@ -83,7 +83,7 @@ class Trainer:
         self._agreed_stop: str | None = None  # the stop every rank agreed on (world only)
 
     # ------------------------------------------------------------------ one step
-    def train_step(self, batch) -> Any:
+    def train_step(self, batch: Batch) -> Any:
         """Forward, backward, clip, update; returns the loss (per non-pad target token) as a
         0-d array on the device. Nothing in it waits for the device (no host read):
 
@@ -193,15 +193,15 @@ class Trainer:
             lock.release()
 
     def _train_locked(self) -> dict[str, Any]:
-        cfg, report = self.cfg, self.report
+        cfg, reporter = self.cfg, self.reporter
         log = runs.MetricsLog(self.out / "metrics.jsonl" if self._writer else os.devnull)
         main_thread = threading.current_thread() is threading.main_thread()
         stops = (signal.SIGINT, signal.SIGTERM)
         previous = {s: signal.signal(s, self._on_signal) for s in stops} if main_thread else {}
         self._stop_requested = self._agreed_stop = None
-        report.open(self.step)
+        reporter.open(self.step)
         if self.task.name.startswith("translate"):
-            report.check_bleu()
+            reporter.check_bleu()
         tokens, t_window = 0, time.perf_counter()
         try:
             while self.step < cfg.steps:
@@ -217,8 +217,8 @@ class Trainer:
                 value = self.read_back()[-1] if log_now else None  # the one wait per log line
                 self.elapsed += time.perf_counter() - t0
                 tokens += batch.n_tokens
-                if report.bar is not None:
-                    report.bar.update(1)
+                if reporter.bar is not None:
+                    reporter.bar.update(1)
                 if log_now:
                     now = time.perf_counter()
                     record = dict(
@@ -227,23 +227,23 @@ class Trainer:
                     )  # fmt: skip
                     tokens, t_window = 0, now
                     log.write(record)
-                    report.log_line(record)
+                    reporter.log_line(record)
                 if self.step % cfg.checkpoint_every == 0 or self._stopping():
                     self.save()  # before any evaluation: a failing one cannot lose this step
                 if self._stopping():
                     again = runs.resume_command(self.out)
                     if self.world is not None:
                         again = f"mpiexec -n {self.world.size} {again} --data-parallel"
-                    report.stopped(self.step, self._stopping(), again)
+                    reporter.stopped(self.step, self._stopping(), again)
                     return {"interrupted": True, "step": self.step, "signal": self._stopping()}
                 if self.step % cfg.eval_every == 0 and self.step < cfg.steps and self._writer:
                     metrics = self.evaluate("valid", cfg.eval_samples)
                     log.write(dict(step=self.step, split="valid", **metrics))
-                    report.eval_line(self.step, "valid", metrics)
+                    reporter.eval_line(self.step, "valid", metrics)
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)
-            report.close()
+            reporter.close()
             log.close()
         self.save()
         return self.finish()
@@ -258,7 +258,7 @@ class Trainer:
         rank agreed on at the last log line."""
         return self._stop_requested if self.world is None else self._agreed_stop
 
-    def _on_signal(self, signum, frame) -> None:  # noqa: ARG002
+    def _on_signal(self, signum: int, frame: Any) -> None:  # noqa: ARG002
         name = signal.Signals(signum).name
         if self._stop_requested:  # a second signal: stop now
             if signum == signal.SIGTERM:
@@ -266,7 +266,7 @@ class Trainer:
             raise KeyboardInterrupt
         self._stop_requested = name
         again = "Ctrl-C" if signum == signal.SIGINT else name
-        self.report.signal_received(name, again, None if self.world is None else self.world.size)
+        self.reporter.signal_received(name, again, None if self.world is None else self.world.size)
 
     def finish(self) -> dict[str, Any]:
         """Final evaluation on the held-out split, the result card and the plots (rank 0
@@ -292,7 +292,7 @@ class Trainer:
             label_smoothing=self.cfg.label_smoothing, device=self.cfg.device,
         )  # fmt: skip
         if self.task.name.startswith("translate") and "bleu" not in metrics:
-            self.report.check_bleu()  # says once that sacrebleu is missing
+            self.reporter.check_bleu()  # says once that sacrebleu is missing
         return metrics
 
     # ------------------------------------------------------------------ checkpoints
@@ -365,7 +365,7 @@ class Trainer:
         """
         report.draw_plots(self)
 
-    def plot_attention(self, path: Path, split: str | None = None, index: int = 0):
+    def plot_attention(self, path: Path, split: str | None = None, index: int = 0) -> Any:
         """Heatmaps of the last decoder layer's cross-attention (one panel per head) while
         the model decodes held-out example ``index``: which source token each output looks at."""
         return report.plot_attention(self, path, split, index)
