@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from . import backend, checkpoint
+from .config import TrainConfig
 from .data.batching import pad
 from .data.metrics import bleu, exact_match
 from .data.tasks import make_task, tokenizer_from_dict
@@ -49,8 +50,6 @@ class Translator:
         cfg = checkpoint.check_model_config(path, meta["model_config"])
         checkpoint.check_tokenizer(path, meta["tokenizer"])
         if "train_config" in meta:
-            from .train import TrainConfig
-
             checkpoint.check_dataclass_fields(
                 path, "train_config", meta["train_config"], TrainConfig
             )

@@ -165,7 +165,7 @@ def test_crash_in_os_replace_keeps_previous_and_cleans_temp(tmp_path, monkeypatc
     def boom(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ckpt.os, "replace", boom)
+    monkeypatch.setattr(ckpt.format.os, "replace", boom)
     with pytest.raises(CheckpointError, match="previous file, if any, is untouched"):
         save_checkpoint(path, {"w": np.ones(3)}, {"step": 2})
     monkeypatch.undo()
@@ -487,7 +487,7 @@ def test_a_version_1_file_still_loads(tmp_path):
     """Format 1 (checksum over the arrays only) is what earlier releases wrote."""
     arrays = {"w": np.arange(3.0)}
     path = save_checkpoint(tmp_path / "ok.npz", arrays, {"step": 3})
-    meta = {**read_metadata(path), "format_version": 1, "checksum": ckpt._checksum(arrays)}
+    meta = {**read_metadata(path), "format_version": 1, "checksum": ckpt.format._checksum(arrays)}
     loaded, meta = load_checkpoint(_with_metadata(path, tmp_path / "v1.npz", meta))
     assert meta["step"] == 3 and loaded["w"].tolist() == [0.0, 1.0, 2.0]
 

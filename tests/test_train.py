@@ -112,7 +112,7 @@ def test_evaluation_does_not_change_the_training_run(tmp_path):
 
 def test_evaluation_restores_the_dropout_generator(tmp_path, monkeypatch):
     """Even a decoder that draws random numbers (sampling) leaves the training RNG as it was."""
-    import minitransformer.train as train_module
+    import minitransformer.train.evaluation as train_module
 
     trainer = Trainer(tiny(tmp_path))
     real = train_module.greedy_decode

@@ -20,8 +20,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import is_int, is_real
-from .errors import ConfigError
+from ..checks import is_int, is_real
+from ..errors import ConfigError
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"d_model": 64, "h": 4, "N": 2, "d_ff": 256, "dropout": 0.0},

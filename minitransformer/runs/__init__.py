@@ -1,0 +1,45 @@
+"""Run directories: one training run per directory, one writer at a time, resumable.
+
+- ``lock.py``: opening a run directory for writing (the lock, no silent overwrite, stale temp
+  files), and ``resume_command``.
+- ``metrics.py``: the metrics log, ``metrics.jsonl`` (the one writer and the one reader).
+- ``resume.py``: a checkpoint, checked field by field, restored into a freshly built Trainer.
+- ``notes.py``: the one-line notes a run prints on stderr.
+
+This package does not import the Trainer: ``Trainer.resume`` builds itself from what
+``read_resume_point`` gives it, then calls ``restore``.
+"""
+
+from .lock import (
+    LOCK_NAME,
+    RUN_FILES,
+    RUN_MARKERS,
+    RunDirectoryError,
+    RunLock,
+    holds_run,
+    open_run,
+    remove_stale_temp_files,
+    resume_command,
+)
+from .metrics import MetricsLog, read_metrics, truncate_metrics
+from .notes import note
+from .resume import ResumePoint, read_resume_point, restore
+
+__all__ = [
+    "LOCK_NAME",
+    "RUN_FILES",
+    "RUN_MARKERS",
+    "MetricsLog",
+    "ResumePoint",
+    "RunDirectoryError",
+    "RunLock",
+    "holds_run",
+    "note",
+    "open_run",
+    "read_metrics",
+    "read_resume_point",
+    "remove_stale_temp_files",
+    "restore",
+    "resume_command",
+    "truncate_metrics",
+]

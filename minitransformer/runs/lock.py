@@ -1,0 +1,247 @@
+"""Run directories: one training run per directory, one writer at a time.
+
+A run directory (``--out``) holds ``checkpoint.npz``, ``metrics.jsonl``, ``result.json`` and
+``plots/``. Before a Trainer writes there, :func:`open_run` makes three checks:
+
+* **One writer.** A lock file ``.lock`` is held with ``fcntl.flock`` for as long as the
+  process trains; its text is the holder's PID, which a second process is told. The OS drops
+  the lock of a process that dies, so a lock file left by a killed run is taken over (with a
+  note). Where ``flock`` does not exist (Windows) the file is created with ``O_EXCL`` instead.
+* **No silent overwrite.** A directory that already holds a run (a checkpoint or a metrics
+  log) is refused unless the trainer resumes that run or ``overwrite=True``; overwriting
+  removes the old run's files (checkpoint, log, result card, plots) first, so two runs never
+  mix. Other files in the directory are left alone.
+* **No litter.** Temporary files of a checkpoint write that was killed half-way
+  (``.checkpoint.npz.<pid>-<hex>.tmp``) are removed when their writer is no longer alive.
+
+:func:`resume_command` gives the shell command that continues a run, quoted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from pathlib import Path
+
+from .. import checkpoint
+from ..errors import CheckpointError, ConfigError
+from .notes import note
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_NAME = ".lock"
+"""The lock file inside a run directory (hidden: latest_checkpoint skips it)."""
+
+RUN_MARKERS = ("checkpoint.npz", "metrics.jsonl")
+"""A directory holding one of these holds a run."""
+
+RUN_FILES = (
+    "checkpoint.npz",
+    "metrics.jsonl",
+    "result.json",
+    "plots/curves.png",
+    "plots/lr_schedule.png",
+    "plots/attention.png",
+)
+"""What a run writes; ``overwrite`` removes exactly these."""
+
+_TEMP = re.compile(r"^\..+\.(\d+)-[0-9a-f]+\.tmp$")  # the temp names of checkpoint/format.py
+
+
+class RunDirectoryError(ConfigError):
+    """A run directory that cannot be written: it holds another run, or a process is in it."""
+
+
+# --------------------------------------------------------------------------------------------
+# Opening a run directory
+# --------------------------------------------------------------------------------------------
+
+
+def resume_command(out: str | os.PathLike[str]) -> str:
+    """The command that continues the run in ``out``, safe to paste into a POSIX shell."""
+    return f"minitransformer train --resume {shlex.quote(str(out))}"
+
+
+def holds_run(directory: str | os.PathLike[str]) -> bool:
+    """True when ``directory`` holds a run (a checkpoint or a metrics log)."""
+    return any((Path(directory) / name).exists() for name in RUN_MARKERS)
+
+
+def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = False) -> RunLock:
+    """Lock run directory ``out`` for writing; return the lock (release it when done).
+
+    Args:
+        out: the run directory; created when missing.
+        owned: the caller continues the run already in ``out`` (it resumed from it, or wrote
+            it itself earlier in this process), so an existing run there is expected.
+        overwrite: replace a run that is in ``out`` (its files are removed first).
+
+    Raises:
+        RunDirectoryError: ``out`` is a file, another process holds the lock, or ``out``
+            holds a run and neither ``owned`` nor ``overwrite`` is set. The message gives the
+            ways on.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunDirectoryError(f"out {str(out)!r} is a file; pass a directory for the run")
+    out.mkdir(parents=True, exist_ok=True)
+    lock = RunLock.acquire(out)
+    try:
+        remove_stale_temp_files(out)
+        if not owned and holds_run(out):
+            if not overwrite:
+                raise RunDirectoryError(_exists_message(out))
+            for name in RUN_FILES:
+                (out / name).unlink(missing_ok=True)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+def _exists_message(out: Path) -> str:
+    what = [name for name in RUN_MARKERS if (out / name).exists()]
+    try:
+        step = checkpoint.read_metadata(out / "checkpoint.npz").get("step")
+        if isinstance(step, int) and not isinstance(step, bool):
+            what[0] = f"checkpoint.npz at step {step}"
+    except CheckpointError:
+        pass
+    quoted = shlex.quote(str(out))
+    return (
+        f"--out {quoted} already holds a run ({', '.join(what)}); a new run there would "
+        f"destroy it. Ways on: continue it with `{resume_command(out)}`, write the new run "
+        f"elsewhere with --out NEW_DIR, or replace it with `--out {quoted} --overwrite` "
+        "(deletes its checkpoint, metrics, result card and plots). From Python: "
+        "Trainer.resume(out), another TrainConfig.out, or trainer.train(overwrite=True)"
+    )
+
+
+def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[Path]:
+    """Delete the temp files of checkpoint writes whose process is dead; return them."""
+    removed = []
+    for path in Path(directory).iterdir():
+        match = _TEMP.match(path.name)
+        if match and path.is_file() and not _pid_alive(int(match.group(1))):
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    if removed:
+        note(
+            f"removed {len(removed)} temporary file(s) left in {directory} by an interrupted "
+            f"checkpoint write ({', '.join(p.name for p in removed[:3])})"
+        )
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (True when it cannot be told, to stay on the safe side)."""
+    if pid == os.getpid():
+        return True
+    if os.name != "posix" or pid <= 0:
+        return True  # os.kill(pid, 0) would terminate the process on Windows
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+class RunLock:
+    """An exclusive lock on a run directory, held until :meth:`release` (or process exit)."""
+
+    def __init__(self, path: Path, fd: int):
+        self.path, self._fd = path, fd
+
+    @classmethod
+    def acquire(cls, directory: Path) -> RunLock:
+        """Take the lock of ``directory``; RunDirectoryError naming the holder's PID if taken."""
+        path = directory / LOCK_NAME
+        if fcntl is None:  # pragma: no cover - Windows
+            return cls._acquire_exclusive(path)
+        for _ in range(100):  # a retry only when a holder unlinked the file in between
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = _read_pid(fd)
+                os.close(fd)
+                raise RunDirectoryError(_busy_message(directory, holder)) from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # we locked a file its holder had just removed: take the new one
+        else:  # pragma: no cover - needs 100 lost races in a row
+            raise RunDirectoryError(f"cannot lock {path}: it keeps being replaced")
+        previous = _read_pid(fd)
+        if previous is not None:  # a clean release deletes the file: its holder died
+            note(
+                f"took over the lock of {directory} from process {previous}, which is no "
+                "longer running (it was killed or crashed)"
+            )
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return cls(path, fd)
+
+    @classmethod
+    def _acquire_exclusive(cls, path: Path) -> RunLock:  # pragma: no cover - Windows
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            with open(path, "rb") as file:
+                holder = _parse_pid(file.read(32))
+            raise RunDirectoryError(
+                _busy_message(path.parent, holder)
+                + f"; if no training runs there any more, delete {path}"
+            ) from None
+        os.write(fd, f"{os.getpid()}\n".encode())
+        return cls(path, fd)
+
+    def release(self) -> None:
+        """Give the lock up: remove the file (a clean exit), then close it (drops the flock)."""
+        if self._fd < 0:
+            return
+        try:
+            if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+                self.path.unlink()
+        except OSError:
+            pass
+        os.close(self._fd)
+        self._fd = -1
+
+    def __enter__(self) -> RunLock:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _read_pid(fd: int) -> int | None:
+    try:
+        return _parse_pid(os.pread(fd, 32, 0))
+    except OSError:
+        return None
+
+
+def _parse_pid(raw: bytes) -> int | None:
+    text = raw.decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+def _busy_message(directory: Path, holder: int | None) -> str:
+    who = f"process {holder}" if holder is not None else "another process"
+    if holder == os.getpid():
+        who += " (this process: another Trainer writes there)"
+    return (
+        f"run directory {str(directory)!r} is in use: {who} is training there. Wait for it "
+        f"to finish, stop it (kill {holder if holder is not None else 'PID'}: it saves a "
+        "checkpoint first), or pass another --out"
+    )

@@ -1,0 +1,219 @@
+"""Reporting a training run: what the person watching sees while it trains (a progress bar,
+or one plain line per log step; one-time notes), and what a finished run leaves beside its
+checkpoint (the result card ``result.json`` and the plots ``plots/*.png``).
+
+Only the process that writes the run's files reports (rank 0 of a data-parallel job); the
+others stay silent. Nothing here changes the training: a plot that cannot be drawn is a
+warning, never a failed run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .. import backend, host
+from ..config import TrainConfig
+from ..data.batching import make_batch
+from ..decode import greedy_decode
+from ..runs import note, read_metrics
+from ..tensor import no_grad
+
+
+class Reporter:
+    """The progress bar or plain lines on stderr, and notes said once per key.
+
+    ``is_writer()`` tells whether this process reports (asked each time: a data-parallel
+    world is attached to a Trainer after it is built).
+    """
+
+    def __init__(self, cfg: TrainConfig, is_writer: Callable[[], bool]):
+        self.cfg = cfg
+        self.is_writer = is_writer
+        self.bar: Any = None  # the tqdm bar while training, or None for plain lines
+        self._noted: set[str] = set()
+
+    # ------------------------------------------------------------------ while training
+    def open(self, step: int) -> None:
+        """Start showing progress at ``step``: a tqdm bar when asked for and stderr is a
+        terminal; else plain lines, one per log interval (what a log file, a pipe or CI
+        wants)."""
+        self.bar = None
+        if not (self.cfg.progress and _isatty(sys.stderr) and self.is_writer()):
+            return
+        try:
+            from tqdm import tqdm  # the text bar: no widget warnings in notebooks
+        except ImportError:
+            self.note("tqdm", "tqdm is not installed, so progress comes as plain lines "
+                      "(pip install tqdm for a progress bar)")  # fmt: skip
+            return
+        self.bar = tqdm(
+            total=self.cfg.steps, initial=step, unit="step", desc=f"{self.cfg.task}",
+            dynamic_ncols=True, file=sys.stderr,
+        )  # fmt: skip
+
+    def log_line(self, record: dict[str, Any]) -> None:
+        """The bar's numbers, or a plain line: step, loss, learning rate, tokens per second."""
+        if self.bar is not None:
+            self.bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
+                                 tok_s=f"{record['tokens_per_s']:.0f}")  # fmt: skip
+        self.say(
+            f"step {record['step']}/{self.cfg.steps}  loss {record['loss']:.4f}  "
+            f"lr {record['lr']:.2e}  {record['tokens_per_s']:.0f} tok/s"
+        )
+
+    def eval_line(self, step: int, split: str, metrics: dict[str, float]) -> None:
+        """``step 500 valid  loss 1.0200  token_acc 0.8100 ...`` as a plain line."""
+        self.say(f"step {step} {split}  " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+
+    def signal_received(self, name: str, again: str, ranks: int | None) -> None:
+        """Say what happens after a first Ctrl-C / SIGTERM (the bar, if any, stays quiet)."""
+        if self.bar is not None or not self.is_writer():
+            return
+        if ranks is not None:
+            print(f"\n{name}: the ranks stop together at the next log line, after a "
+                  "checkpoint", file=sys.stderr, flush=True)  # fmt: skip
+            return
+        print(f"\n{name}: finishing this step, then saving a checkpoint ({again} again to "
+              "stop at once)", file=sys.stderr, flush=True)  # fmt: skip
+
+    def stopped(self, step: int, stop: str, resume: str) -> None:
+        """Close the bar and print the command that continues the run."""
+        self.close()
+        if self.is_writer():
+            print(f"\nInterrupted ({stop}) at step {step}; checkpoint saved. Resume with:\n"
+                  f"  {resume}", file=sys.stderr, flush=True)  # fmt: skip
+
+    def close(self) -> None:
+        """Close the bar (if any); plain lines from now on."""
+        if self.bar is not None:
+            self.bar.close()
+        self.bar = None
+
+    # ------------------------------------------------------------------ lines and notes
+    def say(self, line: str) -> None:
+        """A plain progress line on stderr when there is no progress bar (logs, CI, pipes)."""
+        if self.bar is None and self.is_writer():
+            print(line, file=sys.stderr, flush=True)
+
+    def note(self, key: str, text: str) -> None:
+        """A one-line note on stderr, once per run and key."""
+        if key not in self._noted and self.is_writer():
+            self._noted.add(key)
+            note(text)
+
+    def check_bleu(self) -> None:
+        """Say, once, when BLEU cannot be computed (sacrebleu missing)."""
+        try:
+            import sacrebleu  # noqa: F401
+        except ImportError:
+            self.note("sacrebleu", "sacrebleu is not installed, so BLEU is left out of the "
+                      "evaluations (pip install sacrebleu)")  # fmt: skip
+
+
+# ---------------------------------------------------------------------- after training
+
+
+def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
+    """The summary of a finished run (``result.json``): task, steps, time, throughput, the
+    final metrics, both configs, the parameter count and the machine."""
+    cfg = trainer.cfg
+    last = trainer.losses[-20:]
+    records, _ = read_metrics(trainer.out / "metrics.jsonl")
+    rates = [r["tokens_per_s"] for r in records if isinstance(r.get("tokens_per_s"), float)]
+    result = dict(
+        task=cfg.task,
+        seed=cfg.seed,
+        steps=trainer.step,
+        wall_time_s=round(trainer.elapsed, 1),
+        tokens_per_s=round(sum(rates) / len(rates) if rates else 0.0, 1),
+        final_train_loss=round(sum(last) / max(len(last), 1), 4),
+        eval_split=cfg.final_eval_split,
+        metrics={k: round(v, 4) for k, v in metrics.items()},
+        config=trainer.model_cfg.to_dict(),
+        train_config=dataclasses.asdict(cfg),
+        parameters=trainer.model.num_parameters(),
+        hardware=host.hardware(backend.normalize_device(cfg.device)),
+    )
+    if trainer.world is not None:
+        result["data_parallel_ranks"] = trainer.world.size
+    return result
+
+
+def write_result(trainer: Any, result: dict[str, Any]) -> None:
+    """``result.json`` in the run directory, then the plots when the run asked for them."""
+    (trainer.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    if trainer.cfg.plots:
+        trainer.plot()
+
+
+def draw_plots(trainer: Any) -> None:
+    """Loss/accuracy curves, the learning-rate schedule and the cross-attention of one
+    held-out example, into ``out/plots``. A figure that cannot be drawn gives a warning."""
+    try:
+        import matplotlib  # noqa: F401  (optional)
+    except ImportError:
+        trainer.reporter.note(
+            "matplotlib",
+            "matplotlib is not installed, so no plots were drawn (pip install matplotlib;"
+            " then: minitransformer plot --run RUN)",
+        )
+        return
+    from .. import viz
+
+    plots = trainer.out / "plots"
+    try:
+        viz.plot_training_curves(trainer.out / "metrics.jsonl", path=plots / "curves.png")
+        steps = list(range(1, trainer.cfg.steps + 1))
+        viz.plot_lr_schedule(steps, [trainer.schedule.lr_at(s) for s in steps],
+                             path=plots / "lr_schedule.png")  # fmt: skip
+        trainer.plot_attention(plots / "attention.png")
+    except Exception as err:  # noqa: BLE001 - the run's result is already written
+        warnings.warn(f"could not draw the plots in {plots}: {err}", stacklevel=3)
+
+
+def plot_attention(trainer: Any, path: Path, split: str | None = None, index: int = 0) -> Any:
+    """Heatmaps of the last decoder layer's cross-attention (one panel per head) while the
+    model decodes held-out example ``index``: which source token each output looks at."""
+    from .. import viz
+
+    cfg, model, model_cfg = trainer.cfg, trainer.model, trainer.model_cfg
+    source, _ = trainer.task.splits[split or cfg.final_eval_split][index]
+    src = backend.asarray(make_batch([(source, [])]).src, device=cfg.device)
+    output = greedy_decode(model, src, max_len=trainer.task.max_len + 1)[0]
+    tgt_in = backend.asarray([[model_cfg.bos_id, *output]], device=cfg.device)
+    model.eval()
+    model.attention_weights(True)
+    try:
+        with no_grad():
+            model(src, tgt_in)
+        weights = model.decoder.layers[-1].cross_attn.last_weights  # (1, H, T, S)
+    finally:
+        model.attention_weights(False)
+    label = _token_labeller(trainer.task.vocab)
+    return viz.plot_attention(
+        backend.to_numpy(weights)[0],
+        [label(i) for i in source],
+        [label(i) for i in [*output, model_cfg.eos_id]],
+        title=f"{cfg.task}: cross-attention of the last decoder layer, {split or 'test'}"
+        f" example {index}",
+        path=path,
+    )
+
+
+def _token_labeller(tokenizer: Any) -> Callable[[int], str]:
+    """id -> a short string for plot ticks (a word, or a BPE piece without its end mark)."""
+    vocab = getattr(tokenizer, "vocab", tokenizer)  # a BPE keeps its pieces in a Vocab
+    return lambda i: vocab.id_to_token(int(i)).replace("</w>", "")
+
+
+def _isatty(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False

@@ -1,0 +1,377 @@
+"""The training loop: batches -> loss -> backward -> Adam with warm-up, plus evaluation and
+checkpoints.
+
+    trainer = Trainer(TrainConfig(task="copy", out="runs/copy"))
+    result = trainer.train()          # progress bar; Ctrl-C / SIGTERM save a checkpoint, stop
+    Trainer.resume("runs/copy").train()
+
+One step (the paper's §5):  logits = model(src, BOS+tgt);  loss = label-smoothed
+cross-entropy against tgt+EOS, averaged over non-pad tokens;  loss.backward();  clip the
+gradient norm;  Adam(β1 0.9, β2 0.98, ε 1e-9) with lr = factor·d_model^-0.5·min(step^-0.5,
+step·warmup^-1.5).
+
+What a run writes in ``out/``: ``metrics.jsonl`` (one JSON record per log/eval line,
+runs/metrics.py), ``checkpoint.npz`` (the latest; atomic, checkpoint/), ``result.json`` (the
+result card) and ``plots/*.png`` (report.py). A run directory has one run and one writer:
+``train()`` refuses a directory that holds another run (unless ``overwrite=True``) and
+locks it against a second process (runs/lock.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from .. import backend, checkpoint, runs
+from .. import functional as F
+from ..config import TrainConfig, TransformerConfig
+from ..data.batching import Batch, BatchStream
+from ..data.tasks import Task, make_task
+from ..errors import TrainingError
+from ..nn import Transformer
+from ..optim import Adam, NoamSchedule
+from . import evaluation, report
+
+
+class Trainer:
+    """Builds task, model, optimizer and schedule from a TrainConfig; runs and resumes."""
+
+    def __init__(self, config: TrainConfig, task: Task | None = None):
+        self.cfg = cfg = config.resolved()
+        backend.normalize_device(cfg.device)  # DeviceError for a name that is no device
+        backend.manual_seed(cfg.seed)
+        self.task = task or make_task(cfg.task, seed=cfg.seed, **cfg.task_knobs)
+        overrides = dict(
+            src_vocab=self.task.vocab_size,
+            tgt_vocab=self.task.vocab_size,
+            max_len=max(self.task.max_len + 2, 16),
+            label_smoothing=cfg.label_smoothing,
+        )
+        if cfg.dropout is not None:
+            overrides["dropout"] = cfg.dropout
+        overrides.update(cfg.model_overrides)
+        self.model_cfg = TransformerConfig.preset(cfg.preset, **overrides)
+        self.model = Transformer(self.model_cfg, seed=cfg.seed).to(cfg.device)
+        self.optimizer = Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
+        factor = NoamSchedule.factor_for_peak(cfg.peak_lr, self.model_cfg.d_model, cfg.warmup)
+        self.schedule = NoamSchedule(self.optimizer, self.model_cfg.d_model, cfg.warmup, factor)
+        self.stream = BatchStream(
+            self.task.splits["train"], cfg.batch_size, seed=cfg.seed, max_len=self.task.max_len
+        )
+        self.step = 0
+        self.losses: list[float] = []  # one per step: the curve a resumed run must reproduce
+        self.out = Path(cfg.out)
+        self.elapsed = 0.0  # training seconds over all sessions of this run
+        self.checkpoint_step: int | None = None  # step of the last checkpoint written
+        self.resumed_from: Path | None = None  # the checkpoint file resume() loaded
+        self.reporter = report.Reporter(cfg, lambda: self._writer)  # bar, lines, notes
+        self._owns_out = False  # out/ holds this trainer's own run (written or resumed)
+        self._stop_requested: str | None = None  # "SIGINT" / "SIGTERM" once one arrived
+        self._pending: list[tuple[Any, Any]] = []  # (loss, grad norm) on the device, per step
+        self._healthy: Any = None  # device flag: every step so far was finite
+        self.grad_hook: Any = None  # hook(flat gradient buffers, loss) after backward
+        self.loss_scale = 1.0  # the loss is multiplied by this before backward
+        # Data parallelism (distributed.World.attach sets it): batches are sharded, losses
+        # and the stop flag agreed at log lines, and only the writer (rank 0) writes files.
+        self.world: Any = None
+        self._agreed_stop: str | None = None  # the stop every rank agreed on (world only)
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self, batch: Batch) -> Any:
+        """Forward, backward, clip, update; returns the loss (per non-pad target token) as a
+        0-d array on the device. Nothing in it waits for the device (no host read):
+
+        - the batch's token ids are checked on the host, where they are made, before upload;
+        - the loss and the gradient norm stay on the device until ``read_back()`` (at each
+          log line and before each checkpoint) turns them into numbers;
+        - the NaN/Inf guard is decided on the device: the update is applied only while
+          every step so far had a finite loss and gradient norm (``Optimizer.step(apply_if=
+          ...)``), so a bad step never changes the weights, and ``read_back()`` raises
+          TrainingError naming it.
+        """
+        if not self.model.training:
+            self.model.train()
+        logits = self.model(batch.src, batch.tgt_in)  # host ids: checked, then uploaded
+        loss = F.cross_entropy(
+            logits,
+            batch.tgt_out,
+            label_smoothing=self.cfg.label_smoothing,
+            ignore_index=self.model_cfg.pad_id,
+        )
+        if self.loss_scale != 1.0:
+            loss = loss * self.loss_scale
+        self.optimizer.zero_grad()
+        loss.backward()
+        grads = self.optimizer.gather_grads()
+        if self.grad_hook is not None:
+            self.grad_hook(grads, loss.data)
+        if self.cfg.clip_norm:
+            norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
+        else:
+            norm = self.optimizer.grad_norm()
+        xp = backend.namespace(norm)
+        healthy = xp.isfinite(loss.data) & xp.isfinite(norm)
+        if self._healthy is not None:
+            healthy = healthy & self._healthy
+        self._healthy = healthy  # sticky: after a bad step no update is ever applied
+        self.optimizer.step(apply_if=healthy)  # the n-th update uses lr_at(n) ...
+        self.schedule.step()  # ... then the schedule sets the next step's lr
+        self._pending.append((loss.data, norm))
+        return loss.data
+
+    def read_back(self) -> list[float]:
+        """Bring the losses of the steps since the last read-back to the host (one sync) and
+        append them to ``self.losses``; raise TrainingError at the first step whose loss or
+        gradient norm was NaN/Inf (no update was applied from that step on)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return []
+        xp = backend.namespace(pending[0][0])
+        pairs = backend.to_numpy(xp.stack([xp.stack([xp.reshape(a, ()) for a in pair])
+                                           for pair in pending]))  # fmt: skip
+        if self.world is not None:  # each rank holds its share n_r/n of the mean loss
+            pairs = pairs.astype("float64")
+            pairs[:, 0], self._agreed_stop = self.world.agree(pairs[:, 0], self._stop_requested)
+        first = self.step - len(pending) + 1  # the step number of pending[0]
+        values = []
+        for k, (value, norm) in enumerate(pairs.tolist()):
+            if not (math.isfinite(value) and math.isfinite(norm)):
+                self.losses.extend(values)
+                raise TrainingError(
+                    f"step {first + k}: the loss is {value} and the gradient norm {norm}; "
+                    f"no update was applied from that step on. {self._last_good()}"
+                )
+            values.append(float(value))
+        self.losses.extend(values)
+        return values
+
+    def _last_good(self) -> str:
+        """Where the run can go on from, for the message of a TrainingError."""
+        fix = "lower --lr, raise --warmup or set --clip-norm"
+        if self.checkpoint_step is None:
+            return f"No checkpoint was saved yet; {fix} and start again."
+        return (
+            f"The last good checkpoint, {self.out / 'checkpoint.npz'} (step "
+            f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
+            f"{runs.resume_command(self.out)}"
+        )
+
+    # ------------------------------------------------------------------ the loop
+    def train(self, *, overwrite: bool = False) -> dict[str, Any]:
+        """Train to ``cfg.steps``; log, checkpoint and evaluate along the way (in that order:
+        a finished step is saved before an evaluation can fail).
+
+        The run directory is locked for the whole call (a second process is refused, naming
+        this one's PID). A directory that holds another run is refused unless this trainer
+        resumed it or ``overwrite`` is set (the old run's files are then removed first).
+
+        Ctrl-C (SIGINT) or SIGTERM (``kill``, ``timeout``, schedulers) finishes the current
+        step, saves a checkpoint, prints the command that resumes, and returns
+        ``{"interrupted": True, "step": ..., "signal": "SIGINT" | "SIGTERM"}``; a second one
+        stops at once (KeyboardInterrupt, or SystemExit(143) for SIGTERM; the last
+        checkpoint on disk stays intact).
+        """
+        owned = self._owns_out or (
+            self.resumed_from is not None
+            and self.out.resolve() == self.resumed_from.parent.resolve()
+        )
+        if not self._writer:  # another rank of a data-parallel job: rank 0 writes
+            return self._train_locked()
+        lock = runs.open_run(self.out, owned=owned, overwrite=overwrite)
+        try:
+            if self.resumed_from is not None and not self._owns_out and owned:
+                runs.truncate_metrics(self.out / "metrics.jsonl", self.step)
+            self._owns_out = True
+            return self._train_locked()
+        finally:
+            lock.release()
+
+    def _train_locked(self) -> dict[str, Any]:
+        cfg, reporter = self.cfg, self.reporter
+        log = runs.MetricsLog(self.out / "metrics.jsonl" if self._writer else os.devnull)
+        main_thread = threading.current_thread() is threading.main_thread()
+        stops = (signal.SIGINT, signal.SIGTERM)
+        previous = {s: signal.signal(s, self._on_signal) for s in stops} if main_thread else {}
+        self._stop_requested = self._agreed_stop = None
+        reporter.open(self.step)
+        if self.task.name.startswith("translate"):
+            reporter.check_bleu()
+        tokens, t_window = 0, time.perf_counter()
+        try:
+            while self.step < cfg.steps:
+                batch = next(self.stream)
+                t0 = time.perf_counter()
+                if self.world is not None:  # this rank's rows, and its share of the loss
+                    shard, self.loss_scale = self.world.shard(batch)
+                    self.train_step(shard)
+                else:
+                    self.train_step(batch)
+                self.step += 1
+                log_now = self.step % cfg.log_every == 0 or self.step == cfg.steps
+                value = self.read_back()[-1] if log_now else None  # the one wait per log line
+                self.elapsed += time.perf_counter() - t0
+                tokens += batch.n_tokens
+                if reporter.bar is not None:
+                    reporter.bar.update(1)
+                if log_now:
+                    now = time.perf_counter()
+                    record = dict(
+                        step=self.step, split="train", loss=value, lr=self.optimizer.lr,
+                        tokens_per_s=tokens / max(now - t_window, 1e-9), elapsed=self.elapsed,
+                    )  # fmt: skip
+                    tokens, t_window = 0, now
+                    log.write(record)
+                    reporter.log_line(record)
+                if self.step % cfg.checkpoint_every == 0 or self._stopping():
+                    self.save()  # before any evaluation: a failing one cannot lose this step
+                if self._stopping():
+                    again = runs.resume_command(self.out)
+                    if self.world is not None:
+                        again = f"mpiexec -n {self.world.size} {again} --data-parallel"
+                    reporter.stopped(self.step, self._stopping(), again)
+                    return {"interrupted": True, "step": self.step, "signal": self._stopping()}
+                if self.step % cfg.eval_every == 0 and self.step < cfg.steps and self._writer:
+                    metrics = self.evaluate("valid", cfg.eval_samples)
+                    log.write(dict(step=self.step, split="valid", **metrics))
+                    reporter.eval_line(self.step, "valid", metrics)
+        finally:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
+            reporter.close()
+            log.close()
+        self.save()
+        return self.finish()
+
+    @property
+    def _writer(self) -> bool:
+        """True when this process writes the run's files and prints (not a rank > 0)."""
+        return self.world is None or self.world.is_writer
+
+    def _stopping(self) -> str | None:
+        """The stop to act on now: this process's signal, or (data parallel) the one every
+        rank agreed on at the last log line."""
+        return self._stop_requested if self.world is None else self._agreed_stop
+
+    def _on_signal(self, signum: int, frame: Any) -> None:  # noqa: ARG002
+        name = signal.Signals(signum).name
+        if self._stop_requested:  # a second signal: stop now
+            if signum == signal.SIGTERM:
+                raise SystemExit(128 + signal.SIGTERM)
+            raise KeyboardInterrupt
+        self._stop_requested = name
+        again = "Ctrl-C" if signum == signal.SIGINT else name
+        self.reporter.signal_received(name, again, None if self.world is None else self.world.size)
+
+    def finish(self) -> dict[str, Any]:
+        """Final evaluation on the held-out split, the result card and the plots (rank 0
+        of a data-parallel job; the other ranks wait for its result)."""
+        if not self._writer:
+            return self.world.bcast(None)
+        metrics = self.evaluate(self.cfg.final_eval_split, self.cfg.final_eval_samples)
+        with runs.MetricsLog(self.out / "metrics.jsonl") as log:
+            log.write(dict(step=self.step, split=self.cfg.final_eval_split, **metrics))
+        result = report.result_card(self, metrics)
+        report.write_result(self, result)
+        if self.world is not None:
+            self.world.bcast(result)
+        return result
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, split: str = "valid", samples: int | None = None) -> dict[str, float]:
+        """Loss and token accuracy (teacher forcing) and greedy exact-match / BLEU on
+        ``samples`` pairs of ``split`` (see evaluation.py). Leaves the training run untouched
+        (the dropout generator's state is restored)."""
+        metrics = evaluation.evaluate(
+            self.model, self.task, split, samples,
+            label_smoothing=self.cfg.label_smoothing, device=self.cfg.device,
+        )  # fmt: skip
+        if self.task.name.startswith("translate") and "bleu" not in metrics:
+            self.reporter.check_bleu()  # says once that sacrebleu is missing
+        return metrics
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, path: Path | None = None) -> Path:
+        """Model, optimizer, schedule, data position, RNG and log state in one atomic file.
+
+        Refuses (TrainingError) to overwrite a checkpoint with non-finite weights, or when a
+        step since the last read-back was non-finite (``read_back`` raises).
+        """
+        self.read_back()
+        state = self.model.state_dict()
+        bad = [k for k, v in state.items() if not _finite(v)]
+        if bad:
+            raise TrainingError(
+                f"step {self.step}: weights {bad[:3]} hold NaN or Inf, so no checkpoint was "
+                f"written. {self._last_good()}"
+            )
+        if not self._writer:  # rank 0 writes the (identical) state
+            self.checkpoint_step = self.step
+            return self.out / "checkpoint.npz"
+        arrays = {f"model.{k}": backend.to_numpy(v) for k, v in state.items()}
+        opt_arrays, opt_meta = self.optimizer.state_dict()
+        arrays.update({f"optim.{k}": backend.to_numpy(v) for k, v in opt_arrays.items()})
+        meta = dict(
+            kind="minitransformer-train",
+            step=self.step,
+            elapsed=self.elapsed,
+            losses=self.losses,
+            model_config=self.model_cfg.to_dict(),
+            train_config=dataclasses.asdict(self.cfg),
+            tokenizer=self.task.vocab.to_dict(),
+            optimizer=opt_meta,
+            schedule=self.schedule.state_dict(),
+            stream=self.stream.state_dict(),
+            rng=backend.default_generator(self.cfg.device).state(),
+        )
+        written = checkpoint.save_checkpoint(path or self.out / "checkpoint.npz", arrays, meta)
+        if path is None:
+            self.checkpoint_step = self.step
+        return written
+
+    @classmethod
+    def resume(cls, run: str | Path, **changes: Any) -> Trainer:
+        """A Trainer that continues the run in directory ``run`` (or a checkpoint file).
+
+        ``changes`` may set the options in RESUMABLE (``steps`` to train longer, ``device``
+        to continue on another device, ...); the run goes on writing next to its checkpoint
+        unless ``out`` is given. Changing anything else (task, model, seed, batch size,
+        learning rate ...) raises CheckpointError naming each difference: that would be a
+        different run. Every field of the file is checked before use (runs/resume.py).
+        """
+        point = runs.read_resume_point(run, **changes)  # the file, checked; the run's config
+        trainer = cls(point.config)
+        runs.restore(point, trainer)  # weights, optimizer, schedule, data position, RNG
+        meta = point.meta
+        trainer.step, trainer.losses = meta["step"], [float(x) for x in meta["losses"]]
+        trainer.elapsed = float(meta["elapsed"])
+        trainer.resumed_from = path = point.path
+        same_dir = trainer.out.resolve() == path.parent.resolve()
+        trainer.checkpoint_step = (
+            trainer.step if same_dir and path.name == "checkpoint.npz" else None
+        )
+        return trainer
+
+    # ------------------------------------------------------------------ plots
+    def plot(self) -> None:
+        """Loss/accuracy curves and the learning-rate schedule, into ``out/plots``.
+
+        A figure that cannot be drawn gives a warning, never a failed run.
+        """
+        report.draw_plots(self)
+
+    def plot_attention(self, path: Path, split: str | None = None, index: int = 0) -> Any:
+        """Heatmaps of the last decoder layer's cross-attention (one panel per head) while
+        the model decodes held-out example ``index``: which source token each output looks at."""
+        return report.plot_attention(self, path, split, index)
+
+
+def _finite(a: Any) -> bool:
+    """True when array ``a`` holds no NaN or Inf (one device sync)."""
+    xp = backend.namespace(a)
+    return bool(xp.all(xp.isfinite(a)))
