@@ -21,7 +21,8 @@ remembers ``ctx`` (only when some input needs a gradient and grad mode is on).
 
 During ``Tensor.backward()``, each gradient that ``backward`` returns is *unbroadcast*
 to its input's shape: where forward broadcast an input (added axes, or size-1 axes
-stretched), the chain rule sums the gradient over those axes.
+stretched), the chain rule sums the gradient over those axes (``unbroadcast``, defined
+beside the engine in ``tensor.py`` and importable from here).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from typing import Any
 from . import backend
 from . import tensor as _tensor
 from .errors import DeviceError
-from .tensor import Tensor
+from .tensor import Tensor, unbroadcast
+
+__all__ = ["Context", "Function", "unbroadcast"]
 
 
 class Context:
@@ -124,20 +127,3 @@ def _check_one_device(op: str, arrays: list) -> Any:
 
 _NDARRAY = type(backend.asarray([0.0], device="cpu"))  # numpy.ndarray, without naming numpy
 _NUMPY = backend.namespace(backend.asarray([0.0], device="cpu"))
-
-
-def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
-    """Sum ``grad`` down to ``shape``: the backward of NumPy-style broadcasting.
-
-    Leading axes that broadcasting added are summed away; axes where ``shape`` has size 1
-    (stretched by broadcasting) are summed with keepdims.
-    """
-    if tuple(grad.shape) == tuple(shape):
-        return grad
-    extra = grad.ndim - len(shape)
-    if extra > 0:
-        grad = xp.sum(grad, axis=tuple(range(extra)))
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    if stretched:
-        grad = xp.sum(grad, axis=stretched, keepdims=True)
-    return xp.reshape(grad, shape) if tuple(grad.shape) != tuple(shape) else grad
