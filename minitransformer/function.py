@@ -31,7 +31,6 @@ from typing import Any
 
 from . import backend
 from . import tensor as _tensor
-from .errors import DeviceError
 from .tensor import Tensor, unbroadcast
 
 __all__ = ["Context", "Function", "unbroadcast"]
@@ -80,7 +79,7 @@ class Function:
         weights that an op computes anyway)."""
         tensors = [x if type(x) is Tensor or isinstance(x, Tensor) else None for x in inputs]
         arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
-        xp = _check_one_device(cls.__name__, arrays)
+        xp = backend.common_namespace(cls.__name__, arrays)
         if _tensor._grad_enabled:  # is_grad_enabled(), read without a call
             needs = tuple([t is not None and t.requires_grad for t in tensors])
         else:
@@ -97,33 +96,4 @@ class Function:
         return out, ctx
 
 
-def _check_one_device(op: str, arrays: list) -> Any:
-    """Return the namespace of the arrays; raise DeviceError if they sit on two devices."""
-    first = None
-    for a in arrays:
-        if type(a) is _NDARRAY:  # NumPy: the CPU (the common case, checked without calls)
-            if first is None:
-                first = a
-            elif type(first) is not _NDARRAY:
-                break
-            continue
-        if not backend.is_array(a):
-            continue  # Python numbers (and None) combine with arrays on any device
-        if first is None:
-            first = a
-        elif type(a) is not type(first) or backend.device_of(a) != backend.device_of(first):
-            break
-    else:
-        if type(first) is _NDARRAY:
-            return _NUMPY
-        return backend.namespace(first) if first is not None else backend.namespace()
-    devices = [backend.device_of(a) for a in arrays if backend.is_array(a)]
-    raise DeviceError(
-        f"{op}: inputs are on different devices, {devices[0]} and "
-        f"{next(d for d in devices if d != devices[0])}; move them to one device first "
-        "with .to(device)"
-    )
-
-
 _NDARRAY = type(backend.asarray([0.0], device="cpu"))  # numpy.ndarray, without naming numpy
-_NUMPY = backend.namespace(backend.asarray([0.0], device="cpu"))

@@ -58,6 +58,35 @@ def _numpy_namespace() -> Any:
     return array_api_compat.numpy
 
 
+def common_namespace(op: str, arrays: list) -> Any:
+    """The namespace of the arrays among ``arrays`` (an op's inputs: Python numbers and None
+    combine with arrays on any device), or DeviceError naming ``op`` and two devices."""
+    first = None
+    for a in arrays:
+        if type(a) is np.ndarray:  # NumPy: the CPU (the common case, checked without calls)
+            if first is None:
+                first = a
+            elif type(first) is not np.ndarray:
+                break
+            continue
+        if not is_array(a):
+            continue
+        if first is None:
+            first = a
+        elif type(a) is not type(first) or device_of(a) != device_of(first):
+            break
+    else:
+        if type(first) is np.ndarray:
+            return _numpy_namespace()
+        return namespace(first) if first is not None else namespace()
+    devices = [device_of(a) for a in arrays if is_array(a)]
+    raise DeviceError(
+        f"{op}: inputs are on different devices, {devices[0]} and "
+        f"{next(d for d in devices if d != devices[0])}; move them to one device first "
+        "with .to(device)"
+    )
+
+
 def namespace_for_device(device: str) -> Any:
     """The namespace that creates arrays on ``device``."""
     device = normalize_device(device)

@@ -81,6 +81,7 @@ def matmul(a: Array, b: Array) -> Array:
 # The optimizer's flat buffers: gathering gradients into one buffer, and Adam's update with
 # one reused temporary (SGD's update is a few in-place operations already: no kernel).
 
+
 def concat_into(out: Array, arrays: list[Array]) -> None:
     """``optim.flatbuffer.concat_into``: the arrays flattened end to end, written straight
     into ``out`` (n,) by one ``concatenate(..., out=)``: no temporary of size n."""

@@ -70,9 +70,10 @@ class Adam(Optimizer):
         super().__init__(params, lr)
 
     def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
+        m, v = state["m"], state["v"]
         fast = kernels.find(p)
         if fast is not None:
-            return fast.adam_update(p, g, state["m"], state["v"], lr=self.lr, betas=self.betas,
-                                    eps=self.eps, weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip
-        adam_update(p, g, state["m"], state["v"], lr=self.lr, betas=self.betas, eps=self.eps,
+            return fast.adam_update(p, g, m, v, lr=self.lr, betas=self.betas, eps=self.eps,
+                                    weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip
+        adam_update(p, g, m, v, lr=self.lr, betas=self.betas, eps=self.eps,
                     weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip

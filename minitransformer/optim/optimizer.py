@@ -49,8 +49,8 @@ from .. import backend
 from ..errors import ConfigError, DeviceError, ShapeError
 from ..tensor import Tensor
 from .clip import clip_coefficient, total_norm
-from .hyperparameters import check_number
 from .flatbuffer import FlatGroup
+from .hyperparameters import check_number
 
 Array = backend.Array
 
@@ -89,7 +89,9 @@ class Optimizer:
     """Base class: parameters in flat groups, a learning rate, per-element state.
 
     Subclasses name their state arrays in ``state_names`` (e.g. ``("m", "v")``), their JSON
-    hyperparameters in ``hyperparameters``, and implement ``_update(group, sel, flat)``.
+    hyperparameters in ``hyperparameters``, and implement ``_update(p, g, state, t, ok)``:
+    one update of the array ``p`` (a parameter, or a whole flat group) with gradient ``g``,
+    state arrays ``state`` of the same layout, step count ``t`` and device flag ``ok``.
 
     Attributes:
         params: the parameters, in the order given (state is keyed by this index).

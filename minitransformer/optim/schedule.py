@@ -1,6 +1,6 @@
-"""The paper's learning-rate schedule (§5.3): linear warm-up, then inverse square root.
+"""The paper's learning-rate schedule (§5.3): linear warm-up, then inverse square root::
 
-    lrate(step) = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
+lrate(step) = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
 """
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
 """SGD: stochastic gradient descent with optional (heavy-ball) momentum, as ``torch.optim.SGD``.
 
+For each parameter θ with gradient ∇θ, at its t-th update::
+
     g ← ∇θ + λ θ                  (only when weight_decay λ > 0)
     b ← g  on the first step, then  b ← μ b + g      (momentum μ > 0)
     θ ← θ − lr · b                (b = g when μ = 0)
