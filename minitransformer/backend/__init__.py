@@ -1,9 +1,10 @@
 """Which array library does the math: NumPy on the CPU, CuPy on a GPU.
 
 This package is the only place above the kernels that imports numpy or cupy by name for
-array math. Everything else asks for the *namespace* of its input arrays
+the math on arrays of a device. Everything else asks for the *namespace* of its input arrays
 (``namespace(x)``) and calls the array-API functions on it (``xp.exp``, ``xp.matmul``, ...),
-so the same model code runs on every backend.
+so the same model code runs on every backend. (Host-side bookkeeping on NumPy arrays, such
+as gradcheck's finite differences, uses NumPy itself.)
 
 - ``devices.py``  device names ("cpu", "cuda:N", "strict:NAME"), ``device_of``, importing
   CuPy / array-api-strict on first use, ``cuda_available``, ``synchronize``.
@@ -18,7 +19,7 @@ gradient), and conversion to NumPy. Machine facts and process tuning (BLAS threa
 are not here: see ``minitransformer/host.py``.
 """
 
-import numpy as np  # ``backend.np``: NumPy for host-side code above (decoding's beam search)
+import numpy as np  # ``backend.np``: an alias of NumPy kept for host-side code (decode, train)
 
 from .arrays import (
     DTYPES,
