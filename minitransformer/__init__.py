@@ -7,7 +7,13 @@ mt.nn.Transformer(...), mt.optim.Adam(...), mt.gradcheck(...)
 
 __version__ = "0.1.0"
 
-from . import backend, errors, nn, optim
+from . import (
+    backend,
+    errors,
+    nn,
+    ops,  # noqa: F401 - attaches Tensor's operators and methods (ops/__init__.py)
+    optim,
+)
 from .backend import cuda_available, set_default_device
 from .config import TransformerConfig
 from .gradcheck import GradcheckError, gradcheck

@@ -21,7 +21,8 @@ remembers ``ctx`` (only when some input needs a gradient and grad mode is on).
 
 During ``Tensor.backward()``, each gradient that ``backward`` returns is *unbroadcast*
 to its input's shape: where forward broadcast an input (added axes, or size-1 axes
-stretched), the chain rule sums the gradient over those axes.
+stretched), the chain rule sums the gradient over those axes (``unbroadcast``, defined
+beside the engine in ``tensor.py`` and importable from here).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ from typing import Any
 
 from . import backend
 from . import tensor as _tensor
-from .errors import DeviceError
-from .tensor import Tensor
+from .tensor import Tensor, unbroadcast
+
+__all__ = ["Context", "Function", "unbroadcast"]
 
 
 class Context:
@@ -77,7 +79,7 @@ class Function:
         weights that an op computes anyway)."""
         tensors = [x if type(x) is Tensor or isinstance(x, Tensor) else None for x in inputs]
         arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
-        xp = _check_one_device(cls.__name__, arrays)
+        xp = backend.common_namespace(cls.__name__, arrays)
         if _tensor._grad_enabled:  # is_grad_enabled(), read without a call
             needs = tuple([t is not None and t.requires_grad for t in tensors])
         else:
@@ -94,50 +96,4 @@ class Function:
         return out, ctx
 
 
-def _check_one_device(op: str, arrays: list) -> Any:
-    """Return the namespace of the arrays; raise DeviceError if they sit on two devices."""
-    first = None
-    for a in arrays:
-        if type(a) is _NDARRAY:  # NumPy: the CPU (the common case, checked without calls)
-            if first is None:
-                first = a
-            elif type(first) is not _NDARRAY:
-                break
-            continue
-        if not backend.is_array(a):
-            continue  # Python numbers (and None) combine with arrays on any device
-        if first is None:
-            first = a
-        elif type(a) is not type(first) or backend.device_of(a) != backend.device_of(first):
-            break
-    else:
-        if type(first) is _NDARRAY:
-            return _NUMPY
-        return backend.namespace(first) if first is not None else backend.namespace()
-    devices = [backend.device_of(a) for a in arrays if backend.is_array(a)]
-    raise DeviceError(
-        f"{op}: inputs are on different devices, {devices[0]} and "
-        f"{next(d for d in devices if d != devices[0])}; move them to one device first "
-        "with .to(device)"
-    )
-
-
 _NDARRAY = type(backend.asarray([0.0], device="cpu"))  # numpy.ndarray, without naming numpy
-_NUMPY = backend.namespace(backend.asarray([0.0], device="cpu"))
-
-
-def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
-    """Sum ``grad`` down to ``shape``: the backward of NumPy-style broadcasting.
-
-    Leading axes that broadcasting added are summed away; axes where ``shape`` has size 1
-    (stretched by broadcasting) are summed with keepdims.
-    """
-    if tuple(grad.shape) == tuple(shape):
-        return grad
-    extra = grad.ndim - len(shape)
-    if extra > 0:
-        grad = xp.sum(grad, axis=tuple(range(extra)))
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    if stretched:
-        grad = xp.sum(grad, axis=stretched, keepdims=True)
-    return xp.reshape(grad, shape) if tuple(grad.shape) != tuple(shape) else grad

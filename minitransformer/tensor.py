@@ -7,10 +7,15 @@ reach each Tensor (the multivariate chain rule). Leaves (tensors you created wit
 ``requires_grad=True``, such as parameters) *accumulate* into ``.grad`` across calls until
 you zero them; the graph is released afterwards so memory does not grow step by step.
 
-``.grad`` is a raw array on the tensor's device (not a Tensor).
+``.grad`` is a raw array on the tensor's device (not a Tensor). A leaf may be given a
+*gradient buffer* (``set_grad_buffer``): its next fresh gradient is written into that array,
+which then is ``.grad``. An optimizer with one flat buffer for all gradients hands each
+parameter its view this way, so no gather copy is needed and no second copy of all
+gradients is ever alive.
 
-Operators (``+ - * / @ **``, indexing) call the ops in ``minitransformer/ops``; they are
-imported inside each method because ops import this module (imports only run downward).
+Operators (``+ - * / @ **``, indexing) and the methods ``exp``, ``sum``, ``reshape``, ``to``,
+... are attached to Tensor by ``minitransformer/ops/__init__.py`` in one table: the ops
+stand on this module, so this module cannot import them (imports only run downward).
 """
 
 from __future__ import annotations
@@ -20,12 +25,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import backend
-from .errors import DTypeError, ShapeError
 
 _grad_enabled = True
 
 
 def is_grad_enabled() -> bool:
+    """True unless inside ``no_grad()``: ops record the graph for backward."""
     return _grad_enabled
 
 
@@ -42,6 +47,7 @@ def no_grad() -> Iterator[None]:
 
 @contextlib.contextmanager
 def enable_grad() -> Iterator[None]:
+    """Inside this block ops record the graph again (inside an outer ``no_grad()``)."""
     global _grad_enabled
     previous, _grad_enabled = _grad_enabled, True
     try:
@@ -55,7 +61,7 @@ class Tensor:
 
     __slots__ = (
         "data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned", "_freed",
-        "_grad_slot",
+        "_grad_buffer",
     )  # fmt: skip
     __array_priority__ = 1000  # numpy_scalar * tensor -> Tensor.__rmul__, not NumPy
 
@@ -63,9 +69,9 @@ class Tensor:
         if isinstance(data, Tensor):
             data = data.data
         if dtype is not None:
-            _check_dtype("Tensor", dtype)
+            backend.check_dtype("Tensor", dtype)
         if not backend.is_array(data):
-            data = _host_numbers("Tensor", data)
+            data = backend.host_numbers("Tensor", data)
         if not backend.is_array(data) or dtype is not None or device is not None:
             data = backend.asarray(data, dtype=dtype, device=device)
         self.data = data
@@ -73,9 +79,9 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self._ctx = None
         self._retains_grad = False
-        self._grad_owned = False
+        self._grad_owned = False  # True: .grad is an array we alone hold (add into it)
         self._freed = False
-        self._grad_slot = None  # an optimizer's flat-buffer view the gradient is written into
+        self._grad_buffer = None  # where the next fresh gradient goes (set_grad_buffer)
 
     @classmethod
     def _wrap(cls, data: Any) -> Tensor:
@@ -83,7 +89,7 @@ class Tensor:
         t = cls.__new__(cls)
         t.data, t.grad, t.requires_grad, t._ctx = data, None, False, None
         t._retains_grad = t._grad_owned = t._freed = False
-        t._grad_slot = None
+        t._grad_buffer = None
         return t
 
     # ------------------------------------------------------------------ properties
@@ -111,11 +117,6 @@ class Tensor:
     def is_leaf(self) -> bool:
         return self._ctx is None and not self._freed
 
-    @property
-    def T(self) -> Tensor:
-        """Swap the last two axes."""
-        return self.transpose(-1, -2)
-
     def __len__(self) -> int:
         return self.data.shape[0]
 
@@ -135,22 +136,11 @@ class Tensor:
             raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
         return backend.to_numpy(self.data).reshape(()).item()
 
-    def to(self, device: str) -> Tensor:
-        """This tensor on ``device`` ("cpu", "cuda", "strict:device1"); gradients flow back."""
-        from .ops.device import to_device
-
-        return to_device(self, device)
-
-    def astype(self, dtype: Any) -> Tensor:
-        from .ops.device import astype
-
-        _check_dtype("astype", dtype)
-        return astype(self, dtype)
-
     def detach(self) -> Tensor:
         """The same data, cut from the graph."""
         return Tensor._wrap(self.data)
 
+    # ------------------------------------------------------------------ gradients
     def retain_grad(self) -> Tensor:
         """Keep ``.grad`` on this non-leaf tensor after backward (for inspection)."""
         self._retains_grad = True
@@ -159,7 +149,23 @@ class Tensor:
     def zero_grad(self) -> None:
         self.grad = None
 
-    # ------------------------------------------------------------------ backward
+    @property
+    def grad_owned(self) -> bool:
+        """True when ``.grad`` is an array this tensor alone holds: it may be changed in
+        place (autograd adds later gradients into it; clipping may scale it)."""
+        return self._grad_owned
+
+    def set_grad(self, grad: Any, owned: bool = False) -> None:
+        """Make ``grad`` this tensor's ``.grad``. ``owned=True`` promises that nothing else
+        holds the array, so a later backward adds into it in place (else it sums anew)."""
+        self.grad, self._grad_owned = grad, owned
+
+    def set_grad_buffer(self, buffer: Any) -> None:
+        """Write this leaf's next fresh gradient (while ``.grad`` is None) into ``buffer``,
+        an array of its shape, dtype and device, which then is ``.grad``; None: keep the
+        array backward made. An optimizer's flat buffer hands over its views this way."""
+        self._grad_buffer = buffer
+
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Backpropagate from this tensor: fill ``.grad`` of every leaf that needs one.
 
@@ -204,8 +210,6 @@ class Tensor:
                 if parent is None or pg is None or not parent.requires_grad:
                     continue
                 if pg.shape != parent.data.shape:
-                    from .function import unbroadcast
-
                     pg = unbroadcast(ctx.xp, pg, parent.shape)
                 if parent not in grads:
                     grads[parent] = pg
@@ -221,10 +225,10 @@ class Tensor:
 
     def _accumulate(self, g: Any, owned: bool) -> None:
         if self.grad is None:
-            slot = self._grad_slot
-            if slot is not None and slot.dtype == g.dtype and slot.device == g.device:
-                slot[...] = g  # straight into the optimizer's flat buffer; g is freed now
-                self.grad, self._grad_owned = slot, True
+            buf = self._grad_buffer
+            if buf is not None and buf.dtype == g.dtype and buf.device == g.device:
+                buf[...] = g  # straight into the gradient buffer; g is freed now
+                self.grad, self._grad_owned = buf, True
                 return
             self.grad, self._grad_owned = g, owned
         elif self._grad_owned:
@@ -234,146 +238,23 @@ class Tensor:
         if not backend.is_array(self.grad):  # NumPy math on 0-d arrays returns scalars
             self.grad, self._grad_owned = backend.namespace(self.data).asarray(self.grad), True
 
-    # ------------------------------------------------------------------ operators
-    def __add__(self, other: Any) -> Tensor:
-        from .ops.elementwise import add
 
-        return add(self, other)
+def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``grad`` down to ``shape``: the backward of NumPy-style broadcasting.
 
-    def __radd__(self, other: Any) -> Tensor:
-        from .ops.elementwise import add
-
-        return add(other, self)
-
-    def __sub__(self, other: Any) -> Tensor:
-        from .ops.elementwise import sub
-
-        return sub(self, other)
-
-    def __rsub__(self, other: Any) -> Tensor:
-        from .ops.elementwise import sub
-
-        return sub(other, self)
-
-    def __mul__(self, other: Any) -> Tensor:
-        from .ops.elementwise import mul
-
-        return mul(self, other)
-
-    def __rmul__(self, other: Any) -> Tensor:
-        from .ops.elementwise import mul
-
-        return mul(other, self)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        from .ops.elementwise import div
-
-        return div(self, other)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        from .ops.elementwise import div
-
-        return div(other, self)
-
-    def __neg__(self) -> Tensor:
-        from .ops.elementwise import neg
-
-        return neg(self)
-
-    def __pow__(self, exponent: float) -> Tensor:
-        from .ops.elementwise import pow
-
-        return pow(self, exponent)
-
-    def __matmul__(self, other: Any) -> Tensor:
-        from .ops.matmul import matmul
-
-        return matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        from .ops.matmul import matmul
-
-        return matmul(other, self)
-
-    def __getitem__(self, index: Any) -> Tensor:
-        from .ops.shape import getitem
-
-        return getitem(self, index)
-
-    # ------------------------------------------------------------------ methods
-    def exp(self) -> Tensor:
-        from .ops.elementwise import exp
-
-        return exp(self)
-
-    def log(self) -> Tensor:
-        from .ops.elementwise import log
-
-        return log(self)
-
-    def sqrt(self) -> Tensor:
-        from .ops.elementwise import sqrt
-
-        return sqrt(self)
-
-    def relu(self) -> Tensor:
-        from .ops.elementwise import relu
-
-        return relu(self)
-
-    def tanh(self) -> Tensor:
-        from .ops.activations import tanh
-
-        return tanh(self)
-
-    def sigmoid(self) -> Tensor:
-        from .ops.activations import sigmoid
-
-        return sigmoid(self)
-
-    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        from .ops.reduce import sum
-
-        return sum(self, axis=axis, keepdims=keepdims)
-
-    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        from .ops.reduce import mean
-
-        return mean(self, axis=axis, keepdims=keepdims)
-
-    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        from .ops.reduce import max
-
-        return max(self, axis=axis, keepdims=keepdims)
-
-    def reshape(self, *shape: Any) -> Tensor:
-        from .ops.shape import reshape
-
-        if len(shape) == 1 and isinstance(shape[0], tuple | list):
-            shape = tuple(shape[0])
-        return reshape(self, shape)
-
-    def transpose(self, axis1: int = -2, axis2: int = -1) -> Tensor:
-        from .ops.shape import transpose
-
-        return transpose(self, axis1, axis2)
-
-    def permute(self, *axes: int) -> Tensor:
-        from .ops.shape import permute
-
-        if len(axes) == 1 and isinstance(axes[0], tuple | list):
-            axes = tuple(axes[0])
-        return permute(self, axes)
-
-    def softmax(self, axis: int = -1) -> Tensor:
-        from .ops.softmax import softmax
-
-        return softmax(self, axis=axis)
-
-    def log_softmax(self, axis: int = -1) -> Tensor:
-        from .ops.softmax import log_softmax
-
-        return log_softmax(self, axis=axis)
+    Leading axes that broadcasting added are summed away; axes where ``shape`` has size 1
+    (stretched by broadcasting) are summed with keepdims. Shapes: grad (..., *out) ->
+    ``shape``. The engine applies it to every gradient a Function's backward returns.
+    """
+    if tuple(grad.shape) == tuple(shape):
+        return grad
+    extra = grad.ndim - len(shape)
+    if extra > 0:
+        grad = xp.sum(grad, axis=tuple(range(extra)))
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    if stretched:
+        grad = xp.sum(grad, axis=stretched, keepdims=True)
+    return xp.reshape(grad, shape) if tuple(grad.shape) != tuple(shape) else grad
 
 
 def _topological_order(root: Tensor) -> list[Tensor]:
@@ -410,58 +291,9 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None, device: An
     if isinstance(data, Tensor):
         data = data.data
     if dtype is not None:
-        _check_dtype("mt.tensor", dtype)
+        backend.check_dtype("mt.tensor", dtype)
     if not backend.is_array(data):
-        data = _host_numbers("mt.tensor", data)
+        data = backend.host_numbers("mt.tensor", data)
         if dtype is None:  # Python data: PyTorch's defaults (float32, int64, bool)
             data, dtype = backend.host_array_with_default_dtype(data)
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device)
-
-
-_DTYPES = (
-    "float16", "float32", "float64", "int8", "int16", "int32", "int64",
-    "uint8", "uint16", "uint32", "uint64", "bool",
-)  # fmt: skip
-
-
-def _check_dtype(where: str, dtype: Any) -> None:
-    """A dtype name or object this library can hold, else DTypeError naming the choices."""
-    if isinstance(dtype, str):
-        name = dtype
-    elif isinstance(dtype, type):  # float, np.float32, ...
-        try:
-            name = backend.np.dtype(dtype).name
-        except TypeError:
-            name = None
-    else:  # a dtype object of any backend
-        name = backend.dtype_name(dtype)
-    if name not in _DTYPES:
-        raise DTypeError(
-            f"{where}: dtype {dtype!r} is not a numeric dtype this library handles; use one of "
-            f"{', '.join(_DTYPES)} (float32 to train, float64 for gradient checks)"
-        )
-
-
-def _host_numbers(where: str, data: Any) -> Any:
-    """Python numbers / nested lists (or NumPy scalars) as a NumPy array of numbers, else
-    DTypeError (strings, None, objects) or ShapeError (ragged lists)."""
-    np = backend.np
-    try:
-        array = np.asarray(data)
-    except ValueError:
-        raise ShapeError(
-            f"{where}: the nested lists are ragged (rows of different lengths); pad them to "
-            "one length first (the padding id for token ids)"
-        ) from None
-    if array.dtype.kind not in "biuf":
-        raise DTypeError(
-            f"{where}: data must be numbers (a number, nested lists of numbers, or an "
-            f"array), got {type(data).__name__} {_short(data)}; convert strings to ids with "
-            "the task's vocabulary, e.g. vocab.tokenize(text)"
-        )
-    return array
-
-
-def _short(data: Any) -> str:
-    text = repr(data)
-    return text if len(text) <= 40 else text[:37] + "..."

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer import backend
+from minitransformer import backend, host
 from minitransformer.errors import DeviceError
 
 
@@ -92,14 +92,14 @@ def test_manual_seed_resets_default_generators():
 
 def test_gemm_threads_scale_with_the_cores_others_leave_free(monkeypatch):
     monkeypatch.setattr("os.cpu_count", lambda: 8)
-    monkeypatch.setattr(backend._cpu_load, "sample", lambda: 0.6)
-    big = backend.SMALL_GEMM + 1
-    assert backend.gemm_threads(8, 10) == 1  # small products: one thread
-    assert backend.gemm_threads(8, big) == 7  # 7.4 cores free
-    assert backend.gemm_threads(4, big) == 4
-    monkeypatch.setattr(backend._cpu_load, "sample", lambda: 7.9)
-    assert backend.gemm_threads(8, big) == 1
-    assert backend.gemm_threads(1, big) == 1
+    monkeypatch.setattr(host._cpu_load, "sample", lambda: 0.6)
+    big = host.SMALL_GEMM + 1
+    assert host.gemm_threads(8, 10) == 1  # small products: one thread
+    assert host.gemm_threads(8, big) == 7  # 7.4 cores free
+    assert host.gemm_threads(4, big) == 4
+    monkeypatch.setattr(host._cpu_load, "sample", lambda: 7.9)
+    assert host.gemm_threads(8, big) == 1
+    assert host.gemm_threads(1, big) == 1
 
 
 # ----------------------------------------------------------------------------- counter-based draws
@@ -168,12 +168,13 @@ def test_importing_the_library_changes_nothing_process_wide():
         "from threadpoolctl import threadpool_info\n"
         "before = [p['num_threads'] for p in threadpool_info()]\n"
         "import minitransformer as mt\n"
-        "from minitransformer import backend\n"
+        "from minitransformer import host\n"
+        "from minitransformer.kernels import numpy as numpy_kernels\n"
         "a = np.ones((64, 64), np.float32)\n"
-        "backend.matmul(np, a, a)\n"
+        "numpy_kernels.matmul(a, a)\n"
         "after = [p['num_threads'] for p in threadpool_info()]\n"
         "assert before == after, (before, after)\n"
-        "assert backend.malloc_tuned is False and backend._gemm_tuning is False\n"
+        "assert host.malloc_tuned is False and host.gemm_tuning is False\n"
         "print('ok')\n"
     )
     pytest.importorskip("threadpoolctl")

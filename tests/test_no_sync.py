@@ -42,6 +42,7 @@ def _refuse_host_reads(m) -> None:
     for name in ("__float__", "__int__", "__bool__", "__index__"):
         m.setattr(Array, name, _refuse)
     m.setattr(backend, "to_numpy", _refusing_to_numpy(backend.to_numpy))
+    m.setattr(backend.arrays, "to_numpy", _refusing_to_numpy(backend.arrays.to_numpy))
 
 
 def _trainer(tmp_path, steps=50, **kw):

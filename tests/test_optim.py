@@ -115,6 +115,54 @@ def test_clip_grad_norm_matches_torch(max_norm):
         np.testing.assert_allclose(p.grad, tp.grad.numpy(), rtol=1e-14, atol=0)
 
 
+# ----------------------------------------------------------------------------- fused vs reference
+
+
+@pytest.mark.parametrize("dtype, tol", [("float32", 1e-6), ("float64", 1e-13)])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+@pytest.mark.parametrize("ok", [None, True, False])
+def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay, ok):
+    """kernels.numpy.adam_update (one reused temporary, out=) gives the numbers of the
+    four-line reference update over several steps, with and without weight decay, with the
+    ok gate true or false (false: nothing changes, even for a NaN gradient)."""
+    from minitransformer.kernels import numpy as numpy_kernels
+    from minitransformer.optim.adam import adam_update
+
+    rng = np.random.default_rng(3)
+    p0 = rng.standard_normal(40).astype(dtype)
+    grads = [rng.standard_normal(40).astype(dtype) for _ in range(6)]
+    if ok is False:
+        grads[2][5] = np.nan
+    flag = None if ok is None else np.asarray(ok)
+    runs = {}
+    for name, update in [("reference", adam_update), ("fused", numpy_kernels.adam_update)]:
+        p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+        for t, g in enumerate(grads, start=1):
+            update(p, g, m, v, lr=1e-2, betas=(0.9, 0.98), eps=1e-9,
+                   weight_decay=weight_decay, t=t, ok=flag)  # fmt: skip
+        runs[name] = (p, m, v)
+    for ref, fused in zip(runs["reference"], runs["fused"], strict=True):
+        assert ref.dtype == fused.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(fused, ref, rtol=tol, atol=tol)
+    if ok is False:
+        np.testing.assert_array_equal(runs["reference"][0], p0)
+        np.testing.assert_array_equal(runs["fused"][0], p0)
+
+
+def test_adam_with_and_without_its_fast_path_gives_the_same_steps():
+    """The optimizer chooses the fused update on NumPy; under kernels.reference_only() it
+    runs the reference: the same trajectory."""
+    from minitransformer import kernels
+
+    grads = _grads(8)
+    params = _params()
+    want = _run(Adam(params, lr=1e-2, weight_decay=0.01), params, grads)
+    params = _params()
+    with kernels.reference_only():
+        got = _run(Adam(params, lr=1e-2, weight_decay=0.01), params, grads)
+    _assert_close(got, want, atol=1e-13)
+
+
 # ----------------------------------------------------------------------------- clipping
 
 

@@ -78,4 +78,38 @@ def matmul(a: Array, b: Array) -> Array:
 
 
 # ----------------------------------------------------------------------------- optimizer
-# (the flat-buffer Adam / SGD updates with out=: the optimizer's section)
+# The optimizer's flat buffers: gathering gradients into one buffer, and Adam's update with
+# one reused temporary (SGD's update is a few in-place operations already: no kernel).
+
+
+def concat_into(out: Array, arrays: list[Array]) -> None:
+    """``optim.flatbuffer.concat_into``: the arrays flattened end to end, written straight
+    into ``out`` (n,) by one ``concatenate(..., out=)``: no temporary of size n."""
+    np.concatenate([a.ravel() for a in arrays], out=out)
+
+
+def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
+                betas: tuple[float, float], eps: float, weight_decay: float, t: int,
+                ok: Any = None) -> None:  # fmt: skip
+    """``optim.adam.adam_update`` fused with ``out=``: the same update (m, v, then p, in
+    place) with ONE temporary of p's size, reused for (1-β1) g, (1-β2) g², the
+    denominator and the step; the reference makes about eight. ``ok`` False (read on the
+    host, free on NumPy) changes nothing."""
+    if ok is not None and not ok:
+        return
+    b1, b2 = betas
+    if weight_decay:
+        g = g + weight_decay * p
+    buf = np.multiply(g, 1 - b1)
+    m *= b1
+    m += buf  # m = β1 m + (1-β1) g
+    np.multiply(g, g, out=buf)
+    buf *= 1 - b2
+    v *= b2
+    v += buf  # v = β2 v + (1-β2) g²
+    np.sqrt(v, out=buf)
+    buf /= (1 - b2**t) ** 0.5
+    buf += eps  # √v/√(1-β2^t) + ε
+    np.divide(m, buf, out=buf)
+    buf *= -(lr / (1 - b1**t))
+    p += buf

@@ -7,10 +7,11 @@ end in one buffer per device and dtype, the same update is a handful of calls wh
 number of parameters (the "multi-tensor" or "flat" optimizer of large training systems):
 
     data  (n,)   every parameter of the group, end to end;  p.data = data[a:b].reshape(shape)
-    grad  (n,)   every gradient; p.grad = grad[a:b].reshape(shape). Backward writes a fresh
-                 gradient straight into its view (``Tensor._grad_slot``), so no second copy
-                 of the gradients is ever alive; gradients made elsewhere are copied in by
-                 ONE concatenation (``gather``)
+    grad  (n,)   every gradient; p.grad = grad[a:b].reshape(shape). Each view is the
+                 parameter's gradient buffer (``Tensor.set_grad_buffer``): backward writes a
+                 fresh gradient straight into it, so no second copy of the gradients is ever
+                 alive; gradients made elsewhere are copied in by ONE concatenation
+                 (``gather``)
     state (n,)   per optimizer state name (Adam's m and v, SGD's momentum), same layout
 
 so ``data -= lr * update`` moves every parameter at once, ``vector_norm(grad)`` is the
@@ -25,17 +26,23 @@ later replaces a parameter's array (``model.to(...)``, ``load_state_dict``) is n
 from __future__ import annotations
 
 import operator
-from typing import Any
 
-from . import backend
-from .tensor import Tensor
+from .. import backend, kernels
+from ..tensor import Tensor
 
 Array = backend.Array
 
 
-def _has_out(xp: Any) -> bool:
-    """True when ``xp``'s functions take ``out=`` (NumPy, CuPy; not the strict standard)."""
-    return type(getattr(xp, "multiply", None)).__name__ == "ufunc"
+def concat_into(out: Array, arrays: list[Array]) -> None:
+    """out[...] = the arrays flattened and laid end to end. Shapes: out (n,), n = Σ sizes.
+
+    The reference: one concatenation of 1-D reshapes, then one copy into ``out``; on NumPy
+    ``kernels.numpy.concat_into`` writes straight into ``out`` (no temporary)."""
+    fast = kernels.find(out)
+    if fast is not None:
+        return fast.concat_into(out, arrays)
+    xp = backend.namespace(out)
+    out[...] = xp.concat([xp.reshape(a, (-1,)) for a in arrays])
 
 
 class FlatGroup:
@@ -60,7 +67,7 @@ class FlatGroup:
         self.grad = xp.zeros_like(self.data)  # (n,)
         self.grad_views = self.slices(self.grad)
         for p, gv in zip(params, self.grad_views, strict=True):
-            p._grad_slot = gv  # backward writes a fresh gradient straight into its slot
+            p.set_grad_buffer(gv)  # backward writes a fresh gradient straight into its view
         self.state: dict[str, Array] = {}  # name -> (n,) array, made on first use
 
     def slices(self, flat: Array) -> list[Array]:
@@ -107,7 +114,6 @@ class FlatGroup:
             return [True] * len(grads)  # gathered already, nothing new since
         xp, has = self.xp, []
         parts, fresh = [], False
-        has_out = _has_out(xp)  # NumPy / CuPy: the 1-D view with one method call
         for p, gv, (a, b) in zip(self.params, self.grad_views, self.bounds, strict=True):
             g = p.grad
             if g is None:  # its slot may hold an old gradient: write zeros there
@@ -118,15 +124,11 @@ class FlatGroup:
             has.append(True)
             if g is not gv:
                 fresh = True
-            parts.append(g.ravel() if has_out else xp.reshape(g, (-1,)))
+            parts.append(g)
         if not fresh:
             return has
-        if has_out:  # NumPy / CuPy: straight into the buffer
-            xp.concatenate(parts, out=self.grad)
-        else:
-            self.grad[...] = xp.concat(parts)
+        concat_into(self.grad, parts)
         for p, gv, h in zip(self.params, self.grad_views, has, strict=True):
-            if h:
-                p.grad = gv
-                p._grad_owned = True  # a later backward (no zero_grad) adds into the buffer
+            if h:  # owned: a later backward (no zero_grad) adds into the buffer
+                p.set_grad(gv, owned=True)
         return has

@@ -1,0 +1,83 @@
+"""Which array library does the math: NumPy on the CPU, CuPy on a GPU.
+
+This package is the only place above the kernels that imports numpy or cupy by name for
+the math on arrays of a device. Everything else asks for the *namespace* of its input arrays
+(``namespace(x)``) and calls the array-API functions on it (``xp.exp``, ``xp.matmul``, ...),
+so the same model code runs on every backend. (Host-side bookkeeping on NumPy arrays, such
+as gradcheck's finite differences, uses NumPy itself.)
+
+- ``devices.py``  device names ("cpu", "cuda:N", "strict:NAME"), ``device_of``, importing
+  CuPy / array-api-strict on first use, ``cuda_available``, ``synchronize``.
+- ``arrays.py``   namespaces, dtype helpers, creation and moves (``asarray``, ``to_numpy``,
+  ``to_device``), the dtype/data checks of ``mt.tensor``, ``scatter_add``.
+- ``random.py``   ``Generator`` (seeded, counter-based dropout draws on the device),
+  ``manual_seed``, ``default_generator``.
+
+Beyond the standard, the library needs three things the array API does not have; they live
+here: a random generator that lives on the device, scatter-add (for the embedding
+gradient), and conversion to NumPy. Machine facts and process tuning (BLAS threads, malloc)
+are not here: see ``minitransformer/host.py``.
+"""
+
+import numpy as np  # ``backend.np``: an alias of NumPy kept for host-side code (decode, train)
+
+from .arrays import (
+    DTYPES,
+    Array,
+    asarray,
+    check_dtype,
+    common_namespace,
+    dtype_name,
+    host_array_with_default_dtype,
+    host_numbers,
+    is_array,
+    namespace,
+    namespace_for_device,
+    resolve_dtype,
+    scatter_add,
+    to_device,
+    to_numpy,
+)
+from .devices import (
+    cuda_available,
+    device_of,
+    device_of_array_device,
+    get_default_device,
+    native_device,
+    normalize_device,
+    set_default_device,
+    synchronize,
+)
+from .random import Generator, counter_bits, counter_uniform, default_generator, manual_seed
+
+__all__ = [
+    "DTYPES",
+    "Array",
+    "Generator",
+    "asarray",
+    "check_dtype",
+    "common_namespace",
+    "counter_bits",
+    "counter_uniform",
+    "cuda_available",
+    "default_generator",
+    "device_of",
+    "device_of_array_device",
+    "dtype_name",
+    "get_default_device",
+    "host_array_with_default_dtype",
+    "host_numbers",
+    "is_array",
+    "manual_seed",
+    "namespace",
+    "namespace_for_device",
+    "native_device",
+    "normalize_device",
+    "np",
+    "resolve_dtype",
+    "scatter_add",
+    "set_default_device",
+    "synchronize",
+    "to_device",
+    "to_numpy",
+]

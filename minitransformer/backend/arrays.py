@@ -1,0 +1,273 @@
+"""Arrays of any backend: their namespace, dtypes, creation, moves, and scatter-add.
+
+Everything above the backend asks for the *namespace* of its input arrays
+(``namespace(x)``) and calls the array-API functions on it (``xp.exp``, ``xp.matmul``,
+...), so the same model code runs on NumPy, CuPy and the strict stand-in. NumPy's namespace
+is the lean one of ``kernels.numpy`` (the same functions, ``reshape`` and ``sum`` reached in
+one Python call): chosen in one place, ``_numpy_namespace``.
+
+Values enter the library here: ``asarray`` makes an array on a device, ``check_dtype`` and
+``host_numbers`` validate what a user hands to ``mt.tensor`` (once, where it enters).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..checks import short
+from ..errors import DeviceError, DTypeError, ShapeError
+from ..kernels import numpy as numpy_kernels
+from .devices import cupy_module, device_of, native_device, normalize_device, strict_module
+
+Array = Any  # an array of any supported backend (numpy.ndarray, cupy.ndarray, strict Array)
+
+# ----------------------------------------------------------------------------- namespaces
+
+
+def namespace(*arrays: Array) -> Any:
+    """The array namespace of the given arrays (numpy, cupy or array_api_strict).
+
+    NumPy (>= 2) and CuPy arrays are served by ``array_api_compat``'s wrappers so that
+    standard names (``concat``, ``permute_dims``, ``astype``) work on both; NumPy gets its
+    own module when it already is compliant, which avoids a wrapper call per function.
+    """
+    for x in arrays:
+        if isinstance(x, np.ndarray | np.generic):
+            return _numpy_namespace()
+        mod = type(x).__module__
+        if mod.startswith("cupy"):
+            import array_api_compat
+
+            return array_api_compat.array_namespace(x)
+        if mod.startswith("array_api_strict"):
+            return strict_module()
+    return _numpy_namespace()
+
+
+@functools.cache
+def _numpy_namespace() -> Any:
+    """NumPy >= 2.1 is array-API compliant: its lean namespace (``kernels.numpy``);
+    older NumPy goes through ``array_api_compat``'s wrappers."""
+    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":
+        return numpy_kernels.lean_namespace()
+    import array_api_compat.numpy
+
+    return array_api_compat.numpy
+
+
+def common_namespace(op: str, arrays: list) -> Any:
+    """The namespace of the arrays among ``arrays`` (an op's inputs: Python numbers and None
+    combine with arrays on any device), or DeviceError naming ``op`` and two devices."""
+    first = None
+    for a in arrays:
+        if type(a) is np.ndarray:  # NumPy: the CPU (the common case, checked without calls)
+            if first is None:
+                first = a
+            elif type(first) is not np.ndarray:
+                break
+            continue
+        if not is_array(a):
+            continue
+        if first is None:
+            first = a
+        elif type(a) is not type(first) or device_of(a) != device_of(first):
+            break
+    else:
+        if type(first) is np.ndarray:
+            return _numpy_namespace()
+        return namespace(first) if first is not None else namespace()
+    devices = [device_of(a) for a in arrays if is_array(a)]
+    raise DeviceError(
+        f"{op}: inputs are on different devices, {devices[0]} and "
+        f"{next(d for d in devices if d != devices[0])}; move them to one device first "
+        "with .to(device)"
+    )
+
+
+def namespace_for_device(device: str) -> Any:
+    """The namespace that creates arrays on ``device``."""
+    device = normalize_device(device)
+    if device == "cpu":
+        return _numpy_namespace()
+    if device.startswith("cuda"):
+        cupy_module()  # the clear error first, when CuPy or a GPU is missing
+        import array_api_compat.cupy
+
+        return array_api_compat.cupy
+    return strict_module()
+
+
+def is_array(x: Any) -> bool:
+    """True for an array of any supported backend (not Python or NumPy scalars)."""
+    if isinstance(x, np.ndarray):
+        return True
+    mod = type(x).__module__
+    return mod.startswith("cupy") or mod.startswith("array_api_strict")
+
+
+# ----------------------------------------------------------------------------- dtypes
+
+
+def resolve_dtype(xp: Any, dtype: Any) -> Any:
+    """A dtype of namespace ``xp`` from a name ("float32") or a dtype object."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        return getattr(xp, dtype)
+    if xp is np or getattr(xp, "__name__", "").endswith("numpy"):
+        return np.dtype(dtype)
+    name = getattr(dtype, "name", None) or str(dtype)
+    return getattr(xp, name.split(".")[-1])
+
+
+# (type, dtype) -> name: NumPy computes .name in Python; the type keeps dtypes of two
+# libraries that hash alike (NumPy's and array-api-strict's float32) from being compared
+_dtype_names: dict[Any, str] = {}
+
+
+def dtype_name(dtype: Any) -> str:
+    """'float32', 'int64', ... for the dtype of any backend."""
+    key = (type(dtype), dtype)
+    try:
+        return _dtype_names[key]
+    except (KeyError, TypeError):  # first sight of this dtype, or an unhashable one
+        pass
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        name = str(dtype).split(".")[-1].rstrip("'>")
+    try:
+        _dtype_names[key] = name
+    except TypeError:
+        pass
+    return name
+
+
+DTYPES = (
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64",
+    "uint8", "uint16", "uint32", "uint64", "bool",
+)  # fmt: skip
+
+
+def check_dtype(where: str, dtype: Any) -> None:
+    """A dtype name or object this library can hold (``DTYPES``), else DTypeError naming
+    the choices."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type):  # float, np.float32, ...
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            name = None
+    else:  # a dtype object of any backend
+        name = dtype_name(dtype)
+    if name not in DTYPES:
+        raise DTypeError(
+            f"{where}: dtype {dtype!r} is not a numeric dtype this library handles; use one of "
+            f"{', '.join(DTYPES)} (float32 to train, float64 for gradient checks)"
+        )
+
+
+# ----------------------------------------------------------------------------- creation and moves
+
+
+def host_numbers(where: str, data: Any) -> np.ndarray:
+    """Python numbers / nested lists (or NumPy scalars) as a NumPy array of numbers, else
+    DTypeError (strings, None, objects) or ShapeError (ragged lists)."""
+    try:
+        array = np.asarray(data)
+    except ValueError:
+        raise ShapeError(
+            f"{where}: the nested lists are ragged (rows of different lengths); pad them to "
+            "one length first (the padding id for token ids)"
+        ) from None
+    if array.dtype.kind not in "biuf":
+        raise DTypeError(
+            f"{where}: data must be numbers (a number, nested lists of numbers, or an "
+            f"array), got {type(data).__name__} {short(data, 40)}; convert strings to ids "
+            "with the task's vocabulary, e.g. vocab.tokenize(text)"
+        )
+    return array
+
+
+def host_array_with_default_dtype(data: Any) -> tuple[np.ndarray, str | None]:
+    """Python data as a NumPy array plus PyTorch's default dtype for it (float32 for
+    floats, int64 for integers, bool for booleans)."""
+    probe = np.asarray(data)
+    return probe, {"f": "float32", "i": "int64", "u": "int64", "b": "bool"}.get(probe.dtype.kind)
+
+
+def asarray(data: Any, dtype: Any = None, device: str | None = None) -> Array:
+    """Make an array of ``data`` on ``device`` (default: the default device)."""
+    device = normalize_device(device)
+    xp = namespace_for_device(device)
+    dt = resolve_dtype(xp, dtype)
+    if is_array(data) and not isinstance(data, np.ndarray) and device_of(data) != device:
+        data = to_numpy(data)  # across backends/devices, go through the host
+    if device == "cpu":
+        return np.asarray(data, dtype=dt)
+    if device.startswith("cuda"):
+        cp = cupy_module()
+        with cp.cuda.Device(int(device.split(":")[1])):
+            return cp.asarray(data, dtype=dt)
+    if not is_array(data):
+        data = np.asarray(data)
+        if dt is None:
+            dt = resolve_dtype(xp, data.dtype.name)
+    return xp.asarray(data, dtype=dt, device=native_device(device))
+
+
+def to_numpy(x: Array) -> np.ndarray:
+    """Copy (or view, for NumPy) an array of any backend into a NumPy array on the host."""
+    if isinstance(x, np.ndarray | np.generic):
+        return np.asarray(x)
+    mod = type(x).__module__
+    if mod.startswith("cupy"):
+        return x.get()
+    if mod.startswith("array_api_strict"):
+        xs = strict_module()
+        return np.asarray(x.to_device(xs.Device("CPU_DEVICE")))
+    raise DeviceError(f"cannot convert {type(x).__name__} to NumPy")
+
+
+def to_device(x: Array, device: str) -> Array:
+    """Move an array to ``device`` (a no-op when it is already there)."""
+    device = normalize_device(device)
+    if device_of(x) == device:
+        return x
+    return asarray(to_numpy(x), device=device)
+
+
+# ----------------------------------------------------------------------------- beyond the standard
+
+
+def scatter_add(table: Array, ids: Array, values: Array) -> Array:
+    """table[ids[i]] += values[i] for every i, *repeats included*, in place; returns table.
+
+    Shapes: table (V, D), ids (N,) int, values (N, D). This is the embedding gradient.
+    NumPy sorts the ids and sums each run of equal ids with ``add.reduceat`` (much faster
+    than ``np.add.at``); CuPy uses ``cupyx.scatter_add``; the strict stand-in, which has no
+    scatter, uses the dense form ``one_hot(ids).T @ values`` (correct, only slower).
+    """
+    if isinstance(table, np.ndarray):
+        if ids.size == 0:
+            return table
+        order = np.argsort(ids, kind="stable")
+        sorted_ids = ids[order]
+        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
+        table[sorted_ids[starts]] += np.add.reduceat(values[order], starts, axis=0)
+        return table
+    mod = type(table).__module__
+    if mod.startswith("cupy"):
+        import cupyx
+
+        cupyx.scatter_add(table, ids, values)
+        return table
+    xp = namespace(table)
+    one_hot = xp.astype(
+        ids[:, None] == xp.arange(table.shape[0], device=table.device)[None, :], values.dtype
+    )  # (N, V)
+    table += xp.matmul(one_hot.mT, values)
+    return table

@@ -1,0 +1,143 @@
+"""Device names and the array libraries behind them.
+
+Devices are plain strings:
+
+- ``"cpu"``              NumPy arrays.
+- ``"cuda"``, ``"cuda:N"`` CuPy arrays on GPU N (CuPy is imported only when asked for).
+- ``"strict:NAME"``      arrays of ``array_api_strict`` on its fake device NAME
+  (``CPU_DEVICE``, ``device1``, ``device2``). The tests use this as a stand-in for a GPU:
+  it allows only the standard API and refuses to mix devices, so code that silently falls
+  back to NumPy or forgets a ``device=`` fails there the way it would fail on CuPy.
+
+This module turns what a user writes into one of these names (``normalize_device``), tells
+the device of an array (``device_of``), imports CuPy and array-api-strict on first use with
+one clear sentence when they cannot work, and waits for a GPU (``synchronize``).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from ..errors import DeviceError
+
+_default_device = "cpu"
+
+
+def set_default_device(device: str) -> None:
+    """Set the device that creation functions use when none is given (CLI ``--device``)."""
+    global _default_device
+    _default_device = normalize_device(device)
+
+
+def get_default_device() -> str:
+    """The device creation functions use when none is given (``"cpu"`` unless set)."""
+    return _default_device
+
+
+def normalize_device(device: Any) -> str:
+    """Turn "cpu" / "cuda" / "cuda:1" / "strict:device1" / a strict Device into a name."""
+    if device is None:
+        return _default_device
+    if not isinstance(device, str):
+        return device_of_array_device(device)
+    name = device.strip()
+    if name == "cpu":
+        return "cpu"
+    if name == "cuda" or name == "gpu":
+        return "cuda:0"
+    if name.startswith("cuda:") and name[5:].isdigit():
+        return name
+    if name == "strict":
+        return "strict:CPU_DEVICE"
+    if name.startswith("strict:"):
+        return name
+    raise DeviceError(
+        f"unknown device {device!r}: use 'cpu', 'cuda' (or 'cuda:N'), "
+        "or 'strict:NAME' for the array-api-strict test backend"
+    )
+
+
+def device_of_array_device(dev: Any) -> str:
+    """Name of a backend's own device object (a strict Device, a cupy Device, 'cpu')."""
+    text = repr(dev)
+    if "array_api_strict.Device" in text:
+        return "strict:" + text.split("'")[1]
+    if dev == "cpu":
+        return "cpu"
+    if hasattr(dev, "id"):  # cupy.cuda.Device
+        return f"cuda:{dev.id}"
+    raise DeviceError(f"unknown device object {dev!r}")
+
+
+@functools.cache
+def cupy_module():
+    """CuPy, imported on first use, with one clear sentence when it cannot work."""
+    try:
+        import cupy
+    except ImportError:
+        raise DeviceError(
+            "device 'cuda' needs CuPy, which is not installed: "
+            "pip install 'minitransformer[gpu]' (or cupy-cuda12x) on a machine with an NVIDIA GPU"
+        ) from None
+    try:
+        available = cupy.cuda.is_available()
+    except Exception:  # noqa: BLE001 - any driver problem means "no usable GPU"
+        available = False
+    if not available:
+        raise DeviceError(
+            "device 'cuda' was asked for, but CuPy finds no usable NVIDIA GPU/driver "
+            "on this machine: use device='cpu', or run on a machine with a GPU"
+        )
+    return cupy
+
+
+def strict_module():
+    """array_api_strict (the test stand-in for a GPU), or DeviceError saying how to get it."""
+    try:
+        import array_api_strict
+    except ImportError:
+        raise DeviceError(
+            "device 'strict:...' needs array-api-strict: pip install array-api-strict "
+            "(it is in the 'dev' extra)"
+        ) from None
+    return array_api_strict
+
+
+def native_device(device: str) -> Any:
+    """The backend's own device object for a (normalized) device name."""
+    if device == "cpu":
+        return "cpu"
+    if device.startswith("cuda"):
+        return cupy_module().cuda.Device(int(device.split(":")[1]))
+    return strict_module().Device(device.split(":", 1)[1])
+
+
+def device_of(x: Any) -> str:
+    """The device name of an array ("cpu", "cuda:0", "strict:device1")."""
+    if isinstance(x, np.ndarray | np.generic):
+        return "cpu"
+    mod = type(x).__module__
+    if mod.startswith("cupy"):
+        return f"cuda:{x.device.id}"
+    if mod.startswith("array_api_strict"):
+        return device_of_array_device(x.device)
+    raise DeviceError(f"not an array of a supported backend: {type(x).__name__}")
+
+
+def cuda_available() -> bool:
+    """True when CuPy is installed and sees a GPU (never raises)."""
+    try:
+        cupy_module()
+        return True
+    except DeviceError:
+        return False
+
+
+def synchronize(device: str) -> None:
+    """Wait for queued GPU work (for honest timings); a no-op on the CPU."""
+    device = normalize_device(device)
+    if device.startswith("cuda"):
+        cupy_module().cuda.Device(int(device.split(":")[1])).synchronize()

@@ -1,0 +1,167 @@
+"""Random numbers on every device: a seeded Generator, counter-based draws, default generators.
+
+- ``Generator.normal``/``uniform`` (weight initialisation, done once) come from one seeded
+  PCG64 stream on the host, moved to the device.
+- ``Generator.random``/``keep_mask`` (dropout masks, drawn every step) are *counter-based*:
+  draw number c of a generator with seed s depends on (s, c) alone, so a resumed run needs
+  only two integers to repeat its masks exactly. On NumPy a PCG64 keyed by (s, c) makes the
+  samples; elsewhere an integer hash of (element index, s, c) computed with array-API
+  operations makes them where they are used, with no host transfer (``counter_bits``).
+- ``manual_seed(s)`` / ``default_generator(device)``: the generators ops use when none is
+  passed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .arrays import Array, asarray, namespace_for_device
+from .devices import native_device, normalize_device
+
+
+class Generator:
+    """A seeded random generator for a device: a host stream for initialisation, and
+    counter-based draws for dropout (see the module doc).
+
+    The whole state that matters for a resumed run is ``{"seed", "counter"}`` (plus the host
+    stream's position, for initialisations made after resuming): ``state()``/``set_state``.
+    """
+
+    def __init__(self, seed: int = 0, device: str | None = None):
+        self.device = normalize_device(device)
+        self.seed = int(seed)
+        self.counter = 0
+        self._stream = np.random.Generator(np.random.PCG64(self.seed))
+
+    def _out(self, a: Array) -> Array:
+        return a if self.device == "cpu" else asarray(a, device=self.device)
+
+    def random(self, shape: tuple[int, ...], dtype: str = "float32") -> Array:
+        """Uniform samples in [0, 1), draw number ``counter`` of this seed (then counter+1)."""
+        c, self.counter = self.counter, self.counter + 1
+        if self.device == "cpu":
+            keyed = np.random.Generator(np.random.PCG64([self.seed, c]))
+            return keyed.random(shape, dtype=np.dtype(dtype))
+        return counter_uniform(namespace_for_device(self.device), self.device, shape,
+                               self.seed, c, dtype)  # fmt: skip
+
+    def normal(self, shape: tuple[int, ...], std: float = 1.0, dtype: str = "float32") -> Array:
+        """Normal samples with mean 0 and standard deviation ``std`` (the host stream)."""
+        a = self._stream.standard_normal(shape, dtype=np.dtype(dtype))
+        if std != 1.0:
+            a *= std
+        return self._out(a)
+
+    def uniform(self, shape: tuple[int, ...], low: float, high: float, dtype: str = "float32"):
+        """Uniform samples in [low, high) (the host stream)."""
+        a = self._stream.random(shape, dtype=np.dtype(dtype)) * (high - low) + low
+        return self._out(a)
+
+    def keep_mask(self, shape: tuple[int, ...], p: float) -> Array:
+        """Dropout's mask: bool, True (keep) with probability 1 - p; draw ``counter``.
+
+        On NumPy: u >= p for a float32 uniform u. Elsewhere the hash bits are compared
+        with an integer threshold, bits >= round(p * 2^32) (P = 1 - p to 2^-32), which
+        skips the three calls that turn bits into floats."""
+        if self.device == "cpu":
+            return self.random(shape) >= p  # draw ``counter`` as float32 uniforms
+        c, self.counter = self.counter, self.counter + 1
+        bits = counter_bits(namespace_for_device(self.device), self.device, shape, self.seed, c)
+        return bits >= min(round(p * 2**32), 2**32 - 1)
+
+    def state(self) -> dict:
+        """A JSON-serialisable snapshot: device, seed, the draw counter and the host
+        stream's state."""
+        st = self._stream.bit_generator.state
+        return {
+            "device": self.device,
+            "seed": self.seed,
+            "counter": self.counter,
+            "bit_generator": {
+                "state": {k: str(v) for k, v in st["state"].items()},
+                "has_uint32": st["has_uint32"],
+                "uinteger": st["uinteger"],
+            },
+        }
+
+    def set_state(self, state: dict) -> None:
+        """Restore ``state()``. A snapshot of an older version (no counter) restarts the
+        counter at 0: its masks cannot be repeated exactly."""
+        self.seed = int(state["seed"])
+        self.counter = int(state.get("counter", 0))
+        self._stream = np.random.Generator(np.random.PCG64(self.seed))
+        bg = state.get("bit_generator")
+        if isinstance(bg, dict):
+            self._stream.bit_generator.state = {
+                "bit_generator": "PCG64",
+                "state": {k: int(v) for k, v in bg["state"].items()},
+                "has_uint32": bg["has_uint32"],
+                "uinteger": bg["uinteger"],
+            }
+
+
+# ----------------------------------------------------------------------------- counter-based bits
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64's finaliser: a well-mixed 64-bit integer of ``x`` (host arithmetic)."""
+    x = (x + 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & 0xFFFFFFFFFFFFFFFF
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & 0xFFFFFFFFFFFFFFFF
+    return x ^ (x >> 31)
+
+
+def _hash32(x: Array) -> Array:
+    """lowbias32 (C. Wellons): an invertible uint32 -> uint32 hash with strong avalanche."""
+    x = x ^ (x >> 16)
+    x = x * 0x7FEB352D
+    x = x ^ (x >> 15)
+    x = x * 0x846CA68B
+    return x ^ (x >> 16)
+
+
+def counter_bits(xp, device: str, shape: tuple[int, ...], seed: int, counter: int) -> Array:
+    """32 random bits per element on ``device`` from (seed, counter), counter-based:
+
+        k1, k2 = two 32-bit keys mixed from (seed, counter) on the host
+        bits[i] = hash(hash(i ^ k1) ^ k2)        i = 0 .. n-1 (uint32 math)
+
+    Array-API operations only, so it runs on any backend, makes the bits where they are
+    used (no host transfer), and repeats exactly from (seed, counter).
+    """
+    n = 1
+    for d in shape:
+        n *= int(d)
+    key = _mix64((seed & 0xFFFFFFFF) << 32 | (counter & 0xFFFFFFFF))
+    k1, k2 = key & 0xFFFFFFFF, key >> 32
+    idx = xp.arange(n, dtype=xp.uint32, device=native_device(device))
+    return xp.reshape(_hash32(_hash32(idx ^ k1) ^ k2), shape)
+
+
+def counter_uniform(xp, device: str, shape: tuple[int, ...], seed: int, counter: int,
+                    dtype: str = "float32") -> Array:  # fmt: skip
+    """Uniform samples in [0, 1) from ``counter_bits``: u = (bits >> 8) / 2^24. 24 bits per
+    sample: the resolution of float32 in [0, 1)."""
+    bits = counter_bits(xp, device, shape, seed, counter) >> 8
+    return xp.astype(bits, getattr(xp, dtype)) * (1.0 / (1 << 24))
+
+
+# ----------------------------------------------------------------------------- default generators
+
+_generators: dict[str, Generator] = {}
+_base_seed = 0
+
+
+def manual_seed(seed: int) -> None:
+    """Seed the default generator of every device (dropout, initialisation)."""
+    global _base_seed
+    _base_seed = int(seed)
+    _generators.clear()
+
+
+def default_generator(device: str) -> Generator:
+    """The generator ops use on ``device`` when none is passed (see ``manual_seed``)."""
+    device = normalize_device(device)
+    if device not in _generators:
+        _generators[device] = Generator(_base_seed, device)
+    return _generators[device]

@@ -1,0 +1,28 @@
+"""Optimizers: SGD, Adam, the paper's warm-up schedule (NoamSchedule) and gradient clipping.
+
+- ``optimizer.py``  the base: parameters laid out in flat buffers, ``step``, clipping on
+  the flat buffers, ``state_dict``/``load_state_dict``, ``to(device)``.
+- ``flatbuffer.py`` ``FlatGroup``: parameters, gradients and state as views into one flat
+  buffer per device and dtype.
+- ``sgd.py``, ``adam.py``  the updates: the plain math (the reference) and, for Adam, the
+  fused NumPy update beside it in ``kernels/numpy.py``.
+- ``schedule.py``   ``NoamSchedule``, the paper's learning-rate schedule.
+- ``clip.py``       ``clip_grad_norm`` (global-norm clipping) and ``grads_finite``.
+"""
+
+from .adam import Adam
+from .clip import clip_grad_norm, grads_finite
+from .flatbuffer import FlatGroup
+from .optimizer import Optimizer
+from .schedule import NoamSchedule
+from .sgd import SGD
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "FlatGroup",
+    "NoamSchedule",
+    "Optimizer",
+    "clip_grad_norm",
+    "grads_finite",
+]

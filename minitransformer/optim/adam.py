@@ -1,0 +1,79 @@
+"""Adam (Kingma & Ba, 2015) with bias correction, computed as ``torch.optim.Adam``.
+
+For each parameter θ with gradient ∇θ, at its t-th update::
+
+    g ← ∇θ + λ θ                  (only when weight_decay λ > 0: L2, as in PyTorch's Adam)
+    m ← β1 m + (1 − β1) g         (the mean of recent gradients)
+    v ← β2 v + (1 − β2) g²        (the mean of their squares)
+    θ ← θ − lr / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
+
+``adam_update`` is that math in array-API operators (the reference, every backend);
+``kernels.numpy.adam_update`` is the same update fused with ``out=`` on NumPy, chosen in
+``Adam._update``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .. import backend, kernels
+from ..errors import ConfigError
+from ..tensor import Tensor
+from .hyperparameters import check_number
+from .optimizer import Array, Optimizer, gate
+
+
+def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
+                betas: tuple[float, float], eps: float, weight_decay: float, t: int,
+                ok: Any = None) -> None:  # fmt: skip
+    """One Adam update of ``p``, ``m`` and ``v`` (in place) with gradient ``g``, at the
+    parameter's ``t``-th update (the module doc's formulas; m ← β1 m + (1 − β1) g is
+    written m += (1 − β1)(g − m)). Each change is multiplied by ``ok`` (a 0-d bool on
+    the device; None: always apply), see ``gate``."""
+    xp = backend.namespace(p)
+    b1, b2 = betas
+    g, okf = gate(xp, ok, g)
+    if weight_decay:
+        g = g + weight_decay * p
+    m += (okf * (1 - b1)) * (g - m)
+    v += (okf * (1 - b2)) * (g * g - v)
+    p -= (okf * (lr / (1 - b1**t))) * (m / (xp.sqrt(v) / (1 - b2**t) ** 0.5 + eps))
+
+
+class Adam(Optimizer):
+    """Adam with the paper's defaults (§5.3): β1 = 0.9, β2 = 0.98, ε = 1e-9 (module doc).
+
+    State: ``m.<i>``, ``v.<i>`` (same dtype and device as the parameter) and the count t of
+    each parameter (``param_steps`` in the metadata; parameters skipped for lack of a
+    gradient do not advance, as in PyTorch). Applied to a whole flat group at once.
+    """
+
+    state_names = ("m", "v")
+    hyperparameters = ("lr", "betas", "eps", "weight_decay")
+
+    def __init__(
+        self,
+        params: Iterable[Tensor],
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        weight_decay: float = 0.0,
+    ):
+        if not isinstance(betas, tuple | list) or len(betas) != 2:
+            raise ConfigError(f"Adam: betas must be a pair (β1, β2), got {betas!r}")
+        b1 = check_number("Adam", "betas[0]", betas[0], 0.0, 1.0, high_open=True)
+        b2 = check_number("Adam", "betas[1]", betas[1], 0.0, 1.0, high_open=True)
+        self.betas = (b1, b2)
+        self.eps = check_number("Adam", "eps", eps, 0.0)
+        self.weight_decay = check_number("Adam", "weight_decay", weight_decay, 0.0)
+        super().__init__(params, lr)
+
+    def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
+        m, v = state["m"], state["v"]
+        fast = kernels.find(p)
+        if fast is not None:
+            return fast.adam_update(p, g, m, v, lr=self.lr, betas=self.betas, eps=self.eps,
+                                    weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip
+        adam_update(p, g, m, v, lr=self.lr, betas=self.betas, eps=self.eps,
+                    weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip
