@@ -5,8 +5,6 @@ import minitransformer.functional as F
 mt.nn.Transformer(...), mt.optim.Adam(...), mt.gradcheck(...)
 """
 
-__version__ = "0.1.0"
-
 from . import (
     backend,
     errors,
@@ -18,10 +16,12 @@ from .backend import cuda_available, set_default_device
 from .config import TransformerConfig
 from .gradcheck import GradcheckError, gradcheck
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, tensor
+from .version import __version__
 
 __all__ = [
     "GradcheckError",
     "Tensor",
+    "__version__",
     "TransformerConfig",
     "backend",
     "cuda_available",

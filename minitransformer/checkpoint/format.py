@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError
+from ..version import __version__
 
 FORMAT_VERSION = 2
 """Version of the on-disk layout; bump it when the layout changes incompatibly."""
@@ -215,6 +216,4 @@ def _json_default(value: Any) -> Any:
 
 
 def _library_version() -> str:
-    from minitransformer import __version__
-
     return __version__
