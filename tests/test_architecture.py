@@ -1,0 +1,228 @@
+"""The layout of the package, checked: imports run only downward, no import circles, files
+stay small, and docs/architecture.md names every file.
+
+The floors below are the ones docs/architecture.md draws. A module may import from a lower
+floor, and from its own floor only inside its own package (``optim/adam.py`` from
+``optim/optimizer.py``). Every import counts, the ones inside functions too: Python runs a
+lazy import the moment the function is called, and an upward one makes the lower floor
+depend on the upper.
+
+    python tests/test_architecture.py      # prints the import graph, floor by floor
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "minitransformer"
+
+# Top to bottom. The key is a top-level module or package of minitransformer.
+FLOORS: list[tuple[str, ...]] = [
+    ("__main__",),
+    ("cli",),
+    ("bench", "ablate", "callcount"),
+    ("train", "translator"),
+    ("viz", "decode", "distributed"),
+    ("runs",),
+    ("checkpoint",),
+    ("optim",),
+    ("nn",),
+    ("functional",),
+    ("ops",),
+    ("gradcheck",),
+    ("function",),
+    ("tensor",),
+    ("backend",),
+    ("kernels",),
+    ("host", "config"),
+    ("data",),
+    ("checks",),
+    ("errors", "version"),
+]
+FLOOR = {name: level for level, names in enumerate(FLOORS) for name in names}
+
+# Size budgets (lines), from issue 16: one concept per file.
+FILE_BUDGET = 400
+OP_FILE_BUDGET = 160
+AUTOGRAD_CORE_BUDGET = 400  # tensor.py + function.py together
+
+
+def modules() -> dict[str, Path]:
+    """Dotted name -> file, for every module of the package."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def _resolve(name: str, path: Path, node: ast.ImportFrom) -> str:
+    """The absolute dotted name an ``ImportFrom`` refers to."""
+    if node.level == 0:
+        return node.module or ""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    base = package.split(".")
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def import_graph() -> dict[str, set[str]]:
+    """module -> the package modules it imports (anywhere in the file)."""
+    mods = modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        targets: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _resolve(name, path, node)
+                # ``from pkg import mod`` imports the module pkg.mod; ``from mod import f``, mod
+                candidates = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                              for a in node.names]  # fmt: skip
+            else:
+                continue
+            for target in candidates:
+                while target and target not in mods:  # a.b.c where only a.b is a module
+                    target = target.rpartition(".")[0]
+                if target.startswith("minitransformer") and target != name:
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def top(name: str) -> str:
+    parts = name.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    sys.setrecursionlimit(max(1000, 10 * len(graph)))
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_has_a_floor():
+    missing = sorted({top(m) for m in modules() if top(m) and top(m) not in FLOOR})
+    assert not missing, f"modules with no floor in FLOORS (and docs/architecture.md): {missing}"
+
+
+def test_imports_run_only_downward():
+    upward = []
+    for name, targets in import_graph().items():
+        if not top(name):  # minitransformer/__init__.py: the public face imports anything
+            continue
+        for target in targets:
+            if not top(target):
+                upward.append(f"{name} -> {target} (the package root)")
+                continue
+            a, b = FLOOR[top(name)], FLOOR[top(target)]
+            if b < a or (b == a and top(name) != top(target)):
+                upward.append(f"{name} (floor {a}) -> {target} (floor {b})")
+    assert not upward, "imports that do not run downward:\n" + "\n".join(sorted(upward))
+
+
+def test_no_import_circles():
+    assert cycles(import_graph()) == []
+
+
+def test_files_stay_within_their_size_budgets():
+    over = []
+    for name, path in modules().items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        budget = OP_FILE_BUDGET if name.startswith("minitransformer.ops.") else FILE_BUDGET
+        if lines > budget:
+            over.append(f"{path.relative_to(ROOT)}: {lines} lines > {budget}")
+    core = sum(
+        len((PACKAGE / f).read_text(encoding="utf-8").splitlines())
+        for f in ("tensor.py", "function.py")
+    )
+    if core > AUTOGRAD_CORE_BUDGET:
+        over.append(f"tensor.py + function.py: {core} lines > {AUTOGRAD_CORE_BUDGET}")
+    assert not over, "files over budget (one concept per file):\n" + "\n".join(over)
+
+
+def test_the_architecture_page_names_every_file_and_floor():
+    page = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    unnamed = []
+    for name, path in modules().items():
+        rel = path.relative_to(PACKAGE).as_posix()
+        if path.name == "__init__.py" or "/files/" in rel:
+            continue
+        if rel not in page and rel.rsplit("/", 1)[-1] not in page:
+            unnamed.append(rel)
+    assert not unnamed, f"docs/architecture.md does not mention: {unnamed}"
+    for names in FLOORS:
+        for n in names:
+            assert n in page, f"floor member {n!r} is not on docs/architecture.md"
+
+
+def test_the_checker_catches_an_upward_import_and_a_circle(tmp_path, monkeypatch):
+    """The checks above are not vacuous: a made-up package with ``host`` importing ``cli``
+    (upward) and two modules importing each other is caught."""
+    pkg = tmp_path / "minitransformer"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "host.py").write_text("def f():\n    from .cli import main\n")
+    (pkg / "cli.py").write_text("from . import host\n")
+    (pkg / "ops" / "__init__.py").write_text("")
+    (pkg / "ops" / "a.py").write_text("from . import b\n")
+    (pkg / "ops" / "b.py").write_text("from .a import x\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    graph = import_graph()
+    assert "minitransformer.cli" in graph["minitransformer.host"]
+    found = cycles(graph)
+    assert ["minitransformer.ops.a", "minitransformer.ops.b"] in found
+    assert ["minitransformer.cli", "minitransformer.host"] in found
+    try:
+        test_imports_run_only_downward()
+    except AssertionError as err:
+        assert "minitransformer.host (floor" in str(err)
+    else:
+        raise AssertionError("the upward import host -> cli was not caught")
+
+
+if __name__ == "__main__":
+    graph = import_graph()
+    for level, names in enumerate(FLOORS):
+        print(f"floor {level}: {', '.join(names)}")
+        for name in sorted(m for m in graph if top(m) in names):
+            inside = sorted(t.removeprefix("minitransformer.") for t in graph[name])
+            print(f"  {name.removeprefix('minitransformer.')} -> {', '.join(inside) or '-'}")
+    print("circles:", cycles(graph) or "none")
