@@ -162,12 +162,12 @@ def log_softmax(x: Array, axis: int) -> Array:
     return o
 
 
-def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array]:
+def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array, Array]:
     """Reference: ``CrossEntropy.forward`` (ops/loss.py). x (N, V) logits, t (N,) ids in
-    range -> loss per row (N,), p = softmax(x) (N, V).
+    range -> loss per row (N,), e = e^(x - m) (N, V), s = its row sums (N, 1) (0 -> 1).
 
-    One (N, V) buffer is z = x - m, then e^z (``out=``), then p (``/=``); x_t is read by
-    integer indexing (N elements) and mean_c x_c by one ufunc reduction."""
+    One (N, V) buffer is z = x - m, then e^z (``out=``); x_t is read by integer indexing
+    (N elements) and mean_c x_c by one ufunc reduction."""
     N, V = x.shape
     z = _shifted(x, -1)  # (N, V), our own buffer
     loss = -z[np.arange(N), t]  # -z_t: (N,)
@@ -180,18 +180,18 @@ def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array]
     if eps:
         loss *= 1.0 - eps
         loss += eps * (log_s - z_mean)
-    z /= s  # p
-    return loss, z
+    return loss, z, s
 
 
-def cross_entropy_backward(p: Array, t: Array, w: Array, eps: float) -> Array:
-    """Reference: ``CrossEntropy.backward``. dlogits = (p - q) w (N, V) without the (N, V)
-    one-hot q: w eps / V off every class, w (1 - eps) off each row's target by integer
-    indexing. w is (N, 1), (1,) or 0-d. A new array: p is not written (retain_graph)."""
-    d = p * w  # p w
+def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -> Array:
+    """Reference: ``CrossEntropy.backward``. dlogits = (p - q) w (N, V) with p = e / s,
+    made in one new array: e (w / s) (the division by s costs no (N, V) pass), then w eps / V
+    off every class and w (1 - eps) off each row's target by integer indexing (no (N, V)
+    one-hot q). w is (N, 1), (1,) or 0-d. e and s are not written (retain_graph)."""
+    d = e * (w / s)  # p w
     if eps:
-        d -= w * (eps / p.shape[-1])  # - w eps / V on every class
-    d[np.arange(p.shape[0]), t] -= (w * (1.0 - eps)).reshape(-1)  # - w (1 - eps) at t
+        d -= w * (eps / e.shape[-1])  # - w eps / V on every class
+    d[np.arange(e.shape[0]), t] -= (w * (1.0 - eps)).reshape(-1)  # - w (1 - eps) at t
     return d
 
 

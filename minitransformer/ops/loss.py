@@ -12,8 +12,9 @@ gradient (PyTorch gives NaN). Masked (-inf) logits are fine; with eps > 0 they m
 mean_c x_c = -inf, so the loss is inf (as in PyTorch), while the gradient stays finite.
 The Function is this math as written (lse from the row max m, as in softmax.py); on NumPy
 the per-row part runs ``kernels.numpy.cross_entropy_forward`` / ``_backward`` (one reused
-(N, V) buffer in forward, no (N, V) one-hot in backward). Backward never writes into the
-saved softmax, so ``retain_graph=True`` allows a second backward. What the inputs must
+(N, V) buffer in forward, no (N, V) one-hot in backward). Forward saves e = e^(x - m) and
+its row sums s (p = e / s); backward never writes into them, so ``retain_graph=True``
+allows a second backward. What the inputs must
 look like is checked in ``loss_checks.py``.
 """
 
@@ -43,7 +44,7 @@ class CrossEntropy(Function):
             t = xp.where(valid, t, 0)  # any id in range; its row is zeroed
         fast = kernels.find(x)
         if fast is not None:
-            loss, p = fast.cross_entropy_forward(x, t, eps)  # (N,), (N, V)
+            loss, e, s = fast.cross_entropy_forward(x, t, eps)  # (N,), (N, V), (N, 1)
         else:
             z = shifted(xp, x, -1)  # x - m: (N, V)
             e = xp.exp(z)
@@ -54,7 +55,6 @@ class CrossEntropy(Function):
             if eps:
                 loss = loss + eps * (log_s - xp.mean(z, axis=-1, keepdims=True))
             loss = xp.reshape(loss, (-1,))  # (N,)
-            p = e / s  # softmax(x)
         if valid is None:
             count = float(max(loss.shape[0], 1))
         else:
@@ -62,7 +62,7 @@ class CrossEntropy(Function):
             count = xp.sum(xp.astype(valid, x.dtype), keepdims=True)  # (1,)
             count = xp.where(count > 0, count, 1.0)  # all ignored: 0 / 1
         if ctx.needs_input_grad[0]:
-            ctx.save_for_backward(p, t, valid, count)
+            ctx.save_for_backward(e, s, t, valid, count)  # softmax p = e / s
         ctx.eps, ctx.reduction, ctx.shape = eps, reduction, logits.shape
         if reduction == "none":
             return xp.reshape(loss, target.shape)
@@ -74,19 +74,20 @@ class CrossEntropy(Function):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        p, t, valid, count = ctx.saved
+        e, s, t, valid, count = ctx.saved
         if ctx.reduction == "none":
             w = xp.reshape(grad, (-1, 1))  # (N, 1)
         else:
             w = grad / count if ctx.reduction == "mean" else grad  # 0-d or (1,)
         if valid is not None:
-            w = w * xp.expand_dims(xp.astype(valid, p.dtype), axis=-1)  # (N, 1): 0 if ignored
-        fast = kernels.find(p)
+            w = w * xp.expand_dims(xp.astype(valid, e.dtype), axis=-1)  # (N, 1): 0 if ignored
+        fast = kernels.find(e)
         if fast is not None:
-            dx = fast.cross_entropy_backward(p, t, w, ctx.eps)
+            dx = fast.cross_entropy_backward(e, s, t, w, ctx.eps)
         else:
-            V = p.shape[-1]
-            q = xp.astype(xp.expand_dims(t, axis=-1) == xp.arange(V, device=p.device), p.dtype)
+            V = e.shape[-1]
+            p = e / s  # softmax(x)
+            q = xp.astype(xp.expand_dims(t, axis=-1) == xp.arange(V, device=e.device), e.dtype)
             if ctx.eps:
                 q = (1.0 - ctx.eps) * q + ctx.eps / V  # smoothed target (N, V)
             dx = (p - q) * w
