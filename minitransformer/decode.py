@@ -9,8 +9,9 @@ Both are batched (no Python loop over sentences) and, by default, *incremental*:
 decoder's keys/values of earlier positions live in a cache (``model.new_cache()``), so
 step t costs one position instead of recomputing all t. ``use_cache=False`` recomputes the
 whole prefix every step (the slow reference the tests compare against).
-The source ids are checked once, by ``model.encode`` and at the cache's first step (the
-cache keeps the source's padding mask); each later step checks only its new token ids.
+The source ids are checked by ``model.encode`` and at the cache's first step (the cache
+keeps the source's padding mask), not at every step: each later step checks only its new
+token ids (``use_cache=False`` has no cache, so each of its steps checks src again).
 The beams' bookkeeping (scores, ranking) is host NumPy: B·k rows of V numbers per step.
 
 Outputs are lists of token ids without BOS/EOS. Decoding stops at EOS or after
