@@ -9,6 +9,10 @@ Both are batched (no Python loop over sentences) and, by default, *incremental*:
 decoder's keys/values of earlier positions live in a cache (``model.new_cache()``), so
 step t costs one position instead of recomputing all t. ``use_cache=False`` recomputes the
 whole prefix every step (the slow reference the tests compare against).
+The source ids are checked by ``model.encode`` and at the cache's first step (the cache
+keeps the source's padding mask), not at every step: each later step checks only its new
+token ids (``use_cache=False`` has no cache, so each of its steps checks src again).
+The beams' bookkeeping (scores, ranking) is host NumPy: B·k rows of V numbers per step.
 
 Outputs are lists of token ids without BOS/EOS. Decoding stops at EOS or after
 ``max_len`` tokens (never past the model's ``cfg.max_len`` positions).
@@ -19,6 +23,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from typing import Any
+
+import numpy as np
 
 from . import backend, checks
 from . import functional as F
@@ -173,9 +179,9 @@ def beam_search(
             V = logp.shape[-1]
             parents, tokens = [], []
             for b in range(B):
-                total = logp[b * k : (b + 1) * k] + backend.np.asarray(scores[b])[:, None]
+                total = logp[b * k : (b + 1) * k] + np.asarray(scores[b])[:, None]
                 flat = total.reshape(-1)
-                best = backend.np.argsort(-flat, kind="stable")[: 2 * k]
+                best = np.argsort(-flat, kind="stable")[: 2 * k]
                 new_scores, kept = [], []
                 for idx in best.tolist():
                     score = float(flat[idx])
@@ -202,8 +208,8 @@ def beam_search(
                 tokens += [tok for _, tok in kept]
             if all(s[0] == neg_inf for s in scores):
                 break
-            order = xp.asarray(backend.np.asarray(parents), device=dev)
-            new_tok = xp.asarray(backend.np.asarray(tokens, dtype="int64"), device=dev)
+            order = xp.asarray(np.asarray(parents), device=dev)
+            new_tok = xp.asarray(np.asarray(tokens, dtype="int64"), device=dev)
             ys = xp.concat(
                 [xp.take(ys, order, axis=0), xp.astype(new_tok, ys.dtype)[:, None]], axis=1
             )

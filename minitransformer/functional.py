@@ -1,20 +1,25 @@
 """The public face of the ops: ``import minitransformer.functional as F``.
 
 Every name here is a plain function over Tensors whose gradient is an explicit, hand-derived
-``backward`` in ``minitransformer/ops/`` (one family per file).
+``backward`` in ``minitransformer/ops/`` (one family per file). Each checks its inputs, with
+messages that say how to fix them; the layers in ``nn/`` that have checked theirs already
+may call an op's Function directly.
 """
 
 from .ops.activations import sigmoid, tanh
+from .ops.arithmetic import add, div, mul, neg, pow, sub
 from .ops.attention import scaled_dot_product_attention
 from .ops.device import astype, to_device
 from .ops.dropout import dropout
-from .ops.elementwise import add, div, exp, log, mul, neg, pow, relu, sqrt, sub
+from .ops.elementwise import exp, log, relu, sqrt
 from .ops.embedding import embedding
+from .ops.heads import merge_heads, split_heads
+from .ops.indexing import concat, getitem
 from .ops.layernorm import layer_norm
 from .ops.loss import cross_entropy
 from .ops.matmul import linear, matmul
 from .ops.reduce import max, mean, sum
-from .ops.shape import concat, getitem, merge_heads, permute, reshape, split_heads, transpose
+from .ops.shape import permute, reshape, transpose
 from .ops.softmax import log_softmax, softmax
 
 __all__ = [

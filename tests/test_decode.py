@@ -48,6 +48,30 @@ def test_cached_logits_equal_full_recomputation():
     np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-10)
 
 
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_decoding_checks_the_source_once_not_at_every_step(search, monkeypatch):
+    """src is checked by encode and at the cache's first step; later steps check only
+    their new target ids."""
+    from minitransformer.nn import transformer
+
+    names = []
+
+    def counted(name, *args, **kwargs):
+        names.append(name)
+        return check_ids(name, *args, **kwargs)
+
+    check_ids = transformer.check_ids
+    monkeypatch.setattr(transformer, "check_ids", counted)
+    model = _model(max_len=40)
+    model.cfg.eos_id = -1  # never emitted: decode all max_len steps
+    if search == "greedy":
+        greedy_decode(model, _src(), max_len=12)
+    else:
+        beam_search(model, _src(), beam_size=2, max_len=12)
+    assert names.count("src") == 2
+    assert names.count("tgt_in") == 12
+
+
 def test_greedy_respects_max_len_and_the_models_positions():
     model = _model(max_len=8)
     out = greedy_decode(model, _src(), max_len=100)  # more than the model has positions

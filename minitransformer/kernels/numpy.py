@@ -55,9 +55,11 @@ def lean_namespace() -> types.ModuleType:
 
 
 def matmul(a: Array, b: Array) -> Array:
-    """``a @ b`` with a BLAS thread count chosen for this product (``host.gemm_threads``:
-    one thread for small products, at most the free cores for large ones) once the CLI
-    has called ``host.tune_host()``; plain ``np.matmul`` otherwise."""
+    """``a @ b`` (reference: ``xp.matmul``) with a BLAS thread count chosen for this product
+    (``host.gemm_threads``: one thread for small products, at most the free cores for large
+    ones) once the CLI has called ``host.tune_host()``; plain ``np.matmul`` otherwise."""
+    if not host.gemm_tuning:  # an attribute read: untuned, a product costs no extra call
+        return np.matmul(a, b)
     switch = host.gemm_thread_switch()
     if switch is None:
         return np.matmul(a, b)
@@ -74,7 +76,123 @@ def matmul(a: Array, b: Array) -> Array:
 
 
 # ----------------------------------------------------------------------------- ops
-# (LayerNorm, softmax, cross-entropy: the ops helper's section)
+# Each kernel below is named after the reference it replaces (in minitransformer/ops/) and
+# returns what that reference returns, in the same layout, so the Function's other half (a
+# backward after a fast forward, or the reverse) works with either. None of them writes into
+# an array that a Function saved for backward: a second backward (retain_graph=True) sees
+# the saved arrays as forward left them. Where they are faster it is by ufunc reductions
+# (``np.add.reduce``: one C call, where ``xp.mean`` / ``xp.max`` are several Python calls),
+# ``vecdot`` row sums, and writing into buffers they made themselves (``out=``, ``-=``).
+
+_ONE_OVER_D: dict[tuple[int, Any], Array] = {}  # (D, dtype) -> (D,) vector of 1/D
+
+
+def layer_norm_forward(
+    x2: Array, gamma: Array, beta: Array, eps: float
+) -> tuple[Array, Array, Array]:
+    """Reference: ``LayerNorm.forward`` (ops/layernorm.py). x2 (N, D) -> y (N, D),
+    x_hat (N, D), rstd (N, 1).
+
+    Row means are ``vecdot`` against a cached (D,) vector of 1/D (3x faster than ``mean``
+    over the last axis, and single-threaded, so unlike a BLAS gemv it does not stall on a
+    busy CPU); rstd = sqrt(D / (sum((x - mu)^2) + D eps)) in three calls; x_hat is made in
+    place in the buffer of x - mu."""
+    D = x2.shape[1]
+    w = _ONE_OVER_D.get((D, x2.dtype))
+    if w is None:
+        w = _ONE_OVER_D[(D, x2.dtype)] = np.full((D,), 1.0 / D, dtype=x2.dtype)
+    x_hat = x2 - np.vecdot(x2, w)[:, None]  # x - mu
+    rstd = np.sqrt(D / (np.vecdot(x_hat, x_hat) + D * eps))[:, None]  # (N, 1)
+    x_hat *= rstd
+    y = x_hat * gamma
+    y += beta
+    return y, x_hat, rstd
+
+
+def layer_norm_backward(
+    g: Array, x_hat: Array, rstd: Array, gamma: Array, needs: tuple[bool, ...]
+) -> tuple[Array | None, Array | None, Array | None]:
+    """Reference: ``LayerNorm.backward``. g (N, D) -> dx (N, D), dgamma (D,), dbeta (D,)
+    (None where ``needs`` says no). g * x_hat is made once for dgamma and dx, the two row
+    means are ``vecdot`` against gamma / D, and dx is built in one buffer."""
+    need_x, need_gamma, need_beta = needs
+    dx = dgamma = dbeta = None
+    if need_beta:
+        dbeta = np.add.reduce(g, axis=0)  # (D,)
+    if need_x or need_gamma:
+        gx = g * x_hat  # (N, D)
+        if need_gamma:
+            dgamma = np.add.reduce(gx, axis=0)  # (D,)
+        if need_x:
+            gamma_d = gamma * (1.0 / g.shape[1])  # (D,) so that vecdot gives means
+            mean_gx = np.vecdot(gx, gamma_d)[:, None]  # (N, 1)  mean(g_hat * x_hat)
+            del gx
+            dx = g * gamma  # (N, D)  g_hat
+            dx -= np.vecdot(g, gamma_d)[:, None]  # - mean(g_hat)
+            dx -= x_hat * mean_gx
+            dx *= rstd
+    return dx, dgamma, dbeta
+
+
+def _shifted(x: Array, axis: int) -> Array:
+    """x - max over ``axis`` (0 on rows whose max is not finite), as a new array."""
+    m = np.maximum.reduce(x, axis=axis, keepdims=True)
+    m[~np.isfinite(m)] = 0.0
+    return x - m
+
+
+def softmax(x: Array, axis: int) -> Array:
+    """Reference: ``Softmax.forward`` (ops/softmax.py). e^(x - m) is written into the
+    buffer of x - m and divided there."""
+    e = _shifted(x, axis)
+    np.exp(e, out=e)
+    s = np.add.reduce(e, axis=axis, keepdims=True)
+    s[s == 0] = 1.0  # an all -inf row: 0 / 1
+    e /= s
+    return e
+
+
+def log_softmax(x: Array, axis: int) -> Array:
+    """Reference: ``LogSoftmax.forward``. The log-sum-exp is subtracted in the buffer of
+    x - m."""
+    o = _shifted(x, axis)
+    s = np.add.reduce(np.exp(o), axis=axis, keepdims=True)
+    s[s == 0] = 1.0  # an all -inf row: log 1 = 0, so it stays -inf
+    o -= np.log(s)
+    return o
+
+
+def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array, Array]:
+    """Reference: ``CrossEntropy.forward`` (ops/loss.py). x (N, V) logits, t (N,) ids in
+    range -> loss per row (N,), e = e^(x - m) (N, V), s = its row sums (N, 1) (0 -> 1).
+
+    One (N, V) buffer is z = x - m, then e^z (``out=``); x_t is read by integer indexing
+    (N elements) and mean_c x_c by one ufunc reduction."""
+    N, V = x.shape
+    z = _shifted(x, -1)  # (N, V), our own buffer
+    loss = -z[np.arange(N), t]  # -z_t: (N,)
+    z_mean = np.add.reduce(z, axis=-1) / V if eps else None  # (N,)
+    np.exp(z, out=z)  # e^z
+    s = np.add.reduce(z, axis=-1, keepdims=True)  # (N, 1)
+    s[s == 0] = 1.0
+    log_s = np.log(s[:, 0])  # lse - m
+    loss += log_s  # lse - x_t
+    if eps:
+        loss *= 1.0 - eps
+        loss += eps * (log_s - z_mean)
+    return loss, z, s
+
+
+def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -> Array:
+    """Reference: ``CrossEntropy.backward``. dlogits = (p - q) w (N, V) with p = e / s,
+    made in one new array: e (w / s) (the division by s costs no (N, V) pass), then w eps / V
+    off every class and w (1 - eps) off each row's target by integer indexing (no (N, V)
+    one-hot q). w is (N, 1), (1,) or 0-d. e and s are not written (retain_graph)."""
+    d = e * (w / s)  # p w
+    if eps:
+        d -= w * (eps / e.shape[-1])  # - w eps / V on every class
+    d[np.arange(e.shape[0]), t] -= (w * (1.0 - eps)).reshape(-1)  # - w (1 - eps) at t
+    return d
 
 
 # ----------------------------------------------------------------------------- optimizer

@@ -21,6 +21,8 @@ from typing import Any
 from .. import backend, checks
 from .. import functional as F
 from ..errors import ShapeError
+from ..ops.attention import ScaledDotProductAttention, check_mask
+from ..ops.heads import MergeHeads, SplitHeads
 from ..tensor import Tensor
 from .layers import Linear
 from .module import Module
@@ -89,15 +91,12 @@ class MultiHeadAttention(Module):
         self.store_weights = False
         self.last_weights: Any = None
 
-    def _split_heads(self, x: Tensor) -> Tensor:
-        return F.split_heads(x, self.h)  # (B, L, H * d) -> (B, L, H, d) -> (B, H, L, d)
-
     def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None):
         """Projected (B, H, S, d_k) keys and values, through the cache when there is one."""
         if cache is not None and cache.static and cache.k is not None:
             return cache.k, cache.v
-        k = self._split_heads(self.w_k(key))  # (B, H, S_new, d_k)
-        v = self._split_heads(self.w_v(value))  # (B, H, S_new, d_v)
+        k = SplitHeads.apply(self.w_k(key), h=self.h)  # (B, H, S_new, d_k)
+        v = SplitHeads.apply(self.w_v(value), h=self.h)  # (B, H, S_new, d_v)
         if cache is not None:
             if not cache.static and cache.k is not None:
                 k = F.concat([cache.k, k], axis=2)  # (B, H, S_old + S_new, d_k)
@@ -131,17 +130,17 @@ class MultiHeadAttention(Module):
                 f"value {tuple(value.shape)} must share the batch size B, and key and value "
                 "the length S"
             )
-        q = self._split_heads(self.w_q(query))  # (B, H, T, d_k)
+        # Checked once, here: the ops below trust these shapes (no second check of q, k, v).
+        q = SplitHeads.apply(self.w_q(query), h=self.h)  # (B, T, H * d_k) -> (B, H, T, d_k)
         if not self.scale:  # the op divides by √d_k: pre-multiply so the logits are q kᵀ
             q = q * math.sqrt(self.d_k)
         k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
+        B, H, T, _ = q.shape
+        mask = check_mask(mask, (B, H, T, k.shape[2]), query.device)  # the scores' shape
+        out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
         if self.store_weights:
-            out, self.last_weights = F.scaled_dot_product_attention(
-                q, k, v, mask=mask, need_weights=True
-            )
-        else:
-            out = F.scaled_dot_product_attention(q, k, v, mask=mask)  # (B, H, T, d_v)
-        out = F.merge_heads(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)
+            self.last_weights = ctx.probs  # (B, H, T, S)
+        out = MergeHeads.apply(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)
         return self.w_o(out)
 
     def extra_repr(self) -> str:

@@ -181,12 +181,14 @@ class DecoderCache:
     self_attn[i]: layer i's self-attention keys/values of the target so far (B, H, t, d_k).
     cross_attn[i]: layer i's cross-attention keys/values of memory (computed at step 1).
     tgt_keep: (B, 1, 1, t) bool, which target positions so far are not padding.
+    src_keep: (B, 1, 1, S) bool, the source's padding mask (its src checked at step 1).
     offset: t, the number of target positions already decoded (the next one's position).
     """
 
     self_attn: list[KVCache] = field(default_factory=list)
     cross_attn: list[KVCache] = field(default_factory=list)
     tgt_keep: Any = None
+    src_keep: Any = None
     offset: int = 0
 
 
@@ -226,15 +228,20 @@ class Transformer(Module):
         self.to(dtype=cfg.dtype)
 
     # ------------------------------------------------------------------ the three passes
+    # Each public pass checks the ids it is given (check_ids) once, then runs the private
+    # pass, which trusts them.
     def forward(self, src: Any, tgt_in: Any) -> Tensor:
         """src (B, S), tgt_in (B, T) int ids -> logits (B, T, tgt_vocab)."""
-        return self.decode(tgt_in, self.encode(src), src)
+        cfg = self.cfg
+        src = check_ids("src", src, cfg.src_vocab, cfg.max_len, self.device)
+        tgt = check_ids("tgt_in", tgt_in, cfg.tgt_vocab, cfg.max_len, self.device)
+        src_keep = padding_mask(src, cfg.pad_id)  # (B, 1, 1, S)
+        return self._decode(tgt, self._encode(src, src_keep), src_keep)
 
     def encode(self, src: Any) -> Tensor:
         """src (B, S) int ids -> memory (B, S, d_model)."""
         src = check_ids("src", src, self.cfg.src_vocab, self.cfg.max_len, self.device)
-        x = self.positions(self.src_embed(src, validate=False) * self.scale)  # (B, S, D)
-        return self.encoder(x, padding_mask(src, self.cfg.pad_id))
+        return self._encode(src, padding_mask(src, self.cfg.pad_id))
 
     def decode(
         self, tgt_in: Any, memory: Tensor, src: Any, cache: DecoderCache | None = None
@@ -243,13 +250,34 @@ class Transformer(Module):
 
         With ``cache`` (from ``new_cache()``), tgt_in holds only the NEW positions (usually
         one, (B, 1)); earlier positions' keys and values come from the cache, which is
-        updated in place.
+        updated in place. A cache belongs to one source: its first step checks ``src`` and
+        ``memory`` and keeps the source's padding mask (as it keeps memory's keys and
+        values), so the later steps of a decoding loop check only their new ids.
         """
         cfg = self.cfg
         offset = cache.offset if cache is not None else 0
         tgt = check_ids("tgt_in", tgt_in, cfg.tgt_vocab, cfg.max_len, self.device, offset)
-        src = check_ids("src", src, cfg.src_vocab, cfg.max_len, self.device)
-        check_memory(memory, src, cfg.d_model)
+        if cache is not None and cache.src_keep is not None:
+            src_keep = cache.src_keep  # checked at this cache's first step
+        else:
+            src = check_ids("src", src, cfg.src_vocab, cfg.max_len, self.device)
+            check_memory(memory, src, cfg.d_model)
+            src_keep = padding_mask(src, cfg.pad_id)  # (B, 1, 1, S)
+            if cache is not None:
+                cache.src_keep = src_keep
+        return self._decode(tgt, memory, src_keep, cache)
+
+    def _encode(self, src: Any, src_keep: Any) -> Tensor:
+        """Checked src (B, S) and its padding mask (B, 1, 1, S) -> memory (B, S, D)."""
+        x = self.positions(self.src_embed(src, validate=False) * self.scale)  # (B, S, D)
+        return self.encoder(x, src_keep)
+
+    def _decode(
+        self, tgt: Any, memory: Tensor, src_keep: Any, cache: DecoderCache | None = None
+    ) -> Tensor:
+        """Checked tgt (B, T), memory (B, S, D), src padding mask -> logits (B, T, V)."""
+        cfg = self.cfg
+        offset = cache.offset if cache is not None else 0
         keep = padding_mask(tgt, cfg.pad_id)  # (B, 1, 1, T)
         if cache is not None:
             if cache.tgt_keep is not None:
@@ -258,7 +286,7 @@ class Transformer(Module):
         T = tgt.shape[1]
         tgt_mask = causal_mask(T, tgt.device, offset) & keep  # (B, 1, T, offset + T)
         x = self.positions(self.tgt_embed(tgt, validate=False) * self.scale, offset=offset)
-        x = self.decoder(x, memory, padding_mask(src, cfg.pad_id), tgt_mask, cache)
+        x = self.decoder(x, memory, src_keep, tgt_mask, cache)
         if cache is not None:
             cache.offset += T
         return self.project(x)

@@ -69,7 +69,9 @@ class ScaledDotProductAttention(Function):
         return dq, dk, dv, None
 
 
-def _check(q: Any, k: Any, v: Any, mask: Any) -> None:
+def check_qkv(q: Any, k: Any, v: Any) -> None:
+    """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v): one rank >= 2, float dtypes, the
+    same leading axes; else ShapeError / DTypeError saying which layout is expected."""
     shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if not (q.ndim == k.ndim == v.ndim) or q.ndim < 2:
         raise ShapeError(
@@ -93,32 +95,42 @@ def _check(q: Any, k: Any, v: Any, mask: Any) -> None:
             f"scaled_dot_product_attention: {shapes} do not fit: need q (..., T, d_k), "
             "k (..., S, d_k), v (..., S, d_v) (same d_k for q and k, same S for k and v)"
         )
+
+
+def check_mask(mask: Any, scores: tuple[int, ...], device: str) -> Any:
+    """The attention mask as a raw bool array that broadcasts to the scores' shape
+    ``scores`` = (..., T, S) (None stays None; a Tensor gives its array, a list of bools
+    becomes an array on ``device``); else DTypeError / ShapeError with the fix."""
     if mask is None:
-        return
+        return None
+    if isinstance(mask, Tensor):
+        mask = mask.data
+    elif not backend.is_array(mask):  # a Python list of bools
+        mask = backend.asarray(mask, device=device)
     if backend.dtype_name(mask.dtype) != "bool":
         raise DTypeError(
             f"scaled_dot_product_attention: mask has dtype {backend.dtype_name(mask.dtype)}, "
             "need bool (True = may attend); build it with a comparison such as ids != pad_id"
         )
-    target = (*lead, q.shape[-2], k.shape[-2])
     ms = tuple(mask.shape)
-    fits = all(m in (1, t) for m, t in zip(ms[::-1], target[::-1], strict=False))
-    if len(ms) > len(target) or not fits:
+    fits = all(m in (1, t) for m, t in zip(ms[::-1], scores[::-1], strict=False))
+    if len(ms) > len(scores) or not fits:
         raise ShapeError(
             f"scaled_dot_product_attention: mask of shape {ms} does not broadcast to the "
-            f"scores' shape {target} = (B, H, T, S); use e.g. (B, 1, 1, S) for padding, "
+            f"scores' shape {scores} = (B, H, T, S); use e.g. (B, 1, 1, S) for padding, "
             "(1, 1, T, T) for causal, or (B, 1, T, S)"
         )
+    return mask
 
 
 def scaled_dot_product_attention(
     q: Tensor, k: Tensor, v: Tensor, mask: Any = None, need_weights: bool = False
 ) -> Tensor | tuple[Tensor, Any]:
-    """softmax(q k^T / sqrt(d_k), masked) v; with need_weights, also P (a raw array)."""
-    if isinstance(mask, Tensor):
-        mask = mask.data
-    elif mask is not None and not backend.is_array(mask):  # a Python list of bools
-        mask = backend.asarray(mask, device=q.device)
-    _check(q, k, v, mask)
+    """softmax(q k^T / sqrt(d_k), masked) v; with need_weights, also P (a raw array).
+
+    Checks its inputs here, once; ``nn.MultiHeadAttention`` checks its own and runs
+    ``ScaledDotProductAttention`` directly."""
+    check_qkv(q, k, v)
+    mask = check_mask(mask, (*q.shape[:-1], k.shape[-2]), q.device)
     out, ctx = ScaledDotProductAttention.run(q, k, v, mask)
     return (out, ctx.probs) if need_weights else out

@@ -6,17 +6,16 @@ x (..., D), gamma (D,), beta (D,) -> y (..., D); rows r = all leading positions 
 Backward, with g = dL/dy and g_hat = g * gamma (all means over the last axis):
     dx = rstd * (g_hat - mean(g_hat) - x_hat * mean(g_hat * x_hat))
     dgamma = sum over rows of g * x_hat,   dbeta = sum over rows of g
-Speed: row sums are ``vecdot`` (3x faster than ``mean`` over the last axis on NumPy, and
-single-threaded, so unlike a BLAS gemv it does not stall on a busy CPU), the mean against
-a cached (D,) vector of 1/D, and rstd = sqrt(D / (sum((x - mu)^2) + D eps)) in three calls;
-x_hat is made in place, and backward allocates two (N, D) arrays.
+The Function below is this math as written; on NumPy the same numbers come from
+``kernels.numpy.layer_norm_forward`` / ``layer_norm_backward`` (row means as ``vecdot``, fewer
+temporaries), chosen in one visible place; ``kernels.reference_only()`` switches that off.
 """
 
 from __future__ import annotations
 
 import math
 
-from .. import backend
+from .. import backend, kernels
 from ..checks import is_real
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..function import Function
@@ -31,13 +30,17 @@ class LayerNorm(Function):
     @staticmethod
     def forward(ctx, x, gamma, beta, eps: float = 1e-5):
         xp = ctx.xp
-        D = x.shape[-1]
-        x2 = xp.reshape(x, (-1, D))  # (N, D)
-        x_hat = x2 - xp.vecdot(x2, _mean_weights(xp, D, x.dtype, x.device))[:, None]  # x - mu
-        rstd = xp.sqrt(D / (xp.vecdot(x_hat, x_hat) + D * eps))  # (N,) 1/sqrt(var + eps)
-        x_hat *= rstd[:, None]
-        y = x_hat * gamma
-        y += beta
+        x2 = xp.reshape(x, (-1, x.shape[-1]))  # (N, D): one row per position
+        fast = kernels.find(x2)
+        if fast is not None:
+            y, x_hat, rstd = fast.layer_norm_forward(x2, gamma, beta, eps)
+        else:
+            mu = xp.mean(x2, axis=-1, keepdims=True)  # (N, 1)
+            xc = x2 - mu  # (N, D)
+            var = xp.mean(xc * xc, axis=-1, keepdims=True)  # (N, 1), biased
+            rstd = 1.0 / xp.sqrt(var + eps)  # (N, 1)
+            x_hat = xc * rstd  # (N, D)
+            y = x_hat * gamma + beta
         ctx.save_for_backward(x_hat, rstd, gamma)
         return xp.reshape(y, x.shape)
 
@@ -45,38 +48,27 @@ class LayerNorm(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         x_hat, rstd, gamma = ctx.saved
-        N, D = x_hat.shape
-        g = xp.reshape(grad, (N, D))  # (N, D)
-        need_x, need_gamma, need_beta = ctx.needs_input_grad
-        dx = dgamma = dbeta = None
-        if need_beta:
-            dbeta = xp.sum(g, axis=0)  # (D,)
-        if need_x or need_gamma:
-            gx = g * x_hat  # (N, D)
+        g = xp.reshape(grad, x_hat.shape)  # (N, D)
+        fast = kernels.find(g)
+        if fast is not None:
+            dx, dgamma, dbeta = fast.layer_norm_backward(
+                g, x_hat, rstd, gamma, ctx.needs_input_grad
+            )
+        else:
+            need_x, need_gamma, need_beta = ctx.needs_input_grad
+            dx = dgamma = dbeta = None
+            if need_beta:
+                dbeta = xp.sum(g, axis=0)  # (D,)
             if need_gamma:
-                dgamma = xp.sum(gx, axis=0)  # (D,)
+                dgamma = xp.sum(g * x_hat, axis=0)  # (D,)
             if need_x:
-                gamma_d = gamma * (1.0 / D)  # (D,) so that vecdot gives means
-                mean_gx = xp.vecdot(gx, gamma_d)  # (N,)  mean(g_hat * x_hat)
-                del gx
-                dx = g * gamma  # (N, D)  g_hat
-                dx -= xp.vecdot(g, gamma_d)[:, None]  # - mean(g_hat)
-                dx -= x_hat * mean_gx[:, None]
-                dx *= rstd[:, None]
-                dx = xp.reshape(dx, grad.shape)
+                g_hat = g * gamma  # (N, D)
+                mean_g = xp.mean(g_hat, axis=-1, keepdims=True)  # (N, 1)
+                mean_gx = xp.mean(g_hat * x_hat, axis=-1, keepdims=True)  # (N, 1)
+                dx = rstd * (g_hat - mean_g - x_hat * mean_gx)
+        if dx is not None:
+            dx = xp.reshape(dx, grad.shape)
         return dx, dgamma, dbeta
-
-
-_weights: dict[tuple, object] = {}
-
-
-def _mean_weights(xp, D: int, dtype, device):
-    """A (D,) vector of 1/D (cached per size, dtype and device): vecdot(x, it) = mean(x)."""
-    key = (D, type(dtype), dtype, str(device))  # the type: dtypes of two libraries hash alike
-    w = _weights.get(key)
-    if w is None:
-        w = _weights[key] = xp.full((D,), 1.0 / D, dtype=dtype, device=device)
-    return w
 
 
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:

@@ -9,11 +9,13 @@ Speed: a stack of rows times one matrix is done as ONE 2-D product, (rows, k) @ 
 one BLAS GEMM instead of a loop of small ones (lesson 02 measures 1.2-1.5x for long
 sequences and 3-100x for many short ones, dW especially).
 The weight is (d_in, d_out), as in the paper's "x W + b" (PyTorch stores W transposed).
+Every product is ``xp.matmul``; on NumPy it is ``kernels.numpy.matmul`` (the same product
+with a BLAS thread count chosen per product once the CLI has tuned the host).
 """
 
 from __future__ import annotations
 
-from .. import backend
+from .. import backend, kernels
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
@@ -27,28 +29,32 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         xp = ctx.xp
+        fast = kernels.find(a)  # NumPy: the product with per-product BLAS threads
+        mm = xp.matmul if fast is None else fast.matmul
         ctx.save_for_backward(a, b)
         if b.ndim == 2 and a.ndim > 2:  # rows @ one matrix: one 2-D GEMM
-            y = backend.matmul(xp, xp.reshape(a, (-1, a.shape[-1])), b)  # (rows, m)
+            y = mm(xp.reshape(a, (-1, a.shape[-1])), b)  # (rows, m)
             return xp.reshape(y, (*a.shape[:-1], b.shape[-1]))
-        return backend.matmul(xp, a, b)
+        return mm(a, b)
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
+        fast = kernels.find(grad)  # NumPy: the product with per-product BLAS threads
+        mm = xp.matmul if fast is None else fast.matmul
         a, b = ctx.saved
         da = db = None
         if b.ndim == 2 and a.ndim > 2:
             g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, m)
             if ctx.needs_input_grad[0]:
-                da = xp.reshape(backend.matmul(xp, g2, b.mT), a.shape)
+                da = xp.reshape(mm(g2, b.mT), a.shape)
             if ctx.needs_input_grad[1]:
-                db = backend.matmul(xp, xp.reshape(a, (-1, a.shape[-1])).mT, g2)
+                db = mm(xp.reshape(a, (-1, a.shape[-1])).mT, g2)
             return da, db
         if ctx.needs_input_grad[0]:
-            da = backend.matmul(xp, grad, b.mT)
+            da = mm(grad, b.mT)
         if ctx.needs_input_grad[1]:
-            db = backend.matmul(xp, a.mT, grad)
+            db = mm(a.mT, grad)
         return da, db
 
 
@@ -65,11 +71,13 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias=None, transpose_weight=False):
         xp = ctx.xp
+        fast = kernels.find(x)  # NumPy: the product with per-product BLAS threads
+        mm = xp.matmul if fast is None else fast.matmul
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
         ctx.save_for_backward(x2, weight)
         ctx.x_shape, ctx.transposed = x.shape, transpose_weight
         w = weight.mT if transpose_weight else weight  # (d_in, d_out)
-        y = backend.matmul(xp, x2, w)  # (rows, d_out)
+        y = mm(x2, w)  # (rows, d_out)
         if bias is not None:
             y += bias
         return xp.reshape(y, (*x.shape[:-1], w.shape[1]))
@@ -77,17 +85,19 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
+        fast = kernels.find(grad)  # NumPy: the product with per-product BLAS threads
+        mm = xp.matmul if fast is None else fast.matmul
         x2, weight = ctx.saved
         g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
             w_t = weight if ctx.transposed else weight.mT  # (d_out, d_in)
-            dx = xp.reshape(backend.matmul(xp, g2, w_t), ctx.x_shape)
+            dx = xp.reshape(mm(g2, w_t), ctx.x_shape)
         if ctx.needs_input_grad[1]:
             if ctx.transposed:
-                dw = backend.matmul(xp, g2.mT, x2)  # (d_out, d_in)
+                dw = mm(g2.mT, x2)  # (d_out, d_in)
             else:
-                dw = backend.matmul(xp, x2.mT, g2)  # (d_in, d_out)
+                dw = mm(x2.mT, g2)  # (d_in, d_out)
         if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
             db = xp.sum(g2, axis=0)
         return dx, dw, db

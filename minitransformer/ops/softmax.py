@@ -11,36 +11,31 @@ nor lose the answer. Masked entries (-inf) get probability 0 and zero gradient.
 A row that is entirely -inf (everything masked) is defined as: softmax -> all 0 (not NaN),
 gradient 0; log_softmax -> all -inf, gradient dx = g (its softmax is taken as 0). Both
 stay NaN-free in forward and backward.
+The Functions are this math as written; on NumPy, forward runs ``kernels.numpy.softmax`` /
+``log_softmax`` (the same numbers with ufunc reductions, exp written into its own buffer).
 """
 
 from __future__ import annotations
 
-from .. import backend
+from .. import backend, kernels
 from ..checks import is_int
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
 
 
-def exp_inplace(xp, z):
-    """e^z, written into z when the backend's exp is a ufunc (NumPy, CuPy: ``out=``);
-    otherwise (the strict standard API) a new array. Only call it on arrays you own."""
-    return xp.exp(z, out=z) if hasattr(xp.exp, "nin") else xp.exp(z)
-
-
 def shifted(xp, x, axis: int):
-    """(x - m, m) with m = max over ``axis`` (keepdims); m is 0 on all -inf rows so that
-    they give -inf (not NaN = -inf - -inf)."""
+    """x - m with m = max over ``axis`` (keepdims), m = 0 on rows whose max is not finite
+    (an all -inf row stays -inf instead of becoming NaN = -inf - -inf)."""
     m = xp.max(x, axis=axis, keepdims=True)
-    m = xp.where(xp.isfinite(m), m, xp.zeros_like(m))
-    return x - m, m
+    return x - xp.where(xp.isfinite(m), m, 0.0)
 
 
 def safe_sum(xp, e, axis: int):
-    """sum of e over ``axis`` (keepdims) with 0 replaced by 1: an all-masked row divides
+    """Sum of e over ``axis`` (keepdims) with 0 replaced by 1: an all-masked row divides
     by 1 (softmax 0) and its log is 0 (log_softmax -inf), never 0/0."""
     s = xp.sum(e, axis=axis, keepdims=True)
-    return xp.where(s > 0, s, xp.ones_like(s))
+    return xp.where(s > 0, s, 1.0)
 
 
 class Softmax(Function):
@@ -50,9 +45,13 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, x, axis: int = -1):
-        xp = ctx.xp
-        y = exp_inplace(xp, shifted(xp, x, axis)[0])  # e^(x - m), our own buffer
-        y /= safe_sum(xp, y, axis)
+        fast = kernels.find(x)
+        if fast is not None:
+            y = fast.softmax(x, axis)
+        else:
+            xp = ctx.xp
+            e = xp.exp(shifted(xp, x, axis))  # e^(x - m)
+            y = e / safe_sum(xp, e, axis)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y
@@ -61,10 +60,8 @@ class Softmax(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         (y,) = ctx.saved
-        gy = xp.expand_dims(xp.vecdot(grad, y, axis=ctx.axis), axis=ctx.axis)  # <g, y>
-        dx = grad - gy
-        dx *= y
-        return dx
+        gy = xp.sum(grad * y, axis=ctx.axis, keepdims=True)  # <g, y>
+        return y * (grad - gy)
 
 
 class LogSoftmax(Function):
@@ -74,9 +71,13 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx, x, axis: int = -1):
-        xp = ctx.xp
-        o, _ = shifted(xp, x, axis)  # x - m, our own buffer
-        o -= xp.log(safe_sum(xp, xp.exp(o), axis))
+        fast = kernels.find(x)
+        if fast is not None:
+            o = fast.log_softmax(x, axis)
+        else:
+            xp = ctx.xp
+            z = shifted(xp, x, axis)  # x - m
+            o = z - xp.log(safe_sum(xp, xp.exp(z), axis))
         ctx.save_for_backward(o)
         ctx.axis = axis
         return o
@@ -85,10 +86,7 @@ class LogSoftmax(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         (o,) = ctx.saved
-        dx = xp.exp(o)  # softmax, a new buffer (o stays intact for retain_graph)
-        dx *= -xp.sum(grad, axis=ctx.axis, keepdims=True)
-        dx += grad
-        return dx
+        return grad - xp.exp(o) * xp.sum(grad, axis=ctx.axis, keepdims=True)
 
 
 def _check(op: str, x: Tensor, axis: int) -> int:

@@ -106,3 +106,42 @@ def test_shape_errors(make):
     x = mt.tensor(np.ones((1, 2, 6)), dtype="float32")
     with pytest.raises(ShapeError, match="query has width 6, expected d_model = 8"):
         m(x, x, x)
+
+
+def test_one_attention_call_checks_its_inputs_once(monkeypatch, rng):
+    """MultiHeadAttention checks query, key, value and the mask where they enter; the ops
+    it runs (head split, attention, head merge) do not check them a second time."""
+    import minitransformer.functional as F
+    from minitransformer.nn import attention as nn_attention
+    from minitransformer.ops import attention as ops_attention
+
+    calls = []
+
+    def count(name, fn):
+        def wrapped(*args, **kwargs):
+            calls.append(name)
+            return fn(*args, **kwargs)
+
+        return wrapped
+
+    for name in ("split_heads", "merge_heads", "scaled_dot_product_attention"):
+        monkeypatch.setattr(F, name, count(name, getattr(F, name)))
+    monkeypatch.setattr(ops_attention, "check_qkv", count("check_qkv", ops_attention.check_qkv))
+    monkeypatch.setattr(nn_attention, "check_mask", count("check_mask", nn_attention.check_mask))
+    m = mha("cpu")
+    x = mt.tensor(rng.standard_normal((2, 3, 8)))
+    m(x, x, x, causal_mask(3, "cpu"))
+    assert calls == ["check_mask"]
+
+
+def test_bad_masks_are_refused_where_they_enter(rng):
+    from minitransformer.errors import DTypeError
+
+    m = mha("cpu")
+    x = mt.tensor(rng.standard_normal((2, 3, 8)))
+    with pytest.raises(ShapeError, match=r"mask of shape \(2, 1, 3, 4\) .* \(2, 2, 3, 3\)"):
+        m(x, x, x, np.ones((2, 1, 3, 4), bool))
+    with pytest.raises(DTypeError, match="mask has dtype float64, need bool"):
+        m(x, x, x, np.ones((2, 1, 1, 3)))
+    out = m(x, x, x, [[[[True, True, False]]], [[[True, False, False]]]])  # a list of bools
+    assert out.shape == (2, 3, 8)
