@@ -135,7 +135,7 @@ def blas_info() -> dict[str, Any]:
     return info
 
 
-# ----------------------------------------------------------------------------- BLAS threads per product
+# ------------------------------------------------------------------- BLAS threads per product
 
 # A GEMM split across BLAS threads stalls whenever one of its threads is not running: on a
 # shared machine, other processes hold the cores and every split product waits for a

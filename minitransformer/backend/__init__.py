@@ -19,8 +19,6 @@ gradient), and conversion to NumPy. Machine facts and process tuning (BLAS threa
 are not here: see ``minitransformer/host.py``.
 """
 
-import numpy as np  # ``backend.np``: an alias of NumPy kept for host-side code (decode, train)
-
 from .arrays import (
     DTYPES,
     Array,
@@ -73,7 +71,6 @@ __all__ = [
     "namespace_for_device",
     "native_device",
     "normalize_device",
-    "np",
     "resolve_dtype",
     "scatter_add",
     "set_default_device",
