@@ -22,6 +22,7 @@ are not here: see ``minitransformer/host.py``.
 from .arrays import (
     DTYPES,
     Array,
+    all_finite,
     asarray,
     check_dtype,
     common_namespace,
@@ -72,6 +73,7 @@ __all__ = [
     "native_device",
     "normalize_device",
     "resolve_dtype",
+    "all_finite",
     "scatter_add",
     "set_default_device",
     "synchronize",

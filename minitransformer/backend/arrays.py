@@ -243,6 +243,15 @@ def to_device(x: Array, device: str) -> Array:
 # ----------------------------------------------------------------------------- beyond the standard
 
 
+def all_finite(x: Array) -> bool:
+    """True when ``x`` holds no NaN or Inf (integer and bool arrays always do). Reads one
+    bool back to the host: a device sync on a GPU, so never inside a training step."""
+    if not dtype_name(x.dtype).startswith("float"):
+        return True
+    xp = namespace(x)
+    return bool(xp.all(xp.isfinite(x)))
+
+
 def scatter_add(table: Array, ids: Array, values: Array) -> Array:
     """table[ids[i]] += values[i] for every i, *repeats included*, in place; returns table.
 

@@ -35,13 +35,6 @@ def _numeric(value: Any) -> bool:
     return backend.dtype_name(value.dtype).startswith(("float", "int", "uint", "bool"))
 
 
-def _finite(value: Any) -> bool:
-    if not backend.dtype_name(value.dtype).startswith("float"):
-        return True
-    xp = backend.namespace(value)
-    return bool(xp.all(xp.isfinite(value)))
-
-
 class StateDictKeyError(MiniTransformerError, KeyError):
     """``load_state_dict`` found missing or unexpected keys (the message lists them all)."""
 
@@ -267,7 +260,7 @@ class Module:
                 f"{where}: values must be numeric arrays, got {', '.join(bad)}; pass the "
                 "arrays of model.state_dict() (NumPy, CuPy or Tensors)"
             )
-        nonfinite = [k for k, v in state.items() if k in own and not _finite(v)]
+        nonfinite = [k for k, v in state.items() if k in own and not backend.all_finite(v)]
         if nonfinite:
             raise ArgumentError(
                 f"{where}: {', '.join(nonfinite)} hold NaN or Inf values; the saved model had "

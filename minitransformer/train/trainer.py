@@ -304,7 +304,7 @@ class Trainer:
         """
         self.read_back()
         state = self.model.state_dict()
-        bad = [k for k, v in state.items() if not _finite(v)]
+        bad = [k for k, v in state.items() if not backend.all_finite(v)]
         if bad:
             raise TrainingError(
                 f"step {self.step}: weights {bad[:3]} hold NaN or Inf, so no checkpoint was "
@@ -369,9 +369,3 @@ class Trainer:
         """Heatmaps of the last decoder layer's cross-attention (one panel per head) while
         the model decodes held-out example ``index``: which source token each output looks at."""
         return report.plot_attention(self, path, split, index)
-
-
-def _finite(a: Any) -> bool:
-    """True when array ``a`` holds no NaN or Inf (one device sync)."""
-    xp = backend.namespace(a)
-    return bool(xp.all(xp.isfinite(a)))
