@@ -63,7 +63,7 @@ def hardware(device: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _openblas_threads_api():
+def openblas_threads_api():
     """(get, set) of the thread count of the OpenBLAS that NumPy loaded, through
     threadpoolctl (the scientific-Python standard for this); None when NumPy's BLAS is not
     OpenBLAS or threadpoolctl is missing. Found once; each get/set is then one C call."""
@@ -87,14 +87,14 @@ def _openblas_threads_api():
 
 def blas_threads() -> int | None:
     """How many threads NumPy's OpenBLAS uses (None when it is not OpenBLAS)."""
-    api = _openblas_threads_api()
+    api = openblas_threads_api()
     return None if api is None else int(api[0]())
 
 
 def set_blas_threads(n: int) -> int | None:
     """Make NumPy's OpenBLAS use ``n`` threads; return the previous count (None, and no
     change, when NumPy's BLAS is not OpenBLAS)."""
-    api = _openblas_threads_api()
+    api = openblas_threads_api()
     if api is None:
         return None
     previous = int(api[0]())
@@ -190,12 +190,6 @@ def gemm_threads(configured: int, multiply_adds: int) -> int:
     return max(1, min(configured, int(free + 0.5)))
 
 
-def gemm_thread_switch():
-    """The (get, set) pair a product uses to choose its thread count, after ``tune_host()``
-    on NumPy with OpenBLAS; None otherwise (then products keep the configured threads)."""
-    return _openblas_threads_api() if gemm_tuning else None
-
-
 # ----------------------------------------------------------------------------- host memory
 
 # glibc returns large freed buffers (mmap'd, or the top of the heap) to the OS, and the next
@@ -237,5 +231,5 @@ def tune_host() -> dict[str, bool]:
     global malloc_tuned, gemm_tuning
     if not malloc_tuned:
         malloc_tuned = _keep_freed_memory()
-    gemm_tuning = _openblas_threads_api() is not None
+    gemm_tuning = openblas_threads_api() is not None
     return {"malloc": malloc_tuned, "gemm_threads": gemm_tuning}

@@ -60,10 +60,7 @@ def matmul(a: Array, b: Array) -> Array:
     ones) once the CLI has called ``host.tune_host()``; plain ``np.matmul`` otherwise."""
     if not host.gemm_tuning:  # an attribute read: untuned, a product costs no extra call
         return np.matmul(a, b)
-    switch = host.gemm_thread_switch()
-    if switch is None:
-        return np.matmul(a, b)
-    get, put = switch
+    get, put = host.openblas_threads_api()  # not None: tune_host() checked it
     threads = get()
     use = host.gemm_threads(threads, a.shape[-2] * a.shape[-1] * b.shape[-1])
     if use == threads:
