@@ -1,9 +1,50 @@
-"""minitransformer: the Transformer of "Attention Is All You Need", from scratch on NumPy.
+"""minitransformer: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017),
+built from scratch on NumPy (CuPy on a GPU) with a hand-written forward and backward for
+every op, to be read as much as run.
 
-import minitransformer as mt
-import minitransformer.functional as F
-mt.nn.Transformer(...), mt.optim.Adam(...), mt.gradcheck(...)
+Where to start
+    lessons/01_autograd.ipynb ... 14_data_parallelism.ipynb build it up step by step:
+    autograd, softmax and cross-entropy, LayerNorm, attention, the encoder-decoder,
+    training, decoding, speed, ablations. On the command line::
+
+        minitransformer train copy          # a model that copies sequences, in about a minute
+        minitransformer train translate     # a toy language pair; then translate / evaluate
+        minitransformer --help              # every command: train, translate, evaluate,
+                                            # plot, bench, ablate
+
+The main names (``import minitransformer as mt``)
+    mt.tensor(data, requires_grad=True), mt.Tensor    arrays with autograd (``.backward()``)
+    mt.no_grad(), mt.enable_grad(), mt.is_grad_enabled()
+    minitransformer.functional (``F``)                softmax, layer_norm, attention, ...
+    mt.nn                                             Module, Linear, LayerNorm,
+                                                      MultiHeadAttention, Transformer
+    mt.optim                                          Adam, SGD, NoamSchedule, clipping
+    mt.gradcheck(fn, *inputs)                         gradients against finite differences
+    mt.TransformerConfig.preset("tiny", ...)          model sizes: tiny, small, base, big
+    mt.TrainConfig(task="copy", out="runs/copy")      a training run's settings, checked
+    mt.Trainer(cfg).train(), mt.Trainer.resume(dir)   the training loop, checkpoints, resume
+    mt.Translator.from_checkpoint(dir)                a trained run that translates text
+    mt.set_default_device("cuda"), mt.cuda_available()
+    mt.errors                                         ShapeError, DTypeError, ConfigError, ...
+
+A first model::
+
+    import numpy as np
+    import minitransformer as mt
+
+    cfg = mt.TransformerConfig.preset("tiny", src_vocab=100, tgt_vocab=100)
+    model = mt.nn.Transformer(cfg)
+    src = np.array([[5, 6, 7, 2]])            # (batch, source length) token ids
+    tgt_in = np.array([[1, 5, 6]])            # (batch, target length), BOS first
+    logits = model(src, tgt_in)               # (1, 3, 100)
+
+The layout, floor by floor, is docs/architecture.md. Importing the package changes nothing
+process-wide (no signal handlers, no thread settings): only the command line tunes its own
+process. ``Trainer`` and ``Translator`` load on first use (they bring the checkpoint, run
+and data machinery), so ``import minitransformer`` stays quick.
 """
+
+from typing import Any
 
 from . import (
     backend,
@@ -13,16 +54,21 @@ from . import (
     optim,
 )
 from .backend import cuda_available, set_default_device
-from .config import TransformerConfig
+from .config import TrainConfig, TransformerConfig
 from .gradcheck import GradcheckError, gradcheck
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, tensor
 from .version import __version__
 
+_LAZY = {"Trainer": "minitransformer.train", "Translator": "minitransformer.translator"}
+
 __all__ = [
     "GradcheckError",
     "Tensor",
-    "__version__",
+    "TrainConfig",
+    "Trainer",
     "TransformerConfig",
+    "Translator",
+    "__version__",
     "backend",
     "cuda_available",
     "enable_grad",
@@ -35,3 +81,18 @@ __all__ = [
     "set_default_device",
     "tensor",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``mt.Trainer`` and ``mt.Translator``, imported the first time they are asked for."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # the next lookup finds it directly
+        return value
+    raise AttributeError(f"module 'minitransformer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -26,8 +26,9 @@ from ..translator import Translator
 from . import flags
 from .parser import subparser
 
-# train options -> TrainConfig fields (None: not given on the command line)
-_TRAIN_FIELDS = {
+# train options -> TrainConfig fields (None: not given on the command line); main() words
+# the library's messages with the flags of these fields
+TRAIN_FIELDS = {
     "preset": "preset", "steps": "steps", "batch_size": "batch_size", "warmup": "warmup",
     "lr": "peak_lr", "dropout": "dropout", "label_smoothing": "label_smoothing",
     "clip_norm": "clip_norm", "seed": "seed", "device": "device", "out": "out",
@@ -47,7 +48,7 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
     given = {
         field: getattr(args, name)
-        for name, field in _TRAIN_FIELDS.items()
+        for name, field in TRAIN_FIELDS.items()
         if getattr(args, name) is not None
     }
     given["progress"] = not args.no_progress
@@ -66,8 +67,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         trainer = Trainer.resume(run, **given)
         if trainer.step >= trainer.cfg.steps:
             print(
-                f"the run is already at step {trainer.step} of {trainer.cfg.steps}; pass "
-                "--steps N to train longer (re-running the final evaluation now)",
+                f"the run is already at step {trainer.step} of {trainer.cfg.steps}: running "
+                "its final evaluation (again); pass --steps N to train longer",
                 file=sys.stderr,
             )
     else:
@@ -134,9 +135,16 @@ def _checkpoint_path(flag: str, text: str) -> Path:
 
 
 def _sentences(args: argparse.Namespace) -> list[str]:
-    """The sentences to translate: the arguments, else one per line on stdin."""
+    """The sentences to translate: the arguments, else one per line on stdin (which may be
+    closed: ``translate ... <&-``, or a service that starts it without one)."""
     if args.sentences:
         return list(args.sentences)
+    if sys.stdin is None or sys.stdin.closed:
+        raise ConfigError(
+            "no sentences to translate: none were given and stdin is closed. Fix: give them "
+            'as arguments (minitransformer translate --checkpoint RUN "a sentence") or one '
+            "per line on stdin (... < sentences.txt)"
+        )
     if hasattr(sys.stdin, "reconfigure"):
         sys.stdin.reconfigure(errors="replace")  # undecodable bytes become U+FFFD (-> UNK)
     if sys.stdin.isatty():
@@ -156,13 +164,32 @@ def translate_command(args: argparse.Namespace, parser: argparse.ArgumentParser)
 
 
 def evaluate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    """``evaluate``: BLEU / exact match of a checkpoint on a held-out split, as JSON."""
+    """``evaluate``: BLEU / exact match of a checkpoint on a held-out split: one line saying
+    what was measured (split, sentences, decoding) and the scores, or ``--json``."""
     del parser
     path = _checkpoint_path("--checkpoint", args.checkpoint)
     translator = Translator.from_checkpoint(path, device=args.device)
     metrics = translator.evaluate(args.split, args.samples, beam_size=args.beam, alpha=args.alpha)
-    print(json.dumps(metrics, indent=2))
+    decoding = "greedy" if args.beam == 1 else f"beam {args.beam} (alpha {args.alpha:g})"
+    if args.json:
+        scores = {k: round(v, 2 if k == "bleu" else 4) for k, v in metrics.items()
+                  if k != "sentences"}  # fmt: skip
+        print(json.dumps(dict(split=args.split, sentences=metrics["sentences"],
+                              decoding=decoding, **scores), indent=2))  # fmt: skip
+        return 0
+    print(evaluation_line(args.split, decoding, metrics))
     return 0
+
+
+def evaluation_line(split: str, decoding: str, metrics: dict[str, float]) -> str:
+    """``test split, 1,000 sentences, greedy: BLEU 99.35, exact match 97.2% (972)``."""
+    n = int(metrics["sentences"])
+    scores = []
+    if "bleu" in metrics:
+        scores.append(f"BLEU {metrics['bleu']:.2f}")
+    em = metrics["exact_match"]
+    scores.append(f"exact match {100 * em:.1f}% ({round(em * n):,} of {n:,})")
+    return f"{split} split, {n:,} sentences, {decoding}: " + ", ".join(scores)
 
 
 def plot_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

@@ -1,27 +1,67 @@
-"""The command line's parser: one sub-parser per command, each flag with its type (flags.py).
+"""The command line's parser: one sub-parser per command, each flag with its type (flags.py)
+and its default in its help.
 
 ``build_parser()`` is what ``main`` parses with; tests build it to inspect parsed values.
 The ``bench`` flags come from bench/options.py, shared with ``python -m minitransformer.bench``.
+
+A mistake on the command line is one line, ``minitransformer CMD: error: ...``, and a pointer
+to ``minitransformer CMD --help`` (``Parser.error``; ``usage_error`` for the library's
+errors), not argparse's usage block with the error at its end.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
 from typing import Any
 
 from ..bench import options as bench_options
+from ..config import TASK_DEFAULTS, TrainConfig
+from ..config.model import PRESETS
 from . import flags
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and a pointer to ``--help`` (its
+    sub-parsers are Parsers too: argparse makes them of the parent's class)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        """Print the one-line error and exit with status 2 (argparse's contract)."""
+        raise SystemExit(usage_error(self, message))
+
+
+def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
+    """Print ``PROG: error: MESSAGE`` and ``see: PROG --help`` on stderr; return 2."""
+    print(f"{parser.prog}: error: {message}\nsee: {parser.prog} --help", file=sys.stderr)
+    return 2
+
+
+def _default(field: str) -> Any:
+    """TrainConfig's default for ``field``."""
+    return {f.name: f.default for f in dataclasses.fields(TrainConfig)}[field]
+
+
+def _per_task(field: str) -> str:
+    """``default: copy, reverse, sort 3000; translate 4000; ...`` from TASK_DEFAULTS."""
+    groups: dict[Any, list[str]] = {}
+    for task, defaults in TASK_DEFAULTS.items():
+        groups.setdefault(defaults[field], []).append(task)
+    shown = {value: f"{value:g}" if isinstance(value, float) else str(value) for value in groups}
+    if len(groups) == 1:
+        return f"default: {next(iter(shown.values()))}"
+    return "default: " + "; ".join(f"{shown[v]} for {', '.join(t)}" for v, t in groups.items())
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``minitransformer`` parser: train, translate, evaluate, plot, bench, ablate."""
     # --debug works before the command and after it (SUPPRESS: a sub-command's default
     # must not overwrite the value given before the command).
-    debug = argparse.ArgumentParser(add_help=False)
+    debug = Parser(add_help=False)
     debug.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
     )
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="minitransformer",
         description="The Transformer of 'Attention Is All You Need', from scratch on NumPy.",
     )
@@ -45,39 +85,79 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
-    """The ``train`` sub-parser."""
-    train = sub.add_parser("train", help="train a model on a task", parents=[debug])
+    """The ``train`` sub-parser; every flag's help says its default (TrainConfig's, or the
+    task's from TASK_DEFAULTS, read from there so the two never disagree)."""
+    train = sub.add_parser(
+        "train", help="train a model on a task", parents=[debug],
+        description="Train a Transformer on a task; a run writes its checkpoint, metrics log, "
+        "result card and plots into --out. A flag left out takes the task's default "
+        "(minitransformer/config/train.py, TASK_DEFAULTS) or, with --resume, the run's own.",
+    )  # fmt: skip
     train.add_argument("task", nargs="?", choices=flags.TASKS, help="what to learn")
-    train.add_argument("--preset", choices=("tiny", "small", "base", "big"))
-    train.add_argument("--device", help="cpu (default), cuda or cuda:N")
-    train.add_argument("--steps", type=flags.positive_int)
-    train.add_argument("--batch-size", type=flags.batch_size)
-    train.add_argument("--warmup", type=flags.positive_int, help="warm-up steps of the schedule")
-    train.add_argument("--lr", type=flags.positive_float, help="peak learning rate")
-    train.add_argument("--dropout", type=flags.probability)
-    train.add_argument("--label-smoothing", type=flags.probability, help="default 0.1")
     train.add_argument(
-        "--clip-norm", type=flags.positive_float, help="gradient clipping (default 1)"
+        "--preset", choices=("tiny", "small", "base", "big"),
+        help=f"model size ({_per_task('preset')})",
+    )  # fmt: skip
+    train.add_argument("--device", help=f"cpu, cuda or cuda:N (default: {_default('device')})")
+    train.add_argument(
+        "--steps", type=flags.positive_int, metavar="N",
+        help=f"training steps ({_per_task('steps')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--batch-size", type=flags.batch_size, help=f"sentences a step ({_per_task('batch_size')})"
     )
-    train.add_argument("--seed", type=flags.non_negative_int, help="default 0")
-    train.add_argument("--out", help="run directory (default runs/TASK)")
+    train.add_argument(
+        "--warmup", type=flags.positive_int,
+        help=f"warm-up steps of the schedule ({_per_task('warmup')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--lr", type=flags.positive_float, help=f"peak learning rate ({_per_task('peak_lr')})"
+    )
+    train.add_argument(
+        "--dropout", type=flags.probability, help="default: the preset's ("
+        + ", ".join(f"{name} {p['dropout']:g}" for name, p in PRESETS.items()) + ")",
+    )  # fmt: skip
+    train.add_argument(
+        "--label-smoothing", type=flags.probability,
+        help=f"default: {_default('label_smoothing')}",
+    )  # fmt: skip
+    train.add_argument(
+        "--clip-norm", type=flags.positive_float,
+        help=f"gradient clipping (default: {_default('clip_norm'):g})",
+    )  # fmt: skip
+    train.add_argument("--seed", type=flags.non_negative_int, help=f"default: {_default('seed')}")
+    train.add_argument("--out", help="run directory (default: runs/TASK)")
     train.add_argument(
         "--overwrite", action="store_true", help="replace the run in --out (its files are deleted)"
     )
-    train.add_argument("--log-every", type=flags.positive_int, help="default 50")
-    train.add_argument("--eval-every", type=flags.positive_int, help="default 500")
-    train.add_argument("--eval-samples", type=flags.positive_int, help="default 200")
-    train.add_argument("--checkpoint-every", type=flags.positive_int, help="default 500")
     train.add_argument(
-        "--final-eval-samples", type=flags.positive_int, help="test sentences at the end (1000)"
-    )
+        "--log-every", type=flags.positive_int,
+        help=f"steps between log lines (default: {_default('log_every')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--eval-every", type=flags.positive_int,
+        help=f"steps between validation evaluations (default: {_default('eval_every')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--eval-samples", type=flags.positive_int,
+        help=f"validation sentences decoded each time (default: {_default('eval_samples')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--checkpoint-every", type=flags.positive_int,
+        help=f"steps between checkpoints (default: {_default('checkpoint_every')})",
+    )  # fmt: skip
+    train.add_argument(
+        "--final-eval-samples", type=flags.positive_int,
+        help=f"test sentences at the end (default: {_default('final_eval_samples')})",
+    )  # fmt: skip
     train.add_argument(
         "--model", metavar="KEY=VALUE", type=flags.model_override, action="append", default=[],
-        help="override a model size, e.g. --model d_model=32 --model N=1",
+        help="override a model size, e.g. --model d_model=32 --model N=1 (default: the "
+        "preset's)",
     )  # fmt: skip
     train.add_argument(
         "--knob", metavar="KEY=VALUE", type=flags.key_value, action="append", default=[],
-        help="a task knob, e.g. --knob n_train=2000 --knob max_len=8",
+        help="a task knob, e.g. --knob n_train=2000 --knob max_len=8 (default: the task's)",
     )  # fmt: skip
     train.add_argument("--resume", metavar="RUN", help="continue the run in this directory")
     train.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
@@ -95,20 +175,36 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
         "translate", help="translate sentences with a trained checkpoint", parents=[debug]
     )
     tr.add_argument("--checkpoint", required=True, help="a run directory or checkpoint .npz")
-    tr.add_argument("--beam", type=flags.positive_int, default=1, help="beam size (1 = greedy)")
-    tr.add_argument("--alpha", type=flags.alpha, default=0.6, help="length penalty (beam search)")
-    tr.add_argument("--device", default="cpu")
+    tr.add_argument(
+        "--beam", type=flags.positive_int, default=1, help="beam size (default: 1 = greedy)"
+    )
+    tr.add_argument(
+        "--alpha", type=flags.alpha, default=0.6,
+        help="length penalty of beam search (default: 0.6, the paper's)",
+    )  # fmt: skip
+    tr.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     tr.add_argument("sentences", nargs="*", help="sentences (default: one per line on stdin)")
 
     ev = sub.add_parser(
         "evaluate", help="BLEU / exact match on the held-out split", parents=[debug]
     )
-    ev.add_argument("--checkpoint", required=True)
-    ev.add_argument("--split", choices=("valid", "test"), default="test")
-    ev.add_argument("--samples", type=flags.positive_int, help="only the first N sentences")
-    ev.add_argument("--beam", type=flags.positive_int, default=1)
-    ev.add_argument("--alpha", type=flags.alpha, default=0.6)
-    ev.add_argument("--device", default="cpu")
+    ev.add_argument("--checkpoint", required=True, help="a run directory or checkpoint .npz")
+    ev.add_argument("--split", choices=("valid", "test"), default="test", help="default: test")
+    ev.add_argument(
+        "--samples", type=flags.positive_int, help="only the first N sentences (default: all)"
+    )
+    ev.add_argument(
+        "--beam", type=flags.positive_int, default=1, help="beam size (default: 1 = greedy)"
+    )
+    ev.add_argument(
+        "--alpha", type=flags.alpha, default=0.6,
+        help="length penalty of beam search (default: 0.6, the paper's)",
+    )  # fmt: skip
+    ev.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    ev.add_argument(
+        "--json", action="store_true",
+        help="print the result as JSON (split, decoding, sentences, metrics) instead of a line",
+    )  # fmt: skip
 
 
 def _add_ablate(sub: Any, debug: argparse.ArgumentParser) -> None:

@@ -68,8 +68,16 @@ class Reporter:
         )
 
     def eval_line(self, step: int, split: str, metrics: dict[str, float]) -> None:
-        """``step 500 valid  loss 1.0200  token_acc 0.8100 ...`` as a plain line."""
-        self.say(f"step {step} {split}  " + "  ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+        """``step 500/3000 valid  loss 1.0200  token acc 81.0%  exact match 71.0%  BLEU
+        64.20``: printed when the evaluation is made (above the bar, when there is one), as
+        well as logged; the final one on the test split too."""
+        shown = {"loss": "loss {:.4f}", "token_acc": "token acc {:.1%}",
+                 "exact_match": "exact match {:.1%}", "bleu": "BLEU {:.2f}"}  # fmt: skip
+        parts = [shown.get(k, k + " {:.4f}").format(v) for k, v in metrics.items()]
+        line = f"step {step}/{self.cfg.steps} {split}  " + "  ".join(parts)
+        if self.bar is not None and self.is_writer():
+            self.bar.write(line, file=sys.stderr)  # above the bar, which stays in place
+        self.say(line)
 
     def signal_received(self, name: str, again: str, ranks: int | None) -> None:
         """Say what happens after a first Ctrl-C / SIGTERM (the bar, if any, stays quiet)."""
@@ -82,12 +90,16 @@ class Reporter:
         print(f"\n{name}: finishing this step, then saving a checkpoint ({again} again to "
               "stop at once)", file=sys.stderr, flush=True)  # fmt: skip
 
-    def stopped(self, step: int, stop: str, resume: str) -> None:
-        """Close the bar and print the command that continues the run."""
+    def stopped(self, step: int, stop: str, resume: str, after_loop: bool = False) -> None:
+        """Close the bar and print the command that continues the run (``after_loop``: it
+        was stopped in the final evaluation, result card or plots, which a resume redoes)."""
         self.close()
-        if self.is_writer():
-            print(f"\nInterrupted ({stop}) at step {step}; checkpoint saved. Resume with:\n"
-                  f"  {resume}", file=sys.stderr, flush=True)  # fmt: skip
+        if not self.is_writer():
+            return
+        where = " after the last step" if after_loop else ""
+        redo = " (it runs the final evaluation again)" if after_loop else ""
+        print(f"\nInterrupted ({stop}) at step {step}{where}; checkpoint saved. Resume "
+              f"with{redo}:\n  {resume}", file=sys.stderr, flush=True)  # fmt: skip
 
     def close(self) -> None:
         """Close the bar (if any); plain lines from now on."""

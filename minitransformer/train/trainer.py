@@ -14,7 +14,7 @@ What a run writes in ``out/``: ``metrics.jsonl`` (one JSON record per log/eval l
 runs/metrics.py), ``checkpoint.npz`` (the latest; atomic, checkpoint/), ``result.json`` (the
 result card) and ``plots/*.png`` (report.py). A run directory has one run and one writer:
 ``train()`` refuses a directory that holds another run (unless ``overwrite=True``) and
-locks it against a second process (runs/lock.py).
+locks it against a second process (runs/lock.py). Ctrl-C and SIGTERM: stopping.py.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import dataclasses
 import math
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from ..data.tasks import Task, make_task
 from ..errors import TrainingError
 from ..nn import Transformer
 from ..optim import Adam, NoamSchedule
-from . import evaluation, report
+from . import evaluation, report, stopping
 
 
 class Trainer:
@@ -73,6 +72,7 @@ class Trainer:
         self.reporter = report.Reporter(cfg, lambda: self._writer)  # bar, lines, notes
         self._owns_out = False  # out/ holds this trainer's own run (written or resumed)
         self._stop_requested: str | None = None  # "SIGINT" / "SIGTERM" once one arrived
+        self._finishing = False  # after the loop's last save: a signal stops at once
         self._pending: list[tuple[Any, Any]] = []  # (loss, grad norm) on the device, per step
         self._healthy: Any = None  # device flag: every step so far was finite
         self.grad_hook: Any = None  # hook(flat gradient buffers, loss) after backward
@@ -165,40 +165,41 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
     def train(self, *, overwrite: bool = False) -> dict[str, Any]:
         """Train to ``cfg.steps``; log, checkpoint and evaluate along the way (in that order:
-        a finished step is saved before an evaluation can fail).
+        a finished step is saved before an evaluation can fail); then ``finish()``.
 
         The run directory is locked for the whole call (a second process is refused, naming
         this one's PID). A directory that holds another run is refused unless this trainer
         resumed it or ``overwrite`` is set (the old run's files are then removed first).
 
-        Ctrl-C (SIGINT) or SIGTERM (``kill``, ``timeout``, schedulers) finishes the current
-        step, saves a checkpoint, prints the command that resumes, and returns
+        Ctrl-C (SIGINT) or SIGTERM (``kill``, ``timeout``, schedulers) in the loop finishes
+        the current step, saves a checkpoint, prints the command that resumes, and returns
         ``{"interrupted": True, "step": ..., "signal": "SIGINT" | "SIGTERM"}``; a second one
-        stops at once (KeyboardInterrupt, or SystemExit(143) for SIGTERM; the last
-        checkpoint on disk stays intact).
+        stops at once (KeyboardInterrupt, or SystemExit(143); the last checkpoint stays
+        intact). After the loop, with the last step saved, a signal stops the final
+        evaluation, result card or plots at once, with the same result (resuming redoes
+        them). The previous signal handlers are restored on return.
         """
         owned = self._owns_out or (
             self.resumed_from is not None
             and self.out.resolve() == self.resumed_from.parent.resolve()
         )
-        if not self._writer:  # another rank of a data-parallel job: rank 0 writes
-            return self._train_locked()
-        lock = runs.open_run(self.out, owned=owned, overwrite=overwrite)
-        try:
-            if self.resumed_from is not None and not self._owns_out and owned:
-                runs.truncate_metrics(self.out / "metrics.jsonl", self.step)
-            self._owns_out = True
-            return self._train_locked()
-        finally:
-            lock.release()
+        self._stop_requested = self._agreed_stop = None
+        self._finishing = False
+        with stopping.handlers(self._on_signal):
+            if not self._writer:  # another rank of a data-parallel job: rank 0 writes
+                return self._train_locked()
+            lock = runs.open_run(self.out, owned=owned, overwrite=overwrite)
+            try:
+                if self.resumed_from is not None and not self._owns_out and owned:
+                    runs.truncate_metrics(self.out / "metrics.jsonl", self.step)
+                self._owns_out = True
+                return self._train_locked()
+            finally:
+                lock.release()
 
     def _train_locked(self) -> dict[str, Any]:
         cfg, reporter = self.cfg, self.reporter
         log = runs.MetricsLog(self.out / "metrics.jsonl" if self._writer else os.devnull)
-        main_thread = threading.current_thread() is threading.main_thread()
-        stops = (signal.SIGINT, signal.SIGTERM)
-        previous = {s: signal.signal(s, self._on_signal) for s in stops} if main_thread else {}
-        self._stop_requested = self._agreed_stop = None
         reporter.open(self.step)
         if self.task.name.startswith("translate"):
             reporter.check_bleu()
@@ -231,22 +232,34 @@ class Trainer:
                 if self.step % cfg.checkpoint_every == 0 or self._stopping():
                     self.save()  # before any evaluation: a failing one cannot lose this step
                 if self._stopping():
-                    again = runs.resume_command(self.out)
-                    if self.world is not None:
-                        again = f"mpiexec -n {self.world.size} {again} --data-parallel"
-                    reporter.stopped(self.step, self._stopping(), again)
-                    return {"interrupted": True, "step": self.step, "signal": self._stopping()}
+                    return self._stopped(self._stopping())
                 if self.step % cfg.eval_every == 0 and self.step < cfg.steps and self._writer:
                     metrics = self.evaluate("valid", cfg.eval_samples)
                     log.write(dict(step=self.step, split="valid", **metrics))
                     reporter.eval_line(self.step, "valid", metrics)
         finally:
-            for number, handler in previous.items():
-                signal.signal(number, handler)
             reporter.close()
             log.close()
-        self.save()
-        return self.finish()
+        self.save()  # a signal during this save waits for it (it only sets the flag) ...
+        if self._stop_requested and self.world is None:
+            return self._stopped(self._stop_requested)
+        self._finishing = True  # ... from here on the last step is on disk: stop at once
+        try:
+            return self.finish()
+        except stopping.StopNow as stop:
+            if self.world is not None:  # the other ranks wait in finish() for this result
+                self.world.bcast({"interrupted": True, "step": self.step, "signal": stop.args[0]})
+            return self._stopped(stop.args[0], after_loop=True)
+        finally:
+            self._finishing = False
+
+    def _stopped(self, stop: str, after_loop: bool = False) -> dict[str, Any]:
+        """Print the command that resumes (rank 0) and return the interrupted result."""
+        if self.world is not None:
+            self.world.agreed_stop = stop  # every rank ends with 130/143, no MPI_Abort
+        again = stopping.resume_line(self.out, self.world)
+        self.reporter.stopped(self.step, stop, again, after_loop)
+        return {"interrupted": True, "step": self.step, "signal": stop}
 
     @property
     def _writer(self) -> bool:
@@ -260,6 +273,8 @@ class Trainer:
 
     def _on_signal(self, signum: int, frame: Any) -> None:  # noqa: ARG002
         name = signal.Signals(signum).name
+        if self._finishing and self._writer:  # the last step is saved: stop the rest now
+            raise stopping.StopNow(name)
         if self._stop_requested:  # a second signal: stop now
             if signum == signal.SIGTERM:
                 raise SystemExit(128 + signal.SIGTERM)
@@ -270,12 +285,18 @@ class Trainer:
 
     def finish(self) -> dict[str, Any]:
         """Final evaluation on the held-out split, the result card and the plots (rank 0
-        of a data-parallel job; the other ranks wait for its result)."""
+        of a data-parallel job; the other ranks wait for its result, which says when it was
+        interrupted)."""
         if not self._writer:
-            return self.world.bcast(None)
-        metrics = self.evaluate(self.cfg.final_eval_split, self.cfg.final_eval_samples)
+            result = self.world.bcast(None)
+            if result.get("interrupted"):
+                self.world.agreed_stop = result["signal"]
+            return result
+        split = self.cfg.final_eval_split
+        metrics = self.evaluate(split, self.cfg.final_eval_samples)
+        self.reporter.eval_line(self.step, split, metrics)
         with runs.MetricsLog(self.out / "metrics.jsonl") as log:
-            log.write(dict(step=self.step, split=self.cfg.final_eval_split, **metrics))
+            log.write(dict(step=self.step, split=split, **metrics))
         result = report.result_card(self, metrics)
         report.write_result(self, result)
         if self.world is not None:
