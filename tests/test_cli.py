@@ -1,7 +1,9 @@
 # ruff: noqa: E501 - one row per bad command line reads best on one line
-"""The command line: user mistakes end with status 2, a one-line reason and the usage (no
-traceback unless --debug); train / evaluate / translate work end to end at tiny size;
-Ctrl-C on a real process saves a checkpoint, exits 130 and prints the resume command.
+"""The command line: user mistakes end with status 2, a one-line reason in command-line
+words and a pointer to --help (no usage block, no traceback unless --debug); train /
+evaluate / translate work end to end at tiny size; Ctrl-C on a real process saves a
+checkpoint, exits 130 and prints the resume command. Signals and pipes at other moments:
+tests/test_cli_signals.py.
 """
 
 from __future__ import annotations
@@ -43,13 +45,21 @@ def run_main(argv, capsys):
     return code, captured.out, captured.err
 
 
+PYTHON_WORDS = ("='", '="', "=True", "=False", "TrainConfig", "Trainer.", "From Python")
+
+
 def assert_user_error(code, err, *patterns):
-    """Status 2, the usage, ONE error line naming the problem, and no traceback."""
+    """Status 2, ONE error line naming the problem (in command-line words, not Python's),
+    then the pointer to --help: no usage block, no traceback."""
     assert code == 2, err
-    assert "usage: minitransformer" in err
-    assert "Traceback" not in err
-    errors = [line for line in err.splitlines() if "error:" in line]
+    assert "usage:" not in err and "Traceback" not in err, err
+    lines = err.splitlines()
+    errors = [line for line in lines if "error:" in line]
     assert len(errors) == 1, err
+    assert lines[-2:] == [errors[0], f"see: {errors[0].partition(': error:')[0]} --help"], err
+    assert errors[0].startswith("minitransformer"), err
+    for word in PYTHON_WORDS:
+        assert word not in errors[0], (word, errors[0])
     for pattern in patterns:
         assert pattern in errors[0], (pattern, errors[0])
 
@@ -70,7 +80,7 @@ def assert_user_error(code, err, *patterns):
         (["train", "copy", "--dropout", "1.5"], ["--dropout", "[0, 1)"]),
         (["train", "copy", "--bogus"], ["unrecognized arguments: --bogus"]),
         (["train", "copy", "--model", "d_model"], ["KEY=VALUE"]),
-        (["train", "copy", "--lr", "5", "--out", "{tmp}/a"], ["peak_lr must be in (0, 1)"]),
+        (["train", "copy", "--lr", "5", "--out", "{tmp}/a"], ["--lr must be in (0, 1)"]),
         (["train", "copy", "--device", "gpu7", "--out", "{tmp}/b"], ["unknown device 'gpu7'"]),
         (["train", "copy", "--knob", "bogus=1", "--out", "{tmp}/c"], ["no knob(s) ['bogus']"]),
         (["train", "copy", "--model", "d_model=7", "--out", "{tmp}/d"], ["divisible by h"]),
@@ -147,7 +157,7 @@ def assert_user_error(code, err, *patterns):
         ),
     ],
 )
-def test_user_mistakes_exit_2_with_one_line_and_usage(argv, patterns, tmp_path, capsys):
+def test_user_mistakes_exit_2_with_one_line_and_a_pointer(argv, patterns, tmp_path, capsys):
     (tmp_path / "file").write_text("not a checkpoint")
     argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
     code, _, err = run_main(argv, capsys)
@@ -196,7 +206,7 @@ def test_resume_with_another_task_or_model_exits_2(run, capsys):
     code, _, err = run_main(["train", "reverse", "--resume", str(run)], capsys)
     assert_user_error(code, err, "task (checkpoint 'copy', given 'reverse')")
     code, _, err = run_main(["train", "--resume", str(run), "--model", "d_model=32"], capsys)
-    assert_user_error(code, err, "model_overrides")
+    assert_user_error(code, err, "--model (checkpoint")
 
 
 def test_a_diverging_run_exits_1_with_the_step(tmp_path, monkeypatch, capsys):
@@ -251,11 +261,33 @@ def test_boolean_model_flags_accept_the_usual_words(tmp_path, capsys):
         assert args.model == [("pre_norm", value)]
 
 
-def test_evaluate(run, capsys):
+def test_evaluate_says_split_sentences_and_decoding(run, capsys):
     code, out, err = run_main(["evaluate", "--checkpoint", str(run), "--samples", "4"], capsys)
     assert code == 0, err
+    assert out.startswith("test split, 4 sentences, greedy: exact match ") and "of 4)" in out
+    code, out, err = run_main(
+        ["evaluate", "--checkpoint", str(run), "--split", "valid", "--beam", "2", "--json"],
+        capsys,
+    )
+    assert code == 0, err
     metrics = json.loads(out)
-    assert metrics["sentences"] == 4 and 0 <= metrics["exact_match"] <= 1
+    assert metrics["split"] == "valid" and metrics["decoding"] == "beam 2 (alpha 0.6)"
+    assert metrics["sentences"] == 16 and 0 <= metrics["exact_match"] <= 1
+
+
+def test_evaluate_rounds_bleu_to_two_decimals(run, capsys, monkeypatch):
+    from minitransformer.translator import Translator
+
+    scores = {"sentences": 1000, "exact_match": 0.97234, "bleu": 99.3456789}
+    monkeypatch.setattr(Translator, "evaluate", lambda self, *a, **k: dict(scores))
+    code, out, _ = run_main(["evaluate", "--checkpoint", str(run), "--beam", "4"], capsys)
+    assert code == 0
+    assert out == (
+        "test split, 1,000 sentences, beam 4 (alpha 0.6): BLEU 99.35, "
+        "exact match 97.2% (972 of 1,000)\n"
+    )
+    code, out, _ = run_main(["evaluate", "--checkpoint", str(run), "--json"], capsys)
+    assert json.loads(out)["bleu"] == 99.35 and json.loads(out)["decoding"] == "greedy"
 
 
 def test_translate_arguments_and_stdin(run, capsys, monkeypatch):
@@ -297,8 +329,9 @@ def test_real_process_user_error(tmp_path):
         capture_output=True, text=True, timeout=60, env=_env(), cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert proc.stderr.startswith("usage: minitransformer train")
+    assert proc.stderr.startswith("minitransformer train: error: argument task: invalid choice")
     assert "invalid choice: 'nosuchtask'" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.endswith("\nsee: minitransformer train --help\n")
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGINT to a child is POSIX")

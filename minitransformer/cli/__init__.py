@@ -235,9 +235,8 @@ _PYTHON_WORDS: list[tuple[re.Pattern[str], Any]] = [
         re.compile(rf"\b({_FIELDS}) \(checkpoint "),
         lambda m: f"{_FLAG_OF_FIELD[m.group(1)]} (checkpoint ",
     ),  # fmt: skip
-    (re.compile(r"with drop_last=True; lower batch_size"), lambda m: "; lower --batch-size"),
-    # the Python half of a message that gives both ways on
-    (re.compile(r"\s*From Python: [^.]*(\.|$)"), lambda m: ""),
+    # the Python half of a message that gives both ways on (it comes last)
+    (re.compile(r"\s*From Python: .*$"), lambda m: ""),
 ]
 
 
