@@ -96,10 +96,11 @@ class Reporter:
         self.close()
         if not self.is_writer():
             return
-        where = " after the last step" if after_loop else ""
-        redo = " (it runs the final evaluation again)" if after_loop else ""
-        print(f"\nInterrupted ({stop}) at step {step}{where}; checkpoint saved. Resume "
-              f"with{redo}:\n  {resume}", file=sys.stderr, flush=True)  # fmt: skip
+        where = f"after step {step}, in the final evaluation or plots" if after_loop else (
+            f"at step {step}")  # fmt: skip
+        redo = " (it finishes them)" if after_loop else ""
+        print(f"\nInterrupted ({stop}) {where}; checkpoint saved. Resume with{redo}:\n"
+              f"  {resume}", file=sys.stderr, flush=True)  # fmt: skip
 
     def close(self) -> None:
         """Close the bar (if any); plain lines from now on."""
