@@ -73,16 +73,17 @@ def kill_self(name: str) -> None:
 
 @pytest.fixture
 def guard():
-    """A SIGTERM handler of the test's own while a Trainer runs in-process: a SIGTERM that
-    the Trainer does not handle fails the test instead of ending pytest. The Trainer must
-    restore it."""
+    """Handlers of the test's own for SIGINT and SIGTERM while a Trainer runs in-process: a
+    signal the Trainer does not handle fails the test instead of ending pytest. The Trainer
+    must put them back."""
 
     def unhandled(signum, frame):
-        raise AssertionError("a SIGTERM reached the test: the Trainer did not handle it")
+        raise AssertionError(f"signal {signum} reached the test: the Trainer did not handle it")
 
-    previous = signal.signal(signal.SIGTERM, unhandled)
+    previous = {s: signal.signal(s, unhandled) for s in (signal.SIGINT, signal.SIGTERM)}
     yield unhandled
-    signal.signal(signal.SIGTERM, previous)
+    for number, handler in previous.items():
+        signal.signal(number, handler)
 
 
 def assert_stopped_and_resumable(out: Path, result, err: str, name: str, after_loop: bool):
@@ -114,7 +115,7 @@ def test_signal_in_the_final_evaluation(name, tmp_path, monkeypatch, capsys, gua
     out = tmp_path / "run"
     result = Trainer(tiny(out)).train()
     assert signal.getsignal(signal.SIGTERM) is guard  # the previous handlers are back
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is guard
     assert not (out / "result.json").exists()
     monkeypatch.setattr(evaluation, "evaluate", real)
     assert_stopped_and_resumable(out, result, capsys.readouterr().err, name, after_loop=True)
@@ -144,8 +145,6 @@ def test_signal_during_the_last_save_waits_for_it(tmp_path, monkeypatch, capsys,
     out = tmp_path / "run"
     result = Trainer(tiny(out)).train()
     monkeypatch.undo()
-    guard_again = signal.signal(signal.SIGTERM, guard)  # monkeypatch.undo left it alone
-    assert guard_again is guard
     assert_stopped_and_resumable(out, result, capsys.readouterr().err, "SIGTERM", False)
 
 
@@ -246,15 +245,20 @@ def test_entry_point_catches_ctrl_c_in_the_import(monkeypatch, capsys):
     assert capsys.readouterr().err.strip() == "minitransformer: interrupted (Ctrl-C) while starting"
 
 
-def test_ctrl_c_before_the_command_runs(monkeypatch, capsys):
-    from minitransformer import cli
-
-    def interrupted():
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(cli, "build_parser", interrupted)
-    assert main(["train", "copy"]) == 130
-    assert capsys.readouterr().err.strip() == "minitransformer: interrupted (Ctrl-C)"
+def test_ctrl_c_before_the_command_runs(tmp_path):
+    done = python(
+        """
+        import sys
+        from minitransformer import cli
+        def interrupted():
+            raise KeyboardInterrupt
+        cli.build_parser = interrupted
+        sys.exit(cli.main(["train", "copy"]))
+        """,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip() == "minitransformer: interrupted (Ctrl-C)"
 
 
 # ------------------------------------------------------------------ pipes
