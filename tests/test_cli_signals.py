@@ -397,9 +397,9 @@ def test_validation_metrics_are_printed_above_the_progress_bar(tmp_path, monkeyp
     Trainer(tiny(tmp_path / "run", progress=True, eval_every=2)).train()
     lines = capsys.readouterr().err.splitlines()
     valid = [line for line in lines if "valid" in line]
-    assert valid and valid[0].startswith("step 2/6 valid  loss "), lines
+    assert valid and valid[0].startswith("valid at step 2:  loss "), lines
     assert "exact match " in valid[0] and "%" in valid[0]
-    assert any(line.startswith("step 6/6 test  loss ") for line in lines)  # the final one
+    assert any(line.startswith("test at step 6, final:  loss ") for line in lines)
 
 
 def test_the_package_face_in_a_fresh_interpreter(tmp_path):

@@ -65,7 +65,7 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         if args.task is not None:
             given["task"] = args.task
         trainer = Trainer.resume(run, **given)
-        if trainer.step >= trainer.cfg.steps:
+        if trainer.step >= trainer.cfg.steps and (world is None or world.is_writer):
             print(
                 f"the run is already at step {trainer.step} of {trainer.cfg.steps}: running "
                 "its final evaluation (again); pass --steps N to train longer",

@@ -67,14 +67,16 @@ class Reporter:
             f"lr {record['lr']:.2e}  {record['tokens_per_s']:.0f} tok/s"
         )
 
-    def eval_line(self, step: int, split: str, metrics: dict[str, float]) -> None:
-        """``step 500/3000 valid  loss 1.0200  token acc 81.0%  exact match 71.0%  BLEU
-        64.20``: printed when the evaluation is made (above the bar, when there is one), as
-        well as logged; the final one on the test split too."""
+    def eval_line(
+        self, step: int, split: str, metrics: dict[str, float], final: bool = False
+    ) -> None:
+        """``valid at step 500:  loss 1.0200  token acc 81.0%  exact match 71.0%  BLEU
+        64.20``, printed when an evaluation is made (above the bar, when there is one) as
+        well as logged; the final one (``test at step 3000, final:``) too."""
         shown = {"loss": "loss {:.4f}", "token_acc": "token acc {:.1%}",
                  "exact_match": "exact match {:.1%}", "bleu": "BLEU {:.2f}"}  # fmt: skip
         parts = [shown.get(k, k + " {:.4f}").format(v) for k, v in metrics.items()]
-        line = f"step {step}/{self.cfg.steps} {split}  " + "  ".join(parts)
+        line = f"{split} at step {step}{', final' if final else ''}:  " + "  ".join(parts)
         if self.bar is not None and self.is_writer():
             self.bar.write(line, file=sys.stderr)  # above the bar, which stays in place
         self.say(line)

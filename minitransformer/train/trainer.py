@@ -294,7 +294,7 @@ class Trainer:
             return result
         split = self.cfg.final_eval_split
         metrics = self.evaluate(split, self.cfg.final_eval_samples)
-        self.reporter.eval_line(self.step, split, metrics)
+        self.reporter.eval_line(self.step, split, metrics, final=True)
         with runs.MetricsLog(self.out / "metrics.jsonl") as log:
             log.write(dict(step=self.step, split=split, **metrics))
         result = report.result_card(self, metrics)
