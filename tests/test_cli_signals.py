@@ -232,6 +232,7 @@ def test_ctrl_c_while_the_package_imports(marker, tmp_path):
 
 
 def test_entry_point_catches_ctrl_c_in_the_import(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(ROOT))  # found before an install of another checkout
     import minitransformer_entry
 
     class Interrupting:
