@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 
-from .. import backend, kernels
+from .. import kernels
+from ..backend import dtype_name
 from ..checks import is_real
 from ..errors import ArgumentError, DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import floats, tensors
 
 
 class LayerNorm(Function):
@@ -73,21 +75,32 @@ class LayerNorm(Function):
 
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
     """Normalise x (..., D) over its last axis, then scale by gamma (D,) and shift by beta (D,)."""
+    if not (isinstance(x, Tensor) and isinstance(gamma, Tensor) and isinstance(beta, Tensor)):
+        tensors("layer_norm", x=x, gamma=gamma, beta=beta)
     if not (is_real(eps) and 0 <= eps < math.inf):  # 0 is allowed: lesson 04 shows why not
         raise ArgumentError(
             f"layer_norm: eps={eps!r} must be a finite number >= 0 (eps > 0 keeps 1 / sqrt(var "
             "+ eps) finite on a constant row); the usual is eps=1e-5"
         )
-    D = x.shape[-1] if x.ndim else None
+    xd = x.dtype
+    if not dtype_name(xd).startswith("float"):
+        floats("layer_norm", x=x)
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ShapeError(
+            f"layer_norm: x has shape {tuple(x.shape)}; it needs a last (feature) axis of "
+            "length D >= 1 to normalise over, e.g. x of shape (B, T, D)"
+        )
+    D = x.shape[-1]
     for name, p in (("gamma", gamma), ("beta", beta)):
         if tuple(p.shape) != (D,):
             raise ShapeError(
                 f"layer_norm: {name} has shape {tuple(p.shape)} but x has shape {tuple(x.shape)}; "
                 f"{name} must have shape ({D},), the size of x's last (feature) axis"
             )
-        if p.dtype != x.dtype and backend.dtype_name(p.dtype) != backend.dtype_name(x.dtype):
+        pd = p.dtype  # == only within one array library (the array API's rule)
+        if (type(pd) is not type(xd) or pd != xd) and dtype_name(pd) != dtype_name(xd):
             raise DTypeError(
-                f"layer_norm: {name} is {backend.dtype_name(p.dtype)} but x is "
-                f"{backend.dtype_name(x.dtype)}; give the parameters x's dtype (model.to / astype)"
+                f"layer_norm: {name} is {dtype_name(pd)} but x is {dtype_name(xd)}; give the "
+                "parameters x's dtype (model.to / astype)"
             )
     return LayerNorm.apply(x, gamma, beta, eps=float(eps))
