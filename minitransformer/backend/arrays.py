@@ -182,8 +182,7 @@ _NOT_NUMBERS_FIX = {
     "V": "pass one numeric field of the record array, e.g. x['value']",
 }
 _OTHER_FIX = (
-    "pass a number, nested lists of numbers, or an array of one of the dtypes "
-    + ", ".join(DTYPES)
+    "pass a number, nested lists of numbers, or an array of one of the dtypes " + ", ".join(DTYPES)
 )
 
 

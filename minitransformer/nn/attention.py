@@ -114,7 +114,9 @@ class MultiHeadAttention(Module):
         cache: KVCache | None = None,
     ) -> Tensor:
         for name, x in (("query", query), ("key", key), ("value", value)):
-            if not isinstance(x, Tensor):
+            if (x is query and name != "query") or (x is key and name == "value"):
+                continue  # self-attention (or key is value): the same tensor, checked once
+            if type(x) is not Tensor and not isinstance(x, Tensor):
                 raise not_a_tensor("MultiHeadAttention", name, x)
             if not backend.dtype_name(x.dtype).startswith("float"):
                 raise DTypeError(

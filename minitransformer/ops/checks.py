@@ -30,7 +30,7 @@ def not_a_tensor(where: str, name: str, value: Any) -> ArgumentError:
 def tensors(where: str, **named: Any) -> None:
     """Every value in ``named`` is a Tensor, else ArgumentError naming the first that is not."""
     for name, value in named.items():
-        if not isinstance(value, Tensor):
+        if not isinstance(value, Tensor):  # a subclass (Parameter) is a Tensor too
             raise not_a_tensor(where, name, value)
 
 
@@ -79,8 +79,8 @@ def axes(where: str, axis: Any, shape: tuple[int, ...], nonempty: bool = False) 
         if not -ndim <= a < ndim:
             choices = f"[-{ndim}, {ndim - 1}] or None for all" if ndim else "None (no axes)"
             raise ShapeError(
-                f"{where}: axis {a} is out of range for a tensor of shape {tuple(shape)}; use "
-                f"an axis in {choices}"
+                f"{where}: axis {a} is out of range for a tensor of rank {ndim} (shape "
+                f"{tuple(shape)}); use an axis in {choices}"
             )
     picked = tuple(int(a) % ndim for a in picked) if ndim else ()
     if len(set(picked)) != len(picked):
@@ -122,7 +122,8 @@ def exponent(where: str, x: Any, value: Any) -> float:
 def operands(op: str, a: Any, b: Any) -> None:
     """One operand is a Tensor, the other a Tensor, a raw array or a real number; the two
     shapes broadcast (equal shapes: nothing to do); no bool subtraction (NumPy refuses it)."""
-    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
+    ta = type(a) is Tensor or isinstance(a, Tensor)  # type(): no call in the common case
+    tb = type(b) is Tensor or isinstance(b, Tensor)
     if not (ta and tb):
         if not ta and not tb:
             raise ArgumentError(

@@ -19,6 +19,7 @@ from .. import backend, kernels
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import tensors
 
 
 class MatMul(Function):
@@ -104,6 +105,8 @@ class Linear(Function):
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        tensors("matmul", a=a, b=b)
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(
             f"matmul: both operands need at least 2 axes, got shapes {a.shape} and {b.shape}; "
@@ -129,6 +132,10 @@ def linear(
     """x (..., d_in) @ weight (d_in, d_out) + bias (d_out,); with ``transpose_weight``,
     x @ weight^T for a weight stored (d_out, d_in) (PyTorch's layout; the tied output
     projection uses it with the embedding table)."""
+    if type(x) is not Tensor or not isinstance(weight, Tensor):  # type(): no call for x
+        tensors("linear", x=x, weight=weight)
+    if bias is not None and not isinstance(bias, Tensor):
+        tensors("linear", bias=bias)
     d_in_axis, d_out_axis = (1, 0) if transpose_weight else (0, 1)
     if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[d_in_axis]:
         where = "weight.shape[1] (transpose_weight)" if transpose_weight else "weight.shape[0]"
