@@ -93,17 +93,50 @@ def layer_norm_forward(
     Row means are ``vecdot`` against a cached (D,) vector of 1/D (3x faster than ``mean``
     over the last axis, and single-threaded, so unlike a BLAS gemv it does not stall on a
     busy CPU); rstd = sqrt(D / (sum((x - mu)^2) + D eps)) in three calls; x_hat is made in
-    place in the buffer of x - mu."""
+    place in the buffer of x - mu.
+
+    The sum of squares overflows for rows whose spread passes ~1.8e19 in float32 (and, with
+    eps ~ 0, underflows for spreads below ~1e-19): those rows alone, found by one check on
+    the (N,) sums, are redone by the reference's scaled math (``_layer_norm_rows_scaled``),
+    so every finite row gets the reference's answer at no cost to ordinary rows."""
     D = x2.shape[1]
     w = _ONE_OVER_D.get((D, x2.dtype))
     if w is None:
         w = _ONE_OVER_D[(D, x2.dtype)] = np.full((D,), 1.0 / D, dtype=x2.dtype)
     x_hat = x2 - np.vecdot(x2, w)[:, None]  # x - mu
-    rstd = np.sqrt(D / (np.vecdot(x_hat, x_hat) + D * eps))[:, None]  # (N, 1)
-    x_hat *= rstd
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # such rows are redone
+        ss = np.vecdot(x_hat, x_hat)  # (N,) sums of squares
+        rstd = np.sqrt(D / (ss + D * eps))[:, None]  # (N, 1)
+        x_hat *= rstd
+    tiny = _TINY.get(x2.dtype)
+    if tiny is None:  # below this, squares of the typical element are subnormal
+        info = np.finfo(x2.dtype)
+        tiny = _TINY[x2.dtype] = float(info.smallest_normal / info.eps)
+    redo = ~np.isfinite(ss)
+    if eps < tiny:  # eps cannot hide an underflowed variance
+        redo |= ss < D * tiny
+    if np.logical_or.reduce(redo):
+        rows = np.flatnonzero(redo)
+        x_hat[rows], rstd[rows] = _layer_norm_rows_scaled(x2[rows], eps)
     y = x_hat * gamma
     y += beta
     return y, x_hat, rstd
+
+
+_TINY: dict[Any, float] = {}  # dtype -> the smallest sum of squares kept to full precision
+
+
+def _layer_norm_rows_scaled(x2: Array, eps: float) -> tuple[Array, Array]:
+    """x_hat and rstd of the rows x2 (n, D), each divided by its largest |x| first: the
+    reference math of ``LayerNorm.forward``, which never overflows or underflows."""
+    a = np.max(np.abs(x2), axis=1, keepdims=True)  # (n, 1)
+    a[~(a > 0)] = 1.0  # all-zero rows (and NaN ones, which stay NaN)
+    xc = x2 / a
+    xc -= np.mean(xc, axis=1, keepdims=True)  # (x - mu) / a
+    sd = np.hypot(a * np.sqrt(np.mean(xc * xc, axis=1, keepdims=True)), np.sqrt(eps))
+    with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0 on a constant row: NaN
+        xc *= a / sd
+        return xc, 1.0 / sd
 
 
 def layer_norm_backward(
