@@ -1,11 +1,8 @@
 """What every op checks where its inputs enter: Tensors (not lists or numbers), float dtypes
-where a gradient is taken, axes that exist, and a reduced axis that is not empty.
-
-Each check raises the library's own error (``ArgumentError``, ``DTypeError``,
-``ShapeError``) with one line naming the op, the argument, what it got and the fix, so a
-mistake never surfaces as a NumPy or Python traceback from deep inside an op. The ops call
-them with a cheap test first (``isinstance``) where they run on every training step; the
-message is built only on failure.
+where a gradient is taken, axes that exist, a reduced axis that is not empty. Each raises
+the library's own error with one line naming the op, the argument, what it got and the fix
+(never a NumPy traceback from deep inside an op). On the training step's path the ops test
+cheaply first (``type(x) is Tensor``) and call these only to build the message.
 """
 
 from __future__ import annotations
@@ -98,6 +95,16 @@ def empty(where: str, shape: tuple[int, ...], reduced: tuple[int, ...]) -> None:
                 f"{where}: axis {a} of the input of shape {tuple(shape)} has length 0, and a "
                 f"{where} over no elements is undefined; drop the empty tensor or use another axis"
             )
+
+
+def same_dtype(where: str, name: str, p: Tensor, x: Tensor) -> None:
+    """``p`` has ``x``'s dtype (called when the cheap test, one library and ==, fails)."""
+    pd, xd = backend.dtype_name(p.dtype), backend.dtype_name(x.dtype)
+    if pd != xd:
+        raise DTypeError(
+            f"{where}: {name} is {pd} but x is {xd}; give the parameters x's dtype "
+            "(model.to(dtype=...) or p.astype(...))"
+        )
 
 
 def exponent(where: str, x: Any, value: Any) -> float:

@@ -25,10 +25,10 @@ import math
 from .. import kernels
 from ..backend import dtype_name
 from ..checks import is_real
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
-from .checks import floats, tensors
+from .checks import floats, same_dtype, tensors
 
 
 class LayerNorm(Function):
@@ -92,7 +92,7 @@ def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Ten
             f"layer_norm: eps={eps!r} must be a finite number >= 0 (eps > 0 keeps 1 / sqrt(var "
             "+ eps) finite on a constant row); the usual is eps=1e-5"
         )
-    xd = x.dtype
+    xd = x.data.dtype
     if not dtype_name(xd).startswith("float"):
         floats("layer_norm", x=x)
     if x.ndim == 0 or x.shape[-1] == 0:
@@ -107,10 +107,7 @@ def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Ten
                 f"layer_norm: {name} has shape {tuple(p.shape)} but x has shape {tuple(x.shape)}; "
                 f"{name} must have shape ({D},), the size of x's last (feature) axis"
             )
-        pd = p.dtype  # == only within one array library (the array API's rule)
-        if (type(pd) is not type(xd) or pd != xd) and dtype_name(pd) != dtype_name(xd):
-            raise DTypeError(
-                f"layer_norm: {name} is {dtype_name(pd)} but x is {dtype_name(xd)}; give the "
-                "parameters x's dtype (model.to / astype)"
-            )
+        pd = p.data.dtype  # == only within one array library (the array API's rule)
+        if type(pd) is not type(xd) or pd != xd:
+            same_dtype("layer_norm", name, p, x)
     return LayerNorm.apply(x, gamma, beta, eps=float(eps))
