@@ -84,6 +84,14 @@ def matmul(a: Array, b: Array) -> Array:
 _ONE_OVER_D: dict[tuple[int, Any], Array] = {}  # (D, dtype) -> (D,) vector of 1/D
 
 
+def _one_over(D: int, dtype: Any) -> Array:
+    """The (D,) vector of 1/D (cached): ``vecdot`` with it is a row mean in one call."""
+    w = _ONE_OVER_D.get((D, dtype))
+    if w is None:
+        w = _ONE_OVER_D[(D, dtype)] = np.full((D,), 1.0 / D, dtype=dtype)
+    return w
+
+
 def layer_norm_forward(
     x2: Array, gamma: Array, beta: Array, eps: float
 ) -> tuple[Array, Array, Array]:
@@ -100,11 +108,9 @@ def layer_norm_forward(
     the (N,) sums, are redone by the reference's scaled math (``_layer_norm_rows_scaled``),
     so every finite row gets the reference's answer at no cost to ordinary rows."""
     D = x2.shape[1]
-    w = _ONE_OVER_D.get((D, x2.dtype))
-    if w is None:
-        w = _ONE_OVER_D[(D, x2.dtype)] = np.full((D,), 1.0 / D, dtype=x2.dtype)
-    x_hat = x2 - np.vecdot(x2, w)[:, None]  # x - mu
+    w = _one_over(D, x2.dtype)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # such rows are redone
+        x_hat = x2 - np.vecdot(x2, w)[:, None]  # x - mu
         ss = np.vecdot(x_hat, x_hat)  # (N,) sums of squares
         rstd = np.sqrt(D / (ss + D * eps))[:, None]  # (N, 1)
         x_hat *= rstd
@@ -201,7 +207,8 @@ def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array,
     N, V = x.shape
     z = _shifted(x, -1)  # (N, V), our own buffer
     loss = -z[np.arange(N), t]  # -z_t: (N,)
-    z_mean = np.add.reduce(z, axis=-1) / V if eps else None  # (N,)
+    z_mean = np.vecdot(z, _one_over(V, z.dtype)) if eps else None  # (N,) sum of z / V: no
+    # overflow where the sum of z would (logits spread over ~3e38 / V)
     np.exp(z, out=z)  # e^z
     s = np.add.reduce(z, axis=-1, keepdims=True)  # (N, 1)
     s[s == 0] = 1.0

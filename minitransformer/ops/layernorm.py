@@ -97,8 +97,8 @@ def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Ten
         floats("layer_norm", x=x)
     if x.ndim == 0 or x.shape[-1] == 0:
         raise ShapeError(
-            f"layer_norm: x has shape {tuple(x.shape)}; it needs a last (feature) axis of "
-            "length D >= 1 to normalise over, e.g. x of shape (B, T, D)"
+            f"layer_norm: x has shape {tuple(x.shape)}, with no last (feature) axis or one of "
+            "length 0; it needs D >= 1 features to normalise over, e.g. x of shape (B, T, D)"
         )
     D = x.shape[-1]
     for name, p in (("gamma", gamma), ("beta", beta)):

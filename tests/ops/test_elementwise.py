@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer.ops import elementwise as E
 from minitransformer.errors import ArgumentError
+from minitransformer.ops import elementwise as E
 
 SHAPE_PAIRS = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ())]
 
