@@ -30,8 +30,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import backend
-from . import tensor as _tensor
-from .tensor import Tensor, unbroadcast
+from .tensor import Tensor, _grad_mode, unbroadcast
 
 __all__ = ["Context", "Function", "unbroadcast"]
 
@@ -80,7 +79,7 @@ class Function:
         tensors = [x if type(x) is Tensor or isinstance(x, Tensor) else None for x in inputs]
         arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
         xp = backend.common_namespace(cls.__name__, arrays)
-        if _tensor._grad_enabled:  # is_grad_enabled(), read without a call
+        if _grad_mode.enabled:  # is_grad_enabled() (this thread's), read without a call
             needs = tuple([t is not None and t.requires_grad for t in tensors])
         else:
             needs = (False,) * len(inputs)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np  # the finite differences are host arithmetic
 
 from . import backend
-from .checks import real
+from .checks import non_negative_int, real, short
 from .errors import ArgumentError, DTypeError
 from .tensor import Tensor, no_grad
 
@@ -45,12 +45,19 @@ def gradcheck(
     the analytic and the numeric value of the worst element (a non-finite one first, else
     the one furthest beyond the tolerance) and how many elements fail.
     """
+    if not callable(fn):
+        raise ArgumentError(
+            f"gradcheck: fn must be a function of the inputs that returns a Tensor, got "
+            f"{type(fn).__name__} {short(fn, 40)}; call it as mt.gradcheck(F.tanh, x) or "
+            "mt.gradcheck(lambda x: (x * x).sum(), x)"
+        )
     eps = real("gradcheck", "eps", eps, 0.0, low_open=True, fix="the usual step is 1e-6")
     atol = real(
         "gradcheck", "atol", atol, 0.0, low_open=True,
         fix="finite differences carry rounding error, so use e.g. atol=1e-6",
     )  # fmt: skip
     rtol = real("gradcheck", "rtol", rtol, 0.0, fix="use e.g. rtol=1e-4 (0 = absolute only)")
+    seed = non_negative_int("gradcheck", "seed", seed, "the seed of the random upstream gradient")
     checked = [i for i, x in enumerate(inputs) if isinstance(x, Tensor) and x.requires_grad]
     if not checked:
         raise ArgumentError(
@@ -67,6 +74,11 @@ def gradcheck(
         inputs[i].grad = None
 
     out = fn(*inputs)
+    if not isinstance(out, Tensor):
+        raise ArgumentError(
+            f"gradcheck: fn returned {type(out).__name__} {short(out, 40)}, need a Tensor (the "
+            "output whose gradient is checked); return the op's result itself, not .numpy()"
+        )
     rng = np.random.default_rng(seed)
     u_host = rng.standard_normal(out.shape)
     u = backend.asarray(u_host, dtype="float64", device=out.device)

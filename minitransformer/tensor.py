@@ -21,48 +21,52 @@ stand on this module, so this module cannot import them (imports only run downwa
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from . import backend
 
-_grad_enabled = True
+
+class _GradMode(threading.local):
+    """Whether ops record the graph, per thread (as in PyTorch): one thread's ``no_grad()``
+    never switches autograd off in another. Every thread starts with it on."""
+
+    enabled = True  # the class default: what a new thread reads (an attribute, no call)
+
+
+_grad_mode = _GradMode()
 
 
 def is_grad_enabled() -> bool:
-    """True unless inside ``no_grad()``: ops record the graph for backward."""
-    return _grad_enabled
+    """True unless inside ``no_grad()`` in this thread: ops record the graph for backward."""
+    return _grad_mode.enabled
 
 
 @contextlib.contextmanager
-def no_grad() -> Iterator[None]:
-    """Inside this block ops record no graph (for evaluation and decoding)."""
-    global _grad_enabled
-    previous, _grad_enabled = _grad_enabled, False
+def _set_grad_enabled(enabled: bool) -> Iterator[None]:
+    previous, _grad_mode.enabled = _grad_mode.enabled, enabled
     try:
         yield
     finally:
-        _grad_enabled = previous
+        _grad_mode.enabled = previous
 
 
-@contextlib.contextmanager
-def enable_grad() -> Iterator[None]:
-    """Inside this block ops record the graph again (inside an outer ``no_grad()``)."""
-    global _grad_enabled
-    previous, _grad_enabled = _grad_enabled, True
-    try:
-        yield
-    finally:
-        _grad_enabled = previous
+def no_grad() -> contextlib.AbstractContextManager[None]:
+    """``with no_grad():`` (or ``@no_grad()``): ops in this thread record no graph."""
+    return _set_grad_enabled(False)
+
+
+def enable_grad() -> contextlib.AbstractContextManager[None]:
+    """``with enable_grad():`` inside a no_grad block: this thread records the graph again."""
+    return _set_grad_enabled(True)
 
 
 class Tensor:
     """An array (NumPy, CuPy or strict) with an optional gradient. See the module doc."""
 
-    __slots__ = (
-        "data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned", "_freed",
-        "_grad_buffer",
-    )  # fmt: skip
+    __slots__ = ("data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned",
+                 "_freed", "_grad_buffer")  # fmt: skip
     __array_priority__ = 1000  # numpy_scalar * tensor -> Tensor.__rmul__, not NumPy
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None, device=None):
@@ -70,9 +74,8 @@ class Tensor:
             data = data.data
         if dtype is not None:
             backend.check_dtype("Tensor", dtype)
-        if not backend.is_array(data):
-            data = backend.host_numbers("Tensor", data)
-        if not backend.is_array(data) or dtype is not None or device is not None:
+        data = backend.numeric_data("Tensor", data)  # real numbers only: DTypeError else
+        if dtype is not None or device is not None:
             data = backend.asarray(data, dtype=dtype, device=device)
         self.data = data
         self.grad = None
@@ -87,9 +90,8 @@ class Tensor:
     def _wrap(cls, data: Any) -> Tensor:
         """A Tensor around an array an op just made (no checks, no copies)."""
         t = cls.__new__(cls)
-        t.data, t.grad, t.requires_grad, t._ctx = data, None, False, None
+        t.data, t.grad, t.requires_grad, t._ctx, t._grad_buffer = data, None, False, None, None
         t._retains_grad = t._grad_owned = t._freed = False
-        t._grad_buffer = None
         return t
 
     # ------------------------------------------------------------------ properties
@@ -226,7 +228,7 @@ class Tensor:
     def _accumulate(self, g: Any, owned: bool) -> None:
         if self.grad is None:
             buf = self._grad_buffer
-            if buf is not None and buf.dtype == g.dtype and buf.device == g.device:
+            if type(buf) is type(g) and (buf.dtype, buf.device) == (g.dtype, g.device):
                 buf[...] = g  # straight into the gradient buffer; g is freed now
                 self.grad, self._grad_owned = buf, True
                 return
@@ -292,8 +294,8 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None, device: An
         data = data.data
     if dtype is not None:
         backend.check_dtype("mt.tensor", dtype)
-    if not backend.is_array(data):
-        data = backend.host_numbers("mt.tensor", data)
-        if dtype is None:  # Python data: PyTorch's defaults (float32, int64, bool)
-            data, dtype = backend.host_array_with_default_dtype(data)
+    python_data = not backend.is_array(data)
+    data = backend.numeric_data("mt.tensor", data)  # real numbers only: DTypeError else
+    if python_data and dtype is None:  # Python data: PyTorch's defaults (float32, int64, bool)
+        data, dtype = backend.host_array_with_default_dtype(data)
     return Tensor(data, requires_grad=requires_grad, dtype=dtype, device=device)

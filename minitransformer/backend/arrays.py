@@ -7,7 +7,7 @@ is the lean one of ``kernels.numpy`` (the same functions, ``reshape`` and ``sum`
 one Python call): chosen in one place, ``_numpy_namespace``.
 
 Values enter the library here: ``asarray`` makes an array on a device, ``check_dtype`` and
-``host_numbers`` validate what a user hands to ``mt.tensor`` (once, where it enters).
+``numeric_data`` validate what a user hands to ``mt.tensor`` (once, where it enters).
 """
 
 from __future__ import annotations
@@ -173,9 +173,46 @@ def check_dtype(where: str, dtype: Any) -> None:
 # ----------------------------------------------------------------------------- creation and moves
 
 
+# what to do with data of each kind of dtype this library does not compute with
+_NOT_NUMBERS_FIX = {
+    "c": "complex numbers are not supported; pass the real part or the magnitude, e.g. "
+    "np.real(z) or np.abs(z)",
+    "U": "convert strings to ids with the task's vocabulary, e.g. vocab.tokenize(text)",
+    "M": "convert dates and times to numbers first, e.g. x.astype('int64')",
+    "V": "pass one numeric field of the record array, e.g. x['value']",
+}
+_OTHER_FIX = (
+    "pass a number, nested lists of numbers, or an array of one of the dtypes " + ", ".join(DTYPES)
+)
+
+
+def _not_numbers(where: str, data: Any, name: str, kind: str) -> DTypeError:
+    """The DTypeError for data that is not real numbers, naming the dtype and the fix."""
+    fix = _NOT_NUMBERS_FIX.get({"S": "U", "m": "M"}.get(kind, kind), _OTHER_FIX)
+    return DTypeError(
+        f"{where}: data must be numbers (real floats, ints or bools), got "
+        f"{type(data).__name__} {short(data, 40)} of dtype {name}; {fix}"
+    )
+
+
+def numeric_data(where: str, data: Any) -> Array:
+    """``data`` as an array of real numbers, checked where it enters (``mt.tensor``,
+    ``Tensor``): an array of any backend is returned as it is when its dtype is one of
+    ``DTYPES``; Python numbers and nested lists become a NumPy array (``host_numbers``).
+    Complex, object, string, date and record data get a DTypeError naming the dtype and
+    the fix; ragged lists a ShapeError."""
+    if not is_array(data):
+        return host_numbers(where, data)
+    name = dtype_name(data.dtype)
+    if name not in DTYPES:
+        kind = "c" if name.startswith("complex") else getattr(data.dtype, "kind", "O")
+        raise _not_numbers(where, data, name, kind)
+    return data
+
+
 def host_numbers(where: str, data: Any) -> np.ndarray:
-    """Python numbers / nested lists (or NumPy scalars) as a NumPy array of numbers, else
-    DTypeError (strings, None, objects) or ShapeError (ragged lists)."""
+    """Python numbers / nested lists (or NumPy scalars) as a NumPy array of real numbers,
+    else DTypeError (complex, strings, None, objects) or ShapeError (ragged lists)."""
     try:
         array = np.asarray(data)
     except ValueError:
@@ -183,12 +220,8 @@ def host_numbers(where: str, data: Any) -> np.ndarray:
             f"{where}: the nested lists are ragged (rows of different lengths); pad them to "
             "one length first (the padding id for token ids)"
         ) from None
-    if array.dtype.kind not in "biuf":
-        raise DTypeError(
-            f"{where}: data must be numbers (a number, nested lists of numbers, or an "
-            f"array), got {type(data).__name__} {short(data, 40)}; convert strings to ids "
-            "with the task's vocabulary, e.g. vocab.tokenize(text)"
-        )
+    if array.dtype.name not in DTYPES:  # complex, str, object (None, ...), float128, dates
+        raise _not_numbers(where, data, array.dtype.name, array.dtype.kind)
     return array
 
 

@@ -84,6 +84,14 @@ def matmul(a: Array, b: Array) -> Array:
 _ONE_OVER_D: dict[tuple[int, Any], Array] = {}  # (D, dtype) -> (D,) vector of 1/D
 
 
+def _one_over(D: int, dtype: Any) -> Array:
+    """The (D,) vector of 1/D (cached): ``vecdot`` with it is a row mean in one call."""
+    w = _ONE_OVER_D.get((D, dtype))
+    if w is None:
+        w = _ONE_OVER_D[(D, dtype)] = np.full((D,), 1.0 / D, dtype=dtype)
+    return w
+
+
 def layer_norm_forward(
     x2: Array, gamma: Array, beta: Array, eps: float
 ) -> tuple[Array, Array, Array]:
@@ -93,17 +101,48 @@ def layer_norm_forward(
     Row means are ``vecdot`` against a cached (D,) vector of 1/D (3x faster than ``mean``
     over the last axis, and single-threaded, so unlike a BLAS gemv it does not stall on a
     busy CPU); rstd = sqrt(D / (sum((x - mu)^2) + D eps)) in three calls; x_hat is made in
-    place in the buffer of x - mu."""
+    place in the buffer of x - mu.
+
+    The sum of squares overflows for rows whose spread passes ~1.8e19 in float32 (and, with
+    eps ~ 0, underflows for spreads below ~1e-19): those rows alone, found by one check on
+    the (N,) sums, are redone by the reference's scaled math (``_layer_norm_rows_scaled``),
+    so every finite row gets the reference's answer at no cost to ordinary rows."""
     D = x2.shape[1]
-    w = _ONE_OVER_D.get((D, x2.dtype))
-    if w is None:
-        w = _ONE_OVER_D[(D, x2.dtype)] = np.full((D,), 1.0 / D, dtype=x2.dtype)
-    x_hat = x2 - np.vecdot(x2, w)[:, None]  # x - mu
-    rstd = np.sqrt(D / (np.vecdot(x_hat, x_hat) + D * eps))[:, None]  # (N, 1)
-    x_hat *= rstd
+    w = _one_over(D, x2.dtype)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # such rows are redone
+        x_hat = x2 - np.vecdot(x2, w)[:, None]  # x - mu
+        ss = np.vecdot(x_hat, x_hat)  # (N,) sums of squares
+        rstd = np.sqrt(D / (ss + D * eps))[:, None]  # (N, 1)
+        x_hat *= rstd
+    tiny = _TINY.get(x2.dtype)
+    if tiny is None:  # below this, squares of the typical element are subnormal
+        info = np.finfo(x2.dtype)
+        tiny = _TINY[x2.dtype] = float(info.smallest_normal / info.eps)
+    redo = ~np.isfinite(ss)
+    if eps < tiny:  # eps cannot hide an underflowed variance
+        redo |= ss < D * tiny
+    if np.logical_or.reduce(redo):
+        rows = np.flatnonzero(redo)
+        x_hat[rows], rstd[rows] = _layer_norm_rows_scaled(x2[rows], eps)
     y = x_hat * gamma
     y += beta
     return y, x_hat, rstd
+
+
+_TINY: dict[Any, float] = {}  # dtype -> the smallest sum of squares kept to full precision
+
+
+def _layer_norm_rows_scaled(x2: Array, eps: float) -> tuple[Array, Array]:
+    """x_hat and rstd of the rows x2 (n, D), each divided by its largest |x| first: the
+    reference math of ``LayerNorm.forward``, which never overflows or underflows."""
+    a = np.max(np.abs(x2), axis=1, keepdims=True)  # (n, 1)
+    a[~(a > 0)] = 1.0  # all-zero rows (and NaN ones, which stay NaN)
+    xc = x2 / a
+    xc -= np.mean(xc, axis=1, keepdims=True)  # (x - mu) / a
+    sd = np.hypot(a * np.sqrt(np.mean(xc * xc, axis=1, keepdims=True)), np.sqrt(eps))
+    with np.errstate(divide="ignore", invalid="ignore"):  # eps = 0 on a constant row: NaN
+        xc *= a / sd
+        return xc, 1.0 / sd
 
 
 def layer_norm_backward(
@@ -168,7 +207,8 @@ def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array,
     N, V = x.shape
     z = _shifted(x, -1)  # (N, V), our own buffer
     loss = -z[np.arange(N), t]  # -z_t: (N,)
-    z_mean = np.add.reduce(z, axis=-1) / V if eps else None  # (N,)
+    z_mean = np.vecdot(z, _one_over(V, z.dtype)) if eps else None  # (N,) sum of z / V: no
+    # overflow where the sum of z would (logits spread over ~3e38 / V)
     np.exp(z, out=z)  # e^z
     s = np.add.reduce(z, axis=-1, keepdims=True)  # (N, 1)
     s[s == 0] = 1.0

@@ -20,8 +20,9 @@ from typing import Any
 
 from .. import backend, checks
 from .. import functional as F
-from ..errors import ShapeError
-from ..ops.attention import ScaledDotProductAttention, check_mask
+from ..errors import DTypeError, ShapeError
+from ..ops.attention import ScaledDotProductAttention, check_mask, check_sizes
+from ..ops.checks import not_a_tensor
 from ..ops.heads import MergeHeads, SplitHeads
 from ..tensor import Tensor
 from .layers import Linear
@@ -113,6 +114,15 @@ class MultiHeadAttention(Module):
         cache: KVCache | None = None,
     ) -> Tensor:
         for name, x in (("query", query), ("key", key), ("value", value)):
+            if (x is query and name != "query") or (x is key and name == "value"):
+                continue  # self-attention (or key is value): the same tensor, checked once
+            if type(x) is not Tensor and not isinstance(x, Tensor):
+                raise not_a_tensor("MultiHeadAttention", name, x)
+            if not backend.dtype_name(x.dtype).startswith("float"):
+                raise DTypeError(
+                    f"MultiHeadAttention: {name} has dtype {backend.dtype_name(x.dtype)}, need "
+                    "a float dtype; embed token ids first (nn.Embedding), or use x.astype(...)"
+                )
             if x.ndim != 3:
                 raise ShapeError(
                     f"MultiHeadAttention: {name} has shape {tuple(x.shape)}, expected 3 axes "
@@ -136,6 +146,8 @@ class MultiHeadAttention(Module):
             q = q * math.sqrt(self.d_k)
         k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
         B, H, T, _ = q.shape
+        if k.shape[2] == 0:  # no keys: nothing to attend to (the op would reduce over none)
+            check_sizes("MultiHeadAttention", self.d_k, 0)
         mask = check_mask(mask, (B, H, T, k.shape[2]), query.device)  # the scores' shape
         out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
         if self.store_weights:

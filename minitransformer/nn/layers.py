@@ -13,6 +13,7 @@ import math
 
 from .. import backend, checks
 from .. import functional as F
+from ..ops.checks import not_a_tensor
 from ..tensor import Tensor
 from .module import Module, Parameter
 
@@ -108,6 +109,8 @@ class Dropout(Module):
         self.generator = generator  # None: the default generator of the input's device
 
     def forward(self, x: Tensor) -> Tensor:
+        if type(x) is not Tensor and not isinstance(x, Tensor):  # eval passes x through
+            raise not_a_tensor("Dropout", "x", x)
         if not self.training or self.p == 0.0:
             return x
         return F.dropout(x, self.p, training=True, generator=self.generator)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import backend
 from ..tensor import Tensor
 from .activations import sigmoid, tanh
 from .device import astype, to_device
@@ -59,12 +58,6 @@ def _permute(self: Tensor, *axes: int) -> Tensor:
     return permute(self, axes)
 
 
-def _astype(self: Tensor, dtype: Any) -> Tensor:
-    """This tensor cast to ``dtype`` ("float32", ...); gradients are cast back."""
-    backend.check_dtype("astype", dtype)
-    return astype(self, dtype)
-
-
 def _T(self: Tensor) -> Tensor:
     """Swap the last two axes."""
     return transpose(self, -1, -2)
@@ -82,7 +75,7 @@ TENSOR_METHODS = {
     "sum": sum, "mean": mean, "max": max,
     "reshape": _reshape, "transpose": transpose, "permute": _permute,
     "softmax": softmax, "log_softmax": log_softmax,
-    "to": to_device, "astype": _astype,
+    "to": to_device, "astype": astype,
     "T": property(_T),
 }  # fmt: skip
 

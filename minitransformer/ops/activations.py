@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ..function import Function
 from ..tensor import Tensor
+from .checks import floats
 
 
 class Tanh(Function):
@@ -57,9 +58,11 @@ class Sigmoid(Function):
 
 def tanh(x: Tensor) -> Tensor:
     """Elementwise hyperbolic tangent; see the module docstring."""
+    floats("tanh", x=x)
     return Tanh.apply(x)
 
 
 def sigmoid(x: Tensor) -> Tensor:
     """Elementwise logistic sigmoid 1 / (1 + e^-x); see the module docstring."""
+    floats("sigmoid", x=x)
     return Sigmoid.apply(x)

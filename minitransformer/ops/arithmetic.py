@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from . import checks
+from .checks import no_bool, not_a_tensor, operands
 
 
 class Add(Function):
@@ -98,45 +99,36 @@ class Pow(Function):
         return grad * ctx.p * x ** (ctx.p - 1)
 
 
-def _check_pair(op: str, a: Any, b: Any) -> None:
-    """One operand is a Tensor, and the two shapes broadcast (equal shapes: nothing to do)."""
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        raise TypeError(f"{op}: at least one operand must be a Tensor")
-    sa, sb = tuple(getattr(a, "shape", ())), tuple(getattr(b, "shape", ()))
-    if sa != sb and not all(
-        m == n or 1 in (m, n) for m, n in zip(sa[::-1], sb[::-1], strict=False)
-    ):
-        raise ShapeError(
-            f"{op}: shapes {sa} and {sb} do not broadcast: aligned from the right, each pair "
-            "of axes must be equal or one of them 1; reshape one operand (e.g. x[:, None])"
-        )
-
-
 def add(a: Any, b: Any) -> Tensor:
-    _check_pair("add", a, b)
+    operands("add", a, b)
     return Add.apply(a, b)
 
 
 def sub(a: Any, b: Any) -> Tensor:
-    _check_pair("sub", a, b)
+    operands("sub", a, b)
+    no_bool("sub", "a", a)
+    no_bool("sub", "b", b)
     return Sub.apply(a, b)
 
 
 def mul(a: Any, b: Any) -> Tensor:
-    _check_pair("mul", a, b)
+    operands("mul", a, b)
     return Mul.apply(a, b)
 
 
 def div(a: Any, b: Any) -> Tensor:
-    _check_pair("div", a, b)
+    operands("div", a, b)
     return Div.apply(a, b)
 
 
 def neg(x: Tensor) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("neg", "x", x)
+    no_bool("neg", "x", x)
     return Neg.apply(x)
 
 
 def pow(x: Tensor, exponent: float) -> Tensor:  # noqa: A001 - the math name
-    if isinstance(exponent, Tensor):
-        raise TypeError("pow: the exponent must be a Python number, not a Tensor")
-    return Pow.apply(x, p=exponent)
+    """x ** exponent for a real number ``exponent`` (a float tensor for negative or
+    fractional exponents: integers have neither)."""
+    return Pow.apply(x, p=checks.exponent("pow", x, exponent))

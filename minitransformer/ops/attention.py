@@ -19,6 +19,7 @@ from .. import backend
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import tensors
 
 
 class ScaledDotProductAttention(Function):
@@ -71,7 +72,10 @@ class ScaledDotProductAttention(Function):
 
 def check_qkv(q: Any, k: Any, v: Any) -> None:
     """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v): one rank >= 2, float dtypes, the
-    same leading axes; else ShapeError / DTypeError saying which layout is expected."""
+    same leading axes, d_k >= 1 and S >= 1; else ArgumentError / ShapeError / DTypeError
+    saying which layout is expected."""
+    if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
+        tensors("scaled_dot_product_attention", q=q, k=k, v=v)
     shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if not (q.ndim == k.ndim == v.ndim) or q.ndim < 2:
         raise ShapeError(
@@ -95,6 +99,21 @@ def check_qkv(q: Any, k: Any, v: Any) -> None:
             f"scaled_dot_product_attention: {shapes} do not fit: need q (..., T, d_k), "
             "k (..., S, d_k), v (..., S, d_v) (same d_k for q and k, same S for k and v)"
         )
+    check_sizes("scaled_dot_product_attention", q.shape[-1], k.shape[-2])
+
+
+def check_sizes(where: str, d_k: int, S: int) -> None:
+    """d_k >= 1 (the scale is 1 / sqrt(d_k)) and S >= 1 (softmax over the keys needs one)."""
+    if d_k == 0:
+        raise ShapeError(
+            f"{where}: q and k have d_k = 0 features; attention scores q k^T / sqrt(d_k) "
+            "need d_k >= 1 (give each head at least one feature)"
+        )
+    if S == 0:
+        raise ShapeError(
+            f"{where}: there are no keys (S = 0 positions in k and v); every query needs at "
+            "least one key to attend to (give the memory or the key sequence a position)"
+        )
 
 
 def check_mask(mask: Any, scores: tuple[int, ...], device: str) -> Any:
@@ -106,6 +125,7 @@ def check_mask(mask: Any, scores: tuple[int, ...], device: str) -> Any:
     if isinstance(mask, Tensor):
         mask = mask.data
     elif not backend.is_array(mask):  # a Python list of bools
+        mask = backend.numeric_data("scaled_dot_product_attention: mask", mask)
         mask = backend.asarray(mask, device=device)
     if backend.dtype_name(mask.dtype) != "bool":
         raise DTypeError(

@@ -11,6 +11,7 @@ from typing import Any
 from .. import backend
 from ..function import Function
 from ..tensor import Tensor
+from .checks import not_a_tensor
 
 
 class ToDevice(Function):
@@ -37,10 +38,16 @@ class AsType(Function):
 
 def to_device(x: Tensor, device: str) -> Tensor:
     """x on ``device``; the same Tensor when it is already there."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("to_device", "x", x)
     if backend.normalize_device(device) == x.device:
         return x
     return ToDevice.apply(x, device=device)
 
 
 def astype(x: Tensor, dtype: Any) -> Tensor:
+    """x cast to ``dtype`` (a name such as "float32", or a dtype object)."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("astype", "x", x)
+    backend.check_dtype("astype", dtype)
     return AsType.apply(x, dtype=dtype)

@@ -14,6 +14,7 @@ from ..checks import is_real
 from ..errors import ArgumentError, DeviceError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import not_a_tensor
 
 
 class Dropout(Function):
@@ -39,6 +40,8 @@ def dropout(
 ) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p); in evaluation
     (training=False) or with p == 0, return x itself."""
+    if type(x) is not Tensor and not isinstance(x, Tensor):
+        raise not_a_tensor("dropout", "x", x)
     ok = is_real(p) and 0.0 <= p < 1.0
     if not ok:  # NaN fails 0 <= p, a string or None fails the type
         raise ArgumentError(
@@ -47,6 +50,11 @@ def dropout(
         )
     if not training or p == 0.0:
         return x
+    if generator is not None and not isinstance(generator, backend.Generator):
+        raise ArgumentError(
+            f"dropout: generator must be a backend.Generator or None, got "
+            f"{type(generator).__name__}; use mt.backend.Generator(seed, device=x.device)"
+        )
     gen = generator or backend.default_generator(x.device)
     if gen.device != x.device:
         raise DeviceError(

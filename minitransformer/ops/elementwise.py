@@ -1,6 +1,7 @@
 """Elementwise functions of one tensor: exp, log, sqrt, relu.
 
 Shapes: x (...) -> y (...). Each backward gives dL/dx = dL/dy * dy/dx elementwise.
+exp, log and sqrt need a float tensor (their values and gradients are fractions).
 The arithmetic (add, sub, mul, div, neg, pow) is in ``arithmetic.py``; its names are
 importable from here too (``ops.elementwise.add``), as before the split.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 from ..function import Function
 from ..tensor import Tensor
 from .arithmetic import add, div, mul, neg, pow, sub
+from .checks import floats, not_a_tensor
 
 __all__ = ["add", "div", "exp", "log", "mul", "neg", "pow", "relu", "sqrt", "sub"]
 
@@ -76,16 +78,21 @@ class ReLU(Function):
 
 
 def exp(x: Tensor) -> Tensor:
+    floats("exp", x=x)
     return Exp.apply(x)
 
 
 def log(x: Tensor) -> Tensor:
+    floats("log", x=x)
     return Log.apply(x)
 
 
 def sqrt(x: Tensor) -> Tensor:
+    floats("sqrt", x=x)
     return Sqrt.apply(x)
 
 
 def relu(x: Tensor) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("relu", "x", x)
     return ReLU.apply(x)

@@ -13,6 +13,7 @@ from .. import backend
 from ..errors import DTypeError, ShapeError, TokenIdError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import floats
 
 
 class Embedding(Function):
@@ -46,14 +47,15 @@ def embedding(ids: Any, weight: Tensor, validate: bool = True) -> Tensor:
 
     ``validate=False`` skips the range check of the ids (free for host arrays, one device
     sync on a GPU) for callers that have checked them already (the Transformer does)."""
+    floats("embedding", weight=weight)  # a table of vectors (the gradient is float)
     if weight.ndim != 2:
         raise ShapeError(
             f"embedding: weight has shape {tuple(weight.shape)}, need 2 axes (V, D): "
             "one row of D numbers per token id"
         )
     data = ids.data if isinstance(ids, Tensor) else ids
-    if not backend.is_array(data):
-        data = backend.asarray(data, device=weight.device)
+    if not backend.is_array(data):  # host ids: numbers, checked, then on weight's device
+        data = backend.asarray(backend.numeric_data("embedding: ids", data), device=weight.device)
     xp = backend.namespace(data)
     if not xp.isdtype(data.dtype, "integral"):
         name = backend.dtype_name(data.dtype)

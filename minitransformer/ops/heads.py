@@ -8,9 +8,11 @@ a Reshape and a Permute halves the bookkeeping on every attention call.
 
 from __future__ import annotations
 
+from ..checks import positive_int
 from ..errors import ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import not_a_tensor
 
 
 class SplitHeads(Function):
@@ -46,6 +48,9 @@ class MergeHeads(Function):
 
 def split_heads(x: Tensor, h: int) -> Tensor:
     """(B, L, D) -> (B, H, L, D // h): the h heads of multi-head attention as an axis."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("split_heads", "x", x)
+    h = positive_int("split_heads", "h", h, "h is the number of heads, e.g. 8")
     if x.ndim != 3 or x.shape[-1] % h:
         raise ShapeError(
             f"split_heads: x has shape {tuple(x.shape)}; need (B, L, D) with D divisible by h = {h}"
@@ -55,6 +60,8 @@ def split_heads(x: Tensor, h: int) -> Tensor:
 
 def merge_heads(x: Tensor) -> Tensor:
     """(B, H, L, d) -> (B, L, H * d): the heads' outputs side by side again."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("merge_heads", "x", x)
     if x.ndim != 4:
         raise ShapeError(f"merge_heads: x has shape {tuple(x.shape)}; need (B, H, L, d)")
     return MergeHeads.apply(x)

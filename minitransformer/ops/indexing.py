@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ShapeError
+from ..checks import is_int, short
+from ..errors import ArgumentError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import not_a_tensor
 
 
 class GetItem(Function):
@@ -20,7 +22,13 @@ class GetItem(Function):
     @staticmethod
     def forward(ctx, x, index):
         ctx.index, ctx.shape, ctx.dtype = index, x.shape, x.dtype
-        return x[index]
+        try:
+            return x[index]
+        except IndexError:  # an int past the end of its axis, or too many indices
+            raise ShapeError(
+                f"getitem: index {index!r} is out of range for a tensor of shape "
+                f"{tuple(x.shape)}; an int index i on an axis of length n needs -n <= i < n"
+            ) from None
 
     @staticmethod
     def backward(ctx, grad):
@@ -51,7 +59,13 @@ class Concat(Function):
 
 def _is_basic(index: Any) -> bool:
     parts = index if isinstance(index, tuple) else (index,)
-    return all(p is None or p is Ellipsis or isinstance(p, int | slice) for p in parts)
+    return all(
+        p is None
+        or p is Ellipsis
+        or type(p) is slice
+        or (isinstance(p, int) and type(p) is not bool)
+        for p in parts
+    )
 
 
 def _full_index(index: Any, ndim: int) -> tuple:
@@ -63,8 +77,10 @@ def _full_index(index: Any, ndim: int) -> tuple:
 
 
 def getitem(x: Tensor, index: Any) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("getitem", "x", x)
     if not _is_basic(index):
-        raise TypeError(
+        raise ArgumentError(
             f"indexing a Tensor supports ints, slices, None and ... only, got {index!r}; "
             "for lookups by an array of ids use F.embedding"
         )
@@ -72,8 +88,17 @@ def getitem(x: Tensor, index: Any) -> Tensor:
 
 
 def concat(xs: list[Tensor], axis: int = 0) -> Tensor:
-    if not xs:
-        raise ShapeError("concat: needs at least one tensor")
+    """The tensors of ``xs`` joined along ``axis``; they agree on every other axis."""
+    if not isinstance(xs, list | tuple) or not xs:
+        raise ArgumentError(f"concat: xs must be a non-empty list of Tensors, got {short(xs)}")
+    for i, x in enumerate(xs):
+        if not isinstance(x, Tensor):
+            raise not_a_tensor("concat", f"xs[{i}]", x)
+    if not is_int(axis) or xs[0].ndim == 0 or not -xs[0].ndim <= axis < xs[0].ndim:
+        raise ShapeError(
+            f"concat: axis {axis!r} is not an axis of tensors of shape {xs[0].shape}; use an "
+            f"int in [-{max(xs[0].ndim, 1)}, {max(xs[0].ndim, 1) - 1}]"
+        )
     ndims = {x.ndim for x in xs}
     if len(ndims) != 1:
         raise ShapeError(

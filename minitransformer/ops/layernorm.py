@@ -6,6 +6,13 @@ x (..., D), gamma (D,), beta (D,) -> y (..., D); rows r = all leading positions 
 Backward, with g = dL/dy and g_hat = g * gamma (all means over the last axis):
     dx = rstd * (g_hat - mean(g_hat) - x_hat * mean(g_hat * x_hat))
     dgamma = sum over rows of g * x_hat,   dbeta = sum over rows of g
+Computed as written, (x - mu)^2 overflows float32 once |x - mu| passes ~1.8e19 (and float16
+at 256), and var = inf gives y = 0 where the answer is about +-1. So each row is first
+divided by its largest |x|, a: x / a lies in [-1, 1], its variance v in [0, 1], and
+    sqrt(var + eps) = hypot(a sqrt(v), sqrt(eps)),   x_hat = (x/a - mean(x/a)) * a / sqrt(var + eps)
+never overflow, for every finite x (float32: up to 3.4e38; tiny rows such as 1e-30 keep
+their precision too, even with eps = 0). rstd = 1 / sqrt(var + eps) itself is below 1e-38
+(subnormal, fewer bits) only when the row's spread passes ~1e38.
 The Function below is this math as written; on NumPy the same numbers come from
 ``kernels.numpy.layer_norm_forward`` / ``layer_norm_backward`` (row means as ``vecdot``, fewer
 temporaries), chosen in one visible place; ``kernels.reference_only()`` switches that off.
@@ -15,11 +22,13 @@ from __future__ import annotations
 
 import math
 
-from .. import backend, kernels
+from .. import kernels
+from ..backend import dtype_name
 from ..checks import is_real
-from ..errors import ArgumentError, DTypeError, ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import floats, same_dtype, tensors
 
 
 class LayerNorm(Function):
@@ -35,11 +44,14 @@ class LayerNorm(Function):
         if fast is not None:
             y, x_hat, rstd = fast.layer_norm_forward(x2, gamma, beta, eps)
         else:
-            mu = xp.mean(x2, axis=-1, keepdims=True)  # (N, 1)
-            xc = x2 - mu  # (N, D)
-            var = xp.mean(xc * xc, axis=-1, keepdims=True)  # (N, 1), biased
-            rstd = 1.0 / xp.sqrt(var + eps)  # (N, 1)
-            x_hat = xc * rstd  # (N, D)
+            a = xp.max(xp.abs(x2), axis=-1, keepdims=True)  # (N, 1): each row's scale
+            a = xp.where(a > 0, a, 1.0)  # an all-zero row: divide by 1
+            xs = x2 / a  # (N, D), in [-1, 1]: no square below overflows
+            xc = xs - xp.mean(xs, axis=-1, keepdims=True)  # (x - mu) / a
+            var = xp.mean(xc * xc, axis=-1, keepdims=True)  # var(x) / a^2, biased, <= 1
+            sd = xp.hypot(a * xp.sqrt(var), math.sqrt(eps))  # sqrt(var(x) + eps): (N, 1)
+            rstd = 1.0 / sd  # (N, 1)
+            x_hat = xc * (a / sd)  # (N, D): (x - mu) * rstd, with a / sd of order 1
             y = x_hat * gamma + beta
         ctx.save_for_backward(x_hat, rstd, gamma)
         return xp.reshape(y, x.shape)
@@ -73,21 +85,29 @@ class LayerNorm(Function):
 
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
     """Normalise x (..., D) over its last axis, then scale by gamma (D,) and shift by beta (D,)."""
+    if type(x) is not Tensor or not (isinstance(gamma, Tensor) and isinstance(beta, Tensor)):
+        tensors("layer_norm", x=x, gamma=gamma, beta=beta)
     if not (is_real(eps) and 0 <= eps < math.inf):  # 0 is allowed: lesson 04 shows why not
         raise ArgumentError(
             f"layer_norm: eps={eps!r} must be a finite number >= 0 (eps > 0 keeps 1 / sqrt(var "
             "+ eps) finite on a constant row); the usual is eps=1e-5"
         )
-    D = x.shape[-1] if x.ndim else None
+    xd = x.data.dtype
+    if not dtype_name(xd).startswith("float"):
+        floats("layer_norm", x=x)
+    if x.ndim == 0 or x.shape[-1] == 0:
+        raise ShapeError(
+            f"layer_norm: x has shape {tuple(x.shape)}, with no last (feature) axis or one of "
+            "length 0; it needs D >= 1 features to normalise over, e.g. x of shape (B, T, D)"
+        )
+    D = x.shape[-1]
     for name, p in (("gamma", gamma), ("beta", beta)):
         if tuple(p.shape) != (D,):
             raise ShapeError(
                 f"layer_norm: {name} has shape {tuple(p.shape)} but x has shape {tuple(x.shape)}; "
                 f"{name} must have shape ({D},), the size of x's last (feature) axis"
             )
-        if p.dtype != x.dtype and backend.dtype_name(p.dtype) != backend.dtype_name(x.dtype):
-            raise DTypeError(
-                f"layer_norm: {name} is {backend.dtype_name(p.dtype)} but x is "
-                f"{backend.dtype_name(x.dtype)}; give the parameters x's dtype (model.to / astype)"
-            )
+        pd = p.data.dtype  # == only within one array library (the array API's rule)
+        if type(pd) is not type(xd) or pd != xd:
+            same_dtype("layer_norm", name, p, x)
     return LayerNorm.apply(x, gamma, beta, eps=float(eps))

@@ -53,7 +53,8 @@ class CrossEntropy(Function):
             z_t = xp.take_along_axis(z, xp.expand_dims(t, axis=-1), axis=-1)  # (N, 1)
             loss = (1.0 - eps) * (log_s - z_t)  # (1 - eps)(lse - x_t)
             if eps:
-                loss = loss + eps * (log_s - xp.mean(z, axis=-1, keepdims=True))
+                mean_z = xp.sum(z / x.shape[-1], axis=-1, keepdims=True)  # no overflow of sum(z)
+                loss = loss + eps * (log_s - mean_z)
             loss = xp.reshape(loss, (-1,))  # (N,)
         if valid is None:
             count = float(max(loss.shape[0], 1))

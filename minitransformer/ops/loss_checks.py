@@ -21,7 +21,15 @@ def check_inputs(
     if not isinstance(logits, Tensor) or logits.ndim == 0:
         raise ShapeError("cross_entropy: logits must be a Tensor of shape (..., V)")
     if not backend.dtype_name(logits.dtype).startswith("float"):
-        raise DTypeError(f"cross_entropy: logits must be float, got {logits.dtype}")
+        raise DTypeError(
+            f"cross_entropy: logits must be float, got {backend.dtype_name(logits.dtype)}; "
+            "convert them with logits.astype('float32')"
+        )
+    if logits.shape[-1] == 0:
+        raise ShapeError(
+            f"cross_entropy: logits of shape {logits.shape} have V = 0 classes; the last axis "
+            "holds one logit per class and needs V >= 1"
+        )
     if reduction not in ("mean", "sum", "none"):
         raise ArgumentError(f"cross_entropy: reduction={reduction!r}; use 'mean', 'sum' or 'none'")
     ls = label_smoothing
@@ -36,8 +44,8 @@ def check_inputs(
             f"{ignore_index!r}"
         )
     t = target.data if isinstance(target, Tensor) else target
-    if not backend.is_array(t):
-        t = backend.asarray(t, device="cpu")
+    if not backend.is_array(t):  # host ids: numbers only (strings, None: DTypeError)
+        t = backend.asarray(backend.numeric_data("cross_entropy: target", t), device="cpu")
     name = backend.dtype_name(t.dtype)
     if not name.startswith(("int", "uint")):
         raise DTypeError(

@@ -19,6 +19,7 @@ from .. import backend, kernels
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import same_dtype, tensors
 
 
 class MatMul(Function):
@@ -104,6 +105,8 @@ class Linear(Function):
 
 
 def matmul(a: Tensor, b: Tensor) -> Tensor:
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        tensors("matmul", a=a, b=b)
     if a.ndim < 2 or b.ndim < 2:
         raise ShapeError(
             f"matmul: both operands need at least 2 axes, got shapes {a.shape} and {b.shape}; "
@@ -129,6 +132,9 @@ def linear(
     """x (..., d_in) @ weight (d_in, d_out) + bias (d_out,); with ``transpose_weight``,
     x @ weight^T for a weight stored (d_out, d_in) (PyTorch's layout; the tied output
     projection uses it with the embedding table)."""
+    ok = type(x) is Tensor and isinstance(weight, Tensor) and isinstance(bias, Tensor | None)
+    if not ok:  # type(x): no call in the common case
+        tensors("linear", x=x, weight=weight, **({} if bias is None else {"bias": bias}))
     d_in_axis, d_out_axis = (1, 0) if transpose_weight else (0, 1)
     if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[d_in_axis]:
         where = "weight.shape[1] (transpose_weight)" if transpose_weight else "weight.shape[0]"
@@ -144,6 +150,9 @@ def linear(
     d_out = weight.shape[d_out_axis]
     if bias is not None and tuple(bias.shape) != (d_out,):
         raise ShapeError(f"linear: bias has shape {bias.shape}, need ({d_out},)")
+    for name, p in (("weight", weight), ("bias", weight if bias is None else bias)):
+        if type(p.data.dtype) is not type(x.data.dtype) or p.data.dtype != x.data.dtype:
+            same_dtype("linear", name, p, x)  # == only within one library (the array API)
     if transpose_weight:
         return Linear.apply(x, weight, bias, transpose_weight=True)
     if bias is None:

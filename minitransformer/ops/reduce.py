@@ -2,29 +2,18 @@
 
 Shapes: x (...), y = x reduced over ``axis``. Backward spreads g back over the reduced
 axes: for sum every element gets g; for mean g / n; for max only the arg-max positions
-get g (ties share it equally, so the gradient stays a valid subgradient).
+get g (ties share it equally, so the gradient stays a valid subgradient). A sum over an
+empty axis is 0; a mean or a max over one is undefined and refused where the call enters.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ShapeError
+from ..errors import ArgumentError
 from ..function import Function
 from ..tensor import Tensor
-
-
-def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise ShapeError(
-                f"reduction axis {a} is out of range for an array of rank {ndim}; "
-                f"use an axis in [-{ndim}, {ndim - 1}] (or axis=None for all)"
-            )
-    return tuple(a % ndim for a in axes)
+from .checks import axes, not_a_tensor
 
 
 def _expand(xp, g, axes: tuple[int, ...], keepdims: bool):
@@ -42,7 +31,7 @@ class Sum(Function):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        ctx.axes, ctx.keepdims, ctx.shape = _axes(axis, x.ndim), keepdims, x.shape
+        ctx.axes, ctx.keepdims, ctx.shape = axis, keepdims, x.shape
         return ctx.xp.sum(x, axis=ctx.axes, keepdims=keepdims)
 
     @staticmethod
@@ -56,7 +45,7 @@ class Mean(Function):
 
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
-        ctx.axes, ctx.keepdims, ctx.shape = _axes(axis, x.ndim), keepdims, x.shape
+        ctx.axes, ctx.keepdims, ctx.shape = axis, keepdims, x.shape
         ctx.n = 1
         for a in ctx.axes:
             ctx.n *= x.shape[a]
@@ -74,7 +63,7 @@ class Max(Function):
     @staticmethod
     def forward(ctx, x, axis=None, keepdims=False):
         xp = ctx.xp
-        ctx.axes, ctx.keepdims = _axes(axis, x.ndim), keepdims
+        ctx.axes, ctx.keepdims = axis, keepdims
         y = xp.max(x, axis=ctx.axes, keepdims=True)
         ctx.save_for_backward(x, y)
         return (
@@ -92,13 +81,26 @@ class Max(Function):
         return hit * (_expand(xp, grad, ctx.axes, ctx.keepdims) / ties)
 
 
+def _reduction(op: str, x: Any, axis: Any, keepdims: Any, nonempty: bool) -> tuple:
+    """The checked arguments of a reduction: x a Tensor, ``axis`` as a tuple of distinct
+    axes (none of length 0 when ``nonempty``), ``keepdims`` a bool."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor(op, "x", x)
+    if keepdims is not True and keepdims is not False:
+        raise ArgumentError(f"{op}: keepdims must be True or False, got {keepdims!r}")
+    return axes(op, axis, x.shape, nonempty=nonempty)
+
+
 def sum(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return Sum.apply(x, axis=axis, keepdims=keepdims)
+    """The sum over ``axis`` (an int, a tuple, or None for all); 0 over an empty axis."""
+    return Sum.apply(x, axis=_reduction("sum", x, axis, keepdims, False), keepdims=keepdims)
 
 
 def mean(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:
-    return Mean.apply(x, axis=axis, keepdims=keepdims)
+    """The mean over ``axis``; an empty axis is refused (a mean of nothing is undefined)."""
+    return Mean.apply(x, axis=_reduction("mean", x, axis, keepdims, True), keepdims=keepdims)
 
 
 def max(x: Tensor, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
-    return Max.apply(x, axis=axis, keepdims=keepdims)
+    """The largest element over ``axis``; an empty axis is refused."""
+    return Max.apply(x, axis=_reduction("max", x, axis, keepdims, True), keepdims=keepdims)

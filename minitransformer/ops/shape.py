@@ -9,9 +9,10 @@ Slicing and concatenation are in ``indexing.py``, the attention heads' split/mer
 from __future__ import annotations
 
 from ..checks import is_int
-from ..errors import ShapeError
+from ..errors import ArgumentError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import not_a_tensor
 from .heads import merge_heads, split_heads
 from .indexing import concat, getitem
 
@@ -56,11 +57,21 @@ class Permute(Function):
 
 
 def reshape(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """x with a new shape of the same number of elements (one -1 is inferred)."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("reshape", "x", x)
+    if not isinstance(shape, tuple | list) or not all(is_int(n) and n >= -1 for n in shape):
+        raise ArgumentError(
+            f"reshape: shape must be a tuple of ints >= 0 (one of them may be -1), got "
+            f"{shape!r}; e.g. x.reshape((2, -1))"
+        )
     return Reshape.apply(x, shape=tuple(shape))
 
 
 def transpose(x: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
     """Swap two axes (default: the last two)."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("transpose", "x", x)
     for name, axis in (("axis1", axis1), ("axis2", axis2)):
         if not is_int(axis) or not -x.ndim <= axis < x.ndim:
             raise ShapeError(
@@ -73,8 +84,14 @@ def transpose(x: Tensor, axis1: int = -2, axis2: int = -1) -> Tensor:
 
 
 def permute(x: Tensor, axes: tuple[int, ...]) -> Tensor:
-    if len(axes) != x.ndim:
+    """x with its axes in the order ``axes`` (a permutation of 0 .. ndim - 1)."""
+    if not isinstance(x, Tensor):
+        raise not_a_tensor("permute", "x", x)
+    if not isinstance(axes, tuple | list) or not all(is_int(a) for a in axes):
+        raise ArgumentError(f"permute: axes must be a tuple of ints, got {axes!r}")
+    if len(axes) != x.ndim or not all(-x.ndim <= a < x.ndim for a in axes):
         raise ShapeError(
-            f"permute: got {len(axes)} axes {tuple(axes)} for a tensor of rank {x.ndim}"
+            f"permute: got axes {tuple(axes)} for a tensor of shape {x.shape}; give a "
+            f"permutation of its {x.ndim} axes, e.g. {tuple(reversed(range(x.ndim)))}"
         )
     return Permute.apply(x, axes=tuple(axes))

@@ -10,7 +10,7 @@ Subtracting the row max keeps every exponent <= 0, so logits of +-1e4 neither ov
 nor lose the answer. Masked entries (-inf) get probability 0 and zero gradient.
 A row that is entirely -inf (everything masked) is defined as: softmax -> all 0 (not NaN),
 gradient 0; log_softmax -> all -inf, gradient dx = g (its softmax is taken as 0). Both
-stay NaN-free in forward and backward.
+stay NaN-free in forward and backward. An axis of length 0 (no classes) is refused.
 The Functions are this math as written; on NumPy, forward runs ``kernels.numpy.softmax`` /
 ``log_softmax`` (the same numbers with ufunc reductions, exp written into its own buffer).
 """
@@ -22,6 +22,7 @@ from ..checks import is_int
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
+from .checks import empty, not_a_tensor
 
 
 def shifted(xp, x, axis: int):
@@ -91,7 +92,7 @@ class LogSoftmax(Function):
 
 def _check(op: str, x: Tensor, axis: int) -> int:
     if not isinstance(x, Tensor):
-        raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
+        raise not_a_tensor(op, "x", x)
     if not backend.dtype_name(x.dtype).startswith("float"):
         raise DTypeError(
             f"{op}: needs a floating-point tensor, got {backend.dtype_name(x.dtype)}; convert it "
@@ -103,6 +104,8 @@ def _check(op: str, x: Tensor, axis: int) -> int:
             f"{op}: axis {axis} is out of range for a tensor of shape {x.shape}; "
             f"use an axis in [-{max(x.ndim, 1)}, {max(x.ndim, 1) - 1}]"
         )
+    if x.shape[axis] == 0:  # a distribution over no classes: nothing sums to 1
+        empty(op, x.shape, (axis % x.ndim,))
     return axis % x.ndim - x.ndim  # negative: vecdot in the standard wants it so
 
 

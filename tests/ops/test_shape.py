@@ -28,7 +28,7 @@ def test_transpose_and_permute(make, rng):
     np.testing.assert_array_equal(x.permute(2, 0, 1).numpy(), x_np.transpose(2, 0, 1))
     assert mt.gradcheck(lambda t: t.permute(1, 2, 0), x)
     assert mt.gradcheck(lambda t: S.transpose(t, 0, 2), x)
-    with pytest.raises(ShapeError, match="got 2 axes"):
+    with pytest.raises(ShapeError, match=r"got axes \(1, 0\) for a tensor of shape \(2, 3, 4\)"):
         x.permute(1, 0)
 
 
