@@ -218,7 +218,7 @@ def _atomic_write(path: Path, header: bytes, arrays: Mapping[str, np.ndarray]) -
         with os.fdopen(fd, "wb") as file:
             file.write(header)
             for array in arrays.values():
-                file.write(array.reshape(-1).view(np.uint8).data if array.size else b"")
+                _write_array(file, array)
             file.flush()
             os.fsync(file.fileno())
         os.replace(tmp, path)
@@ -232,6 +232,12 @@ def _atomic_write(path: Path, header: bytes, arrays: Mapping[str, np.ndarray]) -
             ) from exc
         raise
     _fsync_directory(path.parent)
+
+
+def _write_array(file: Any, array: np.ndarray) -> None:
+    """One array's raw bytes (C order, little-endian: _check_arrays made them so)."""
+    if array.size:
+        file.write(array.reshape(-1).view(np.uint8).data)
 
 
 def _fsync_directory(directory: Path) -> None:

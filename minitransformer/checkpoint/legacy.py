@@ -218,7 +218,7 @@ def _metadata(
         _fail(path, "the metadata is not a JSON object", "re-save the checkpoint")
     version = meta.get("format_version")
     if type(version) is not int or version not in (1, 2):
-        _version_fail(path, str(version) if type(version) is int else version)
+        _version_fail(path, version)
     return meta
 
 

@@ -150,20 +150,20 @@ def _open(path: Path) -> BinaryIO:
 
 def _is_npz(path: Path, file: BinaryIO) -> bool:
     """True for a zip archive (a legacy checkpoint); refuses what is neither zip nor ours."""
-    magic = file.read(8)
+    magic = file.read(9)
     file.seek(0)
     if magic.startswith(_NPZ_MAGICS):
         return True
+    if magic[4:] == b"\x00\x00\x00\x00{":  # a header length under 4 GiB, then JSON
+        return False  # _read_header checks the length against the cap
     if magic.startswith(_NPY_MAGIC):
         kind = "a single .npy array, not a checkpoint"
     elif magic[:1] == b"\x80":
         kind = "a Python pickle, which is never loaded because unpickling can run code"
     elif not magic:
         kind = "empty (0 bytes)"
-    elif len(magic) < 8 or magic[4:8] != bytes(4):
-        kind = "not a .safetensors checkpoint (nor a legacy .npz one)"
     else:
-        return False  # a plausible header length: _read_header checks it against the cap
+        kind = "not a .safetensors checkpoint (nor a legacy .npz one)"
     _fail(path, f"the file is {kind}", _OURS)
 
 
@@ -284,13 +284,17 @@ def _read_meta(path: Path, value: Any) -> tuple[dict[str, Any], str]:
 
 def _version_fail(path: Path, version: Any) -> NoReturn:
     """An unknown format version: newer (upgrade the library) or unknown."""
-    if isinstance(version, str) and version.isdigit() and int(version) > FORMAT_VERSION:
+    number = version if type(version) is int else None
+    if isinstance(version, str) and version.isdigit() and len(version) < 10:
+        number = int(version)
+    if number is not None and number > FORMAT_VERSION:
         fix = f"upgrade minitransformer (this is {_library_version()})"
     else:
         fix = "load it with the minitransformer version that wrote it, or re-save it"
+    shown = number if number is not None else repr(version)[:40]
     _fail(
         path,
-        f"unknown checkpoint format version {version!r} (this library writes version "
+        f"unknown checkpoint format version {shown} (this library writes version "
         f"{FORMAT_VERSION} and reads 2 and 3)",
         fix,
     )
