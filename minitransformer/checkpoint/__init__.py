@@ -28,7 +28,7 @@ from .format import (
     RESERVED_METADATA_KEYS,
     save_checkpoint,
 )
-from .layout import expect_model_arrays, model_layout
+from .layout import expect_model_arrays, expect_training_arrays, model_layout
 from .legacy import upgrade_checkpoint
 from .locate import checkpoint_file, latest_checkpoint, section
 from .reading import load_checkpoint, read_entries, read_metadata
@@ -62,6 +62,7 @@ __all__ = [
     "check_training_metadata",
     "checkpoint_file",
     "expect_model_arrays",
+    "expect_training_arrays",
     "latest_checkpoint",
     "load_checkpoint",
     "model_layout",

@@ -81,22 +81,12 @@ def expect_model_arrays(path: Path, meta: Mapping[str, Any], entries: Entries) -
     ``model_config`` and their ``optim.<state>.<i>`` state; see the module docstring."""
     path = Path(path)
     if "model_config" not in meta:
-        _fail(path, "the checkpoint has no model_config (not written by `minitransformer "
-              "train`)", _FIX)  # fmt: skip
+        problem = "this checkpoint has no model config or tokenizer ('model_config' is missing)"
+        _fail(path, problem, _FIX)
     cfg = check_model_config(path, meta["model_config"])
     layout = model_layout(cfg)
     shapes = list(layout.values())
-    implied = sum(nbytes(shape, np.dtype(dtype)) for shape, dtype in shapes)
-    held = sum(nbytes(shape, dtype) for shape, dtype in entries.values())
     missing = [k for k in layout if f"model.{k}" not in entries]
-    if missing and held < implied:
-        _fail(
-            path,
-            f"its model_config implies {cfg.num_parameters():,} weights ({implied:,} bytes of "
-            f"{cfg.dtype}) but its arrays hold {held:,} bytes ({len(missing)} of "
-            f"{len(layout)} weights missing, e.g. {missing[0]!r})",
-            _FIX,
-        )
     wrong, unexpected, states = [], [], set()
     for name, (shape, dtype) in entries.items():
         want = None
@@ -107,21 +97,74 @@ def expect_model_arrays(path: Path, meta: Mapping[str, Any], entries: Entries) -
             states.add(match.group(1))
             want = shapes[index] if index < len(shapes) else None
         if want is None:
-            unexpected.append(name)
+            unexpected.append(name[:80])
         elif tuple(shape) != tuple(want[0]) or np.dtype(dtype) != np.dtype(want[1]):
-            wrong.append(
-                f"{name}: {tuple(shape)} {np.dtype(dtype).name}, expected {want[0]} {want[1]}"
-            )
+            wrong.append(f"{name}: checkpoint {tuple(shape)} vs model {want[0]}")
     if len(states) > _MAX_OPTIM_STATES:
         unexpected += [f"optim.{s}.*" for s in sorted(states)[_MAX_OPTIM_STATES:]]
-    if missing or wrong or unexpected:
-        parts = [f"mis-shaped: {'; '.join(wrong[:3])}"] if wrong else []
-        parts += [f"missing: {missing[:3]}"] if missing else []
-        parts += [f"unexpected: {[u[:80] for u in unexpected[:3]]}"] if unexpected else []
-        _fail(
-            path,
-            "its arrays do not fit its model_config ("
-            + " | ".join(parts)
-            + f"; {len(wrong)} mis-shaped, {len(missing)} missing, {len(unexpected)} unexpected)",
-            _FIX,
+    if not (missing or wrong or unexpected):
+        return
+    parts = [f"mis-shaped: {'; '.join(wrong[:3])}"] if wrong else []
+    parts += [f"missing keys: {missing[:3]}"] if missing else []
+    parts += [f"unexpected keys: {unexpected[:3]}"] if unexpected else []
+    implied = sum(nbytes(shape, np.dtype(dtype)) for shape, dtype in shapes)
+    held = sum(nbytes(shape, dtype) for shape, dtype in entries.values())
+    sizes = ""
+    if implied > held:
+        sizes = (
+            f"; its model_config implies {cfg.num_parameters():,} weights ({implied:,} bytes of "
+            f"{cfg.dtype}), the file holds {held:,} bytes of arrays"
         )
+    _fail(
+        path,
+        "its weights and model config do not fit together ("
+        + " | ".join(parts)
+        + f"; {len(wrong)} mis-shaped, {len(missing)} missing, {len(unexpected)} unexpected"
+        + sizes
+        + _config_of_weights(cfg, entries)
+        + ")",
+        _FIX,
+    )
+
+
+def expect_training_arrays(path: Path, meta: Mapping[str, Any], entries: Entries) -> None:
+    """:func:`expect_model_arrays` for a file to resume from: a training checkpoint
+    (``kind`` "minitransformer-train") whose arrays fit its model config."""
+    if meta.get("kind") != "minitransformer-train":
+        _fail(
+            Path(path),
+            "it is not a training checkpoint of this library (no kind 'minitransformer-train')",
+            "pass the run directory of `minitransformer train`",
+        )
+    expect_model_arrays(path, meta, entries)
+
+
+def _config_of_weights(cfg: TransformerConfig, entries: Entries) -> str:
+    """When the ``model.*`` arrays are those of ``cfg`` with other sizes, the differing
+    fields ("; the weights are of a model with N (checkpoint 3, expected 1); ..."), else ""."""
+    model = {k[len("model.") :]: tuple(v[0]) for k, v in entries.items() if k.startswith("model.")}
+    try:
+        vocab, d_model = model["src_embed.weight"]
+        fields = dict(
+            src_vocab=vocab,
+            d_model=d_model,
+            tgt_vocab=model.get("tgt_embed.weight", (vocab,))[0],
+            N=len({k.split(".")[2] for k in model if k.startswith("encoder.layers.")}),
+            d_ff=model["encoder.layers.0.ffn.w_1.weight"][1],
+            tie_embeddings="out_proj.weight" not in model,
+            pre_norm="encoder.norm.gamma" in model,
+            learned_positions="positions.table" in model,
+        )
+        if fields["learned_positions"]:
+            fields["max_len"] = model["positions.table"][0]
+        other = TransformerConfig(**{**cfg.to_dict(), **fields})
+    except (KeyError, ValueError, TypeError, IndexError):
+        return ""
+    if {k: v[0] for k, v in model_layout(other).items()} != model:
+        return ""
+    diff = [
+        f"{k} (checkpoint {getattr(cfg, k)!r}, expected {v!r})"
+        for k, v in sorted(fields.items())
+        if getattr(cfg, k) != v
+    ]
+    return f"; the weights are of a model with {'; '.join(diff)}" if diff else ""

@@ -210,7 +210,7 @@ def _read_header(
     size = os.fstat(file.fileno()).st_size
     prefix = file.read(8)
     if len(prefix) < 8:
-        _fail(path, f"the file is truncated ({size} bytes, shorter than a header)", _RESTORE)
+        _fail(path, f"the file is truncated or corrupted ({size} bytes, no header)", _RESTORE)
     length = int.from_bytes(prefix, "little")
     if length > MAX_HEADER_BYTES:
         _fail(
@@ -222,7 +222,8 @@ def _read_header(
     if 8 + length > size:
         _fail(
             path,
-            f"the file is truncated: its header claims {length:,} bytes but the file has {size:,}",
+            f"the file is truncated or corrupted: its header claims {length:,} bytes but the "
+            f"file has {size:,}",
             _RESTORE,
         )
     raw = file.read(length)
@@ -244,8 +245,8 @@ def _read_header(
         where = "past the end of the file" if end > data_size else "short of the file's end"
         _fail(
             path,
-            f"the arrays end {where}: the header describes {end:,} bytes of data, the file "
-            f"holds {data_size:,} (truncated, or bytes appended)",
+            f"the file is truncated or corrupted: its arrays end {where} (the header "
+            f"describes {end:,} bytes of data, the file holds {data_size:,})",
             _RESTORE,
         )
     return meta, entries, stored, 8 + length

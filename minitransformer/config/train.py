@@ -208,11 +208,13 @@ def _check_fields(cfg: TrainConfig) -> None:
         )
     for key, (low, high) in FIELD_RANGES.items():
         value = getattr(cfg, key)
-        if value is not None and (not is_int(value) or not low <= value <= high):
-            none = " or None" if key in _NONE_FIELDS else ""
-            raise bad(key, f"a whole number in [{low:,}, {high:,}]{none}")
-        if value is None and key not in _NONE_FIELDS:
-            raise bad(key, f"a whole number in [{low:,}, {high:,}]")
+        if value is None and key in _NONE_FIELDS:
+            continue
+        kind = "a positive integer" if low == 1 else "a non-negative integer"
+        if not is_int(value) or value < low:
+            raise bad(key, kind + (" or None" if key == "final_eval_samples" else ""))
+        if value > high:
+            raise bad(key, f"{kind} of at most {high:,}")
     if cfg.peak_lr is not None and not (is_real(cfg.peak_lr) and 0 < cfg.peak_lr < 1):
         raise bad("peak_lr", "in (0, 1) (a number, e.g. 1e-3)")
     if not (is_real(cfg.label_smoothing) and 0 <= cfg.label_smoothing < 1):
