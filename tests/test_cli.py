@@ -114,7 +114,7 @@ def assert_user_error(code, err, *patterns):
         ),
         (
             ["train", "copy", "--knob", "n_train=-5", "--out", "{tmp}/k2"],
-            ["--knob n_train=-5", "[1, 10,000,000]"],
+            ["--knob n_train=-5", "[1, 1,000,000]"],
         ),
         (
             ["train", "copy", "--knob", "n_train=1e12", "--out", "{tmp}/k3"],

@@ -9,7 +9,8 @@ before a run resumes from one.
 - ``format.py``: the file layout (format 3, safetensors), writing it atomically, its checksum.
 - ``reading.py``: loading a file that may be truncated, edited or hostile, every size checked
   before anything is allocated.
-- ``legacy.py``: the ``.npz`` files of formats 1 and 2 (hardened reader, ``upgrade``).
+- ``legacy.py``: the ``.npz`` files of formats 1 and 2 (a hardened reader).
+- ``upgrade.py``: ``upgrade_checkpoint``, an ``.npz`` file converted to the current format.
 - ``layout.py``: the arrays a model checkpoint must hold, from its model config alone.
 - ``schema.py``: the checks of a training checkpoint, each problem one CheckpointError that
   names the field.
@@ -29,7 +30,6 @@ from .format import (
     save_checkpoint,
 )
 from .layout import expect_model_arrays, expect_training_arrays, model_layout
-from .legacy import upgrade_checkpoint
 from .locate import checkpoint_file, latest_checkpoint, section
 from .reading import load_checkpoint, read_entries, read_metadata
 from .schema import (
@@ -43,6 +43,7 @@ from .schema import (
     check_train_config,
     check_training_metadata,
 )
+from .upgrade import upgrade_checkpoint
 
 __all__ = [
     "CHECKPOINT_NAME",

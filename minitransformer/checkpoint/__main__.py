@@ -11,7 +11,7 @@ import argparse
 import sys
 
 from ..errors import MiniTransformerError
-from .legacy import upgrade_checkpoint
+from .upgrade import upgrade_checkpoint
 
 
 def main(argv: list[str] | None = None) -> int:

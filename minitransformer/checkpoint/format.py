@@ -39,10 +39,10 @@ import json
 import math
 import os
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -301,3 +301,73 @@ def _json_default(value: Any) -> Any:
 
 def _library_version() -> str:
     return __version__
+
+
+# --------------------------------------------------------------------------------------------
+# What a reader says when a file is refused (reading.py, legacy.py, schema.py, layout.py)
+# --------------------------------------------------------------------------------------------
+
+Entries = dict[str, tuple[tuple[int, ...], np.dtype]]
+"""name -> (shape, dtype) of every array in a file, known before any is read."""
+
+Expect = Callable[[Path, Mapping[str, Any], Entries], None]
+"""``expect(path, metadata, entries)``: raises CheckpointError when the arrays a file declares
+are not the ones its metadata (or the caller) expects; called before any array is read."""
+
+
+def _fail(path: Path, problem: str, fix: str) -> NoReturn:
+    """Raise the one-line CheckpointError: file, problem, fix."""
+    raise CheckpointError(f"cannot load checkpoint {path}: {problem}. Fix: {fix}.")
+
+
+_RESTORE = "restore an earlier checkpoint (see latest_checkpoint) or retrain"
+_OURS = "load a file written by save_checkpoint"
+
+
+def _upgrade_fix(path: Path) -> str:
+    return (
+        f"if you trust it, convert it with `python -m minitransformer.checkpoint upgrade "
+        f"{path}` (from Python: checkpoint.upgrade_checkpoint(path)), which writes a "
+        ".safetensors file next to it"
+    )
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json object_pairs_hook: a key that occurs twice is refused (JSON would keep the last)."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _Duplicate(key)
+        seen[key] = value
+    return seen
+
+
+class _Duplicate(ValueError):
+    pass
+
+
+def _parse_json(path: Path, text: bytes | str, what: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _Duplicate as dup:
+        _fail(path, f"the {what} names {str(dup)!r} twice", _OURS)
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, too deep, a huge int
+        _fail(path, f"the {what} is not valid JSON ({str(exc)[:200]})", _OURS)
+
+
+def _version_fail(path: Path, version: Any) -> NoReturn:
+    """An unknown format version: newer (upgrade the library) or unknown."""
+    number = version if type(version) is int else None
+    if isinstance(version, str) and version.isdigit() and len(version) < 10:
+        number = int(version)
+    if number is not None and number > FORMAT_VERSION:
+        fix = f"upgrade minitransformer (this is {_library_version()})"
+    else:
+        fix = "load it with the minitransformer version that wrote it, or re-save it"
+    shown = number if number is not None else repr(version)[:40]
+    _fail(
+        path,
+        f"unknown checkpoint format version {shown} (this library writes version "
+        f"{FORMAT_VERSION} and reads 2 and 3)",
+        fix,
+    )

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..config import TransformerConfig
-from .format import nbytes
-from .reading import Entries, _fail
+from .format import Entries, _fail, nbytes
 from .schema import check_model_config
 
 Layout = dict[str, tuple[tuple[int, ...], str]]
@@ -98,8 +97,10 @@ def expect_model_arrays(path: Path, meta: Mapping[str, Any], entries: Entries) -
             want = shapes[index] if index < len(shapes) else None
         if want is None:
             unexpected.append(name[:80])
-        elif tuple(shape) != tuple(want[0]) or np.dtype(dtype) != np.dtype(want[1]):
+        elif tuple(shape) != tuple(want[0]):
             wrong.append(f"{name}: checkpoint {tuple(shape)} vs model {want[0]}")
+        elif np.dtype(dtype) != np.dtype(want[1]):
+            wrong.append(f"{name} has dtype {np.dtype(dtype).name}, expected {want[1]}")
     if len(states) > _MAX_OPTIM_STATES:
         unexpected += [f"optim.{s}.*" for s in sorted(states)[_MAX_OPTIM_STATES:]]
     if not (missing or wrong or unexpected):

@@ -1,5 +1,5 @@
-"""Checkpoints of earlier versions: ``.npz`` zip archives, read by a hardened reader, and the
-``upgrade`` that converts one to the current format.
+"""Checkpoints of earlier versions: ``.npz`` zip archives, read by a hardened reader
+(upgrade.py converts one to the current format).
 
 * **Format 2** (checksum over the arrays and the metadata) still loads. The zip's central
   directory is checked before any entry is inflated: every name must be a ``.npy`` entry and
@@ -13,7 +13,7 @@
   refused without ever being held in memory, and only a verified file is read into arrays.
 * **Format 1** (checksum over the arrays only: an edited tokenizer or step went unnoticed) is
   refused. A file one trusts is converted with ``python -m minitransformer.checkpoint upgrade
-  FILE`` (:func:`upgrade_checkpoint`), which verifies what its checksum covers and writes
+  FILE`` (``upgrade_checkpoint``, upgrade.py), which verifies what its checksum covers and writes
   ``FILE`` with the ``.safetensors`` suffix beside it.
 """
 
@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -34,14 +33,17 @@ import numpy as np
 from ..errors import CheckpointError
 from .format import (
     _CODES,
+    _RESTORE,
     MAX_HEADER_BYTES,
     METADATA_KEY,
-    RESERVED_METADATA_KEYS,
+    Expect,
+    _fail,
+    _parse_json,
+    _upgrade_fix,
+    _version_fail,
     canonical_json,
     nbytes,
-    save_checkpoint,
 )
-from .reading import _RESTORE, Expect, _fail, _parse_json, _upgrade_fix, _version_fail
 
 _DEFLATE_MAX_RATIO = 1032  # deflate never inflates one byte to more than this
 _CHUNK = 1 << 20
@@ -269,44 +271,3 @@ def _streamed_checksum(
     if meta is not None:
         digest.update(b"metadata\n" + canonical_json(meta).encode("utf-8"))
     return "sha256:" + digest.hexdigest()
-
-
-# --------------------------------------------------------------------------------------------
-# Upgrading
-# --------------------------------------------------------------------------------------------
-
-
-def upgrade_checkpoint(
-    path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None
-) -> Path:
-    """Convert a legacy ``.npz`` checkpoint (format 1 or 2) to the current format; return the
-    file written (default: ``path`` with the suffix ``.safetensors``; a run directory means its
-    ``checkpoint.npz``). Never overwrites a file.
-
-    The arrays are verified against the old checksum; a format-1 file's metadata is not
-    covered by it and is taken as it is, so only upgrade a file you trust. A training or
-    model checkpoint's arrays must fit its model config (``expect_model_arrays``).
-
-    Raises:
-        CheckpointError: the file does not load, or the target already exists.
-    """
-    from .layout import expect_model_arrays  # a layer up: it knows the model's shapes
-
-    path = Path(path)
-    if path.is_dir():
-        path = path / "checkpoint.npz"
-    target = Path(out) if out is not None else path.with_suffix(".safetensors")
-    if target.exists():
-        raise CheckpointError(
-            f"cannot upgrade {path}: {target} already exists. Fix: remove it, or write "
-            "elsewhere (--out FILE; from Python: upgrade_checkpoint(path, out=...))."
-        )
-
-    def expect(where: Path, meta: Mapping[str, Any], entries: Any) -> None:
-        if "model_config" in meta:  # a model or training checkpoint: its arrays fit its model
-            expect_model_arrays(where, meta, entries)
-
-    arrays, meta = read_npz(path, expect=expect, allow_v1=True)
-    kept = {k: v for k, v in meta.items() if k not in RESERVED_METADATA_KEYS}
-    kept["upgraded_from"] = {"format_version": meta["format_version"], "file": path.name}
-    return save_checkpoint(target, arrays, kept)

@@ -19,48 +19,38 @@ Nothing in a checkpoint can execute code. Legacy ``.npz`` files go through legac
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, BinaryIO, NoReturn
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import CheckpointError
 from .format import (
+    _OURS,
+    _RESTORE,
     DTYPES,
     FORMAT_TAG,
     FORMAT_VERSION,
     MAX_HEADER_BYTES,
     METADATA_KEY,
-    _library_version,
+    Entries,
+    Expect,
+    _fail,
+    _parse_json,
+    _upgrade_fix,
+    _version_fail,
     canonical_json,
     checksum,
     nbytes,
 )
-
-Entries = dict[str, tuple[tuple[int, ...], np.dtype]]
-"""name -> (shape, dtype) of every array in a file, known before any is read."""
-
-Expect = Callable[[Path, Mapping[str, Any], Entries], None]
-"""``expect(path, metadata, entries)``: raises CheckpointError when the arrays a file declares
-are not the ones its metadata (or the caller) expects; called before any array is read."""
+from .legacy import read_npz, read_npz_metadata
 
 _NPZ_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip with entries, an empty zip
 _NPY_MAGIC = b"\x93NUMPY"
 _META_KEYS = {"format", "format_version", "metadata", "checksum"}
 _ENTRY_KEYS = {"dtype", "shape", "data_offsets"}
-
-
-def _fail(path: Path, problem: str, fix: str) -> NoReturn:
-    """Raise the one-line CheckpointError: file, problem, fix."""
-    raise CheckpointError(f"cannot load checkpoint {path}: {problem}. Fix: {fix}.")
-
-
-_RESTORE = "restore an earlier checkpoint (see latest_checkpoint) or retrain"
-_OURS = "load a file written by save_checkpoint"
 
 
 # --------------------------------------------------------------------------------------------
@@ -89,8 +79,6 @@ def load_checkpoint(
     path = Path(path)
     with _open(path) as file:
         if _is_npz(path, file):
-            from .legacy import read_npz  # the hardened zip reader: only for old files
-
             return read_npz(path, verify=verify, expect=expect)
         meta, entries, stored, data_start = _read_header(path, file)
         if expect is not None:
@@ -115,8 +103,6 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     with _open(path) as file:
         if _is_npz(path, file):
-            from .legacy import read_npz_metadata
-
             return read_npz_metadata(path)
         meta, _, stored, _ = _read_header(path, file)
     return {**meta, "checksum": stored}
@@ -167,40 +153,9 @@ def _is_npz(path: Path, file: BinaryIO) -> bool:
     _fail(path, f"the file is {kind}", _OURS)
 
 
-def _upgrade_fix(path: Path) -> str:
-    return (
-        f"if you trust it, convert it with `python -m minitransformer.checkpoint upgrade "
-        f"{path}` (from Python: checkpoint.upgrade_checkpoint(path)), which writes a "
-        ".safetensors file next to it"
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # The safetensors header, bounded and checked before any array is read
 # --------------------------------------------------------------------------------------------
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """json object_pairs_hook: a key that occurs twice is refused (JSON would keep the last)."""
-    seen: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in seen:
-            raise _Duplicate(key)
-        seen[key] = value
-    return seen
-
-
-class _Duplicate(ValueError):
-    pass
-
-
-def _parse_json(path: Path, text: bytes | str, what: str) -> Any:
-    try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
-    except _Duplicate as dup:
-        _fail(path, f"the {what} names {str(dup)!r} twice", _OURS)
-    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, too deep, a huge int
-        _fail(path, f"the {what} is not valid JSON ({str(exc)[:200]})", _OURS)
 
 
 def _read_header(
@@ -281,24 +236,6 @@ def _read_meta(path: Path, value: Any) -> tuple[dict[str, Any], str]:
             _RESTORE,
         )
     return meta, stored
-
-
-def _version_fail(path: Path, version: Any) -> NoReturn:
-    """An unknown format version: newer (upgrade the library) or unknown."""
-    number = version if type(version) is int else None
-    if isinstance(version, str) and version.isdigit() and len(version) < 10:
-        number = int(version)
-    if number is not None and number > FORMAT_VERSION:
-        fix = f"upgrade minitransformer (this is {_library_version()})"
-    else:
-        fix = "load it with the minitransformer version that wrote it, or re-save it"
-    shown = number if number is not None else repr(version)[:40]
-    _fail(
-        path,
-        f"unknown checkpoint format version {shown} (this library writes version "
-        f"{FORMAT_VERSION} and reads 2 and 3)",
-        fix,
-    )
 
 
 def _entry(path: Path, name: str, value: Any) -> tuple[np.dtype, tuple[int, ...], int, int]:

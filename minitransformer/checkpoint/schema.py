@@ -25,7 +25,7 @@ import numpy as np
 from ..checks import short
 from ..config import TrainConfig, TransformerConfig
 from ..errors import CheckpointError
-from .reading import _fail
+from .format import _fail
 
 # --------------------------------------------------------------------------------------------
 # Field-by-field checks of a training checkpoint (every field is untrusted input)
