@@ -140,14 +140,16 @@ def _is_npz(path: Path, file: BinaryIO) -> bool:
     file.seek(0)
     if magic.startswith(_NPZ_MAGICS):
         return True
-    if magic[4:] == b"\x00\x00\x00\x00{":  # a header length under 4 GiB, then JSON
-        return False  # _read_header checks the length against the cap
+    if magic[8:] == b"{":  # a header length, then JSON: _read_header checks the length
+        return False
     if magic.startswith(_NPY_MAGIC):
         kind = "a single .npy array, not a checkpoint"
     elif magic[:1] == b"\x80":
         kind = "a Python pickle, which is never loaded because unpickling can run code"
     elif not magic:
         kind = "empty (0 bytes)"
+    elif len(magic) < 9:
+        kind = f"truncated or corrupted ({len(magic)} bytes, no header)"
     else:
         kind = "not a .safetensors checkpoint (nor a legacy .npz one)"
     _fail(path, f"the file is {kind}", _OURS)
