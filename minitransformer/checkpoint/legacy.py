@@ -8,9 +8,11 @@
   and deflate are refused, the metadata entry may not exceed ``MAX_HEADER_BYTES``, and no
   entry may claim more bytes than its compressed size can give. Each array's ``.npy`` header
   (a bounded read) must declare exactly the bytes the entry holds, and ``expect`` sees every
-  name, shape and dtype before any array is inflated. The checksum is then computed while
-  streaming the entries (memory: one chunk), so an entry the checksum does not cover is
-  refused without ever being held in memory, and only a verified file is read into arrays.
+  name, shape and dtype before any array is inflated (for a file whose metadata has a
+  ``model_config``, ``expect_model_arrays`` unless the caller passes its own). The checksum
+  is then computed while streaming the entries (memory: one chunk, time: the inflated size),
+  so an entry the checksum does not cover is refused without ever being held in memory, and
+  only a verified file is read into arrays.
 * **Format 1** (checksum over the arrays only: an edited tokenizer or step went unnoticed) is
   refused. A file one trusts is converted with ``python -m minitransformer.checkpoint upgrade
   FILE`` (``upgrade_checkpoint``, upgrade.py), which verifies what its checksum covers and writes
@@ -44,6 +46,7 @@ from .format import (
     canonical_json,
     nbytes,
 )
+from .layout import expect_model_arrays
 
 _DEFLATE_MAX_RATIO = 1032  # deflate never inflates one byte to more than this
 _CHUNK = 1 << 20
@@ -82,6 +85,8 @@ def read_npz(
             headers = {
                 k: _npy_header(path, archive, k, v) for k, v in infos.items() if k != METADATA_KEY
             }
+            if expect is None and "model_config" in meta:
+                expect = expect_model_arrays  # every model checkpoint: its arrays are known
             if expect is not None:
                 expect(path, meta, {k: (h[0], h[1]) for k, h in headers.items()})
             stored = meta.get("checksum")

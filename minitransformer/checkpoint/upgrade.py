@@ -4,13 +4,10 @@ format: :func:`upgrade_checkpoint`, also ``python -m minitransformer.checkpoint 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ..errors import CheckpointError
 from .format import LEGACY_CHECKPOINT_NAME, RESERVED_METADATA_KEYS, save_checkpoint
-from .layout import expect_model_arrays
 from .legacy import read_npz
 
 
@@ -38,11 +35,7 @@ def upgrade_checkpoint(
             "elsewhere (--out FILE; from Python: upgrade_checkpoint(path, out=...))."
         )
 
-    def expect(where: Path, meta: Mapping[str, Any], entries: Any) -> None:
-        if "model_config" in meta:  # a model or training checkpoint: its arrays fit its model
-            expect_model_arrays(where, meta, entries)
-
-    arrays, meta = read_npz(path, expect=expect, allow_v1=True)
+    arrays, meta = read_npz(path, allow_v1=True)  # a model checkpoint: expect_model_arrays
     kept = {k: v for k, v in meta.items() if k not in RESERVED_METADATA_KEYS}
     kept["upgraded_from"] = {"format_version": meta["format_version"], "file": path.name}
     return save_checkpoint(target, arrays, kept)
