@@ -1,6 +1,6 @@
 """Translator: a trained checkpoint turned back into a model that translates text.
 
-    t = Translator.from_checkpoint("runs/translate")        # a run directory or a .npz
+    t = Translator.from_checkpoint("runs/translate")        # a run directory or a checkpoint file
     t.translate(["the small dog sees a cat"], beam_size=4)  # -> list of output texts
     t.evaluate("test", beam_size=4)                         # BLEU / exact match
 
@@ -35,13 +35,13 @@ class Translator:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu") -> Translator:
-        """The model and tokenizer of a checkpoint (a run directory or a .npz file).
+        """The model and tokenizer of a checkpoint (a run directory or a checkpoint file).
 
         Every field is checked before use (model config, tokenizer, train config, each
         weight's name, shape, dtype and finiteness): a bad one is a CheckpointError naming it.
         """
         path = checkpoint.checkpoint_file(path)
-        arrays, meta = checkpoint.load_checkpoint(path)
+        arrays, meta = checkpoint.load_checkpoint(path, expect=checkpoint.expect_model_arrays)
         if "model_config" not in meta or "tokenizer" not in meta:
             raise CheckpointError(
                 f"{path}: this checkpoint has no model config or tokenizer; it was not written "
@@ -50,9 +50,7 @@ class Translator:
         cfg = checkpoint.check_model_config(path, meta["model_config"])
         checkpoint.check_tokenizer(path, meta["tokenizer"])
         if "train_config" in meta:
-            checkpoint.check_dataclass_fields(
-                path, "train_config", meta["train_config"], TrainConfig
-            )
+            checkpoint.check_train_config(path, meta["train_config"], TrainConfig)
         try:
             tokenizer = tokenizer_from_dict(meta["tokenizer"])
             model = Transformer(cfg)

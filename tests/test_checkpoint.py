@@ -59,6 +59,22 @@ def _rewrite_archive(src: Path, dst: Path, replace: dict[str, bytes]) -> None:
             zout.writestr(info.filename, replace.get(info.filename, zin.read(info.filename)))
 
 
+def _legacy_npz(
+    path: Path, arrays: dict, meta: dict | None = None, version: int = 2, compress: bool = False
+) -> Path:
+    """A checkpoint as formats 1 and 2 wrote it: a zip of .npy entries plus __metadata__."""
+    meta = {**(meta or {}), "format_version": version, "library_version": "0.1.0"}
+    meta = json.loads(json.dumps(meta))
+    meta["checksum"] = ckpt.format.checksum(arrays, meta if version >= 2 else None)
+    entries = {"__metadata__": np.frombuffer(json.dumps(meta).encode(), np.uint8), **arrays}
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(path, "w", compression=method) as archive:
+        for name, array in entries.items():
+            with archive.open(name + ".npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asarray(array), allow_pickle=False)
+    return path
+
+
 def _npy_bytes(array: np.ndarray, allow_pickle: bool = False) -> bytes:
     import io
 
@@ -73,8 +89,8 @@ def _npy_bytes(array: np.ndarray, allow_pickle: bool = False) -> bytes:
 def test_round_trip_dtypes_shapes_and_metadata(tmp_path):
     arrays = _arrays()
     meta = {"step": 120, "config": {"d_model": 8, "betas": (0.9, 0.98)}, "loss": np.float32(1.5)}
-    path = save_checkpoint(tmp_path / "run" / "ckpt.npz", arrays, meta)
-    assert path == tmp_path / "run" / "ckpt.npz" and path.is_file()
+    path = save_checkpoint(tmp_path / "run" / "ckpt.safetensors", arrays, meta)
+    assert path == tmp_path / "run" / "ckpt.safetensors" and path.is_file()
 
     loaded, loaded_meta = load_checkpoint(path)
     _assert_same(arrays, loaded)
@@ -90,43 +106,50 @@ def test_round_trip_dtypes_shapes_and_metadata(tmp_path):
 
 
 def test_round_trip_empty_dict_and_no_metadata(tmp_path):
-    path = save_checkpoint(tmp_path / "empty.npz", {})
+    path = save_checkpoint(tmp_path / "empty.safetensors", {})
     arrays, meta = load_checkpoint(path)
     assert arrays == {}
     assert meta["format_version"] == ckpt.FORMAT_VERSION
 
 
-def test_round_trip_compressed_and_names_numpy_savez_cannot_take(tmp_path):
+def test_round_trip_names_numpy_savez_cannot_take_and_big_endian(tmp_path):
     arrays = {"file": np.ones(3), "allow_pickle": np.zeros(2, np.int32), "a/b.c": np.eye(2)}
-    path = save_checkpoint(tmp_path / "c.npz", arrays, {}, compress=True)
+    path = save_checkpoint(tmp_path / "c.safetensors", arrays, {})
     loaded, _ = load_checkpoint(path)
     _assert_same(arrays, loaded)
+    path = save_checkpoint(tmp_path / "be.safetensors", {"w": np.arange(3, dtype=">i4")}, {})
+    assert load_checkpoint(path)[0]["w"].tolist() == [0, 1, 2]
 
 
-def test_file_is_a_plain_npz_that_numpy_reads(tmp_path):
+def test_file_is_a_plain_safetensors_file_that_safetensors_reads(tmp_path):
+    from safetensors import safe_open
+    from safetensors.numpy import load_file
+
     arrays = _arrays()
-    path = save_checkpoint(tmp_path / "plain.npz", arrays, {"step": 1})
-    with np.load(path, allow_pickle=False) as npz:
-        assert set(npz.files) == set(arrays) | {ckpt.METADATA_KEY}
-        np.testing.assert_array_equal(npz["data.ids"], arrays["data.ids"])
-        assert json.loads(npz[ckpt.METADATA_KEY].tobytes())["step"] == 1
+    path = save_checkpoint(tmp_path / "plain.safetensors", arrays, {"step": 1})
+    _assert_same(arrays, load_file(path))
+    with safe_open(path, framework="np") as f:
+        stored = f.metadata()
+    assert stored["format"] == "minitransformer" and stored["format_version"] == "3"
+    assert json.loads(stored["metadata"])["step"] == 1
+    assert stored["checksum"] == read_metadata(path)["checksum"]
 
 
 def test_checksum_is_independent_of_insertion_order(tmp_path):
     arrays = _arrays()
     reversed_arrays = dict(reversed(list(arrays.items())))
-    a = read_metadata(save_checkpoint(tmp_path / "a.npz", arrays))["checksum"]
-    b = read_metadata(save_checkpoint(tmp_path / "b.npz", reversed_arrays))["checksum"]
+    a = read_metadata(save_checkpoint(tmp_path / "a.safetensors", arrays))["checksum"]
+    b = read_metadata(save_checkpoint(tmp_path / "b.safetensors", reversed_arrays))["checksum"]
     assert a == b
 
 
 def test_overwrite_replaces_previous_checkpoint(tmp_path):
-    path = tmp_path / "last.npz"
+    path = tmp_path / "last.safetensors"
     save_checkpoint(path, {"w": np.zeros(2)}, {"step": 1})
     save_checkpoint(path, {"w": np.ones(2)}, {"step": 2})
     arrays, meta = load_checkpoint(path)
     assert meta["step"] == 2 and arrays["w"].tolist() == [1.0, 1.0]
-    assert [p.name for p in tmp_path.iterdir()] == ["last.npz"]  # no temp files left
+    assert [p.name for p in tmp_path.iterdir()] == ["last.safetensors"]  # no temp files left
 
 
 # --- what save refuses ------------------------------------------------------------------------
@@ -142,16 +165,16 @@ def test_overwrite_replaces_previous_checkpoint(tmp_path):
 )
 def test_save_rejects_non_numeric_arrays(tmp_path, value, words):
     with pytest.raises(CheckpointError, match=words) as info:
-        save_checkpoint(tmp_path / "x.npz", {"bad": value}, {})
+        save_checkpoint(tmp_path / "x.safetensors", {"bad": value}, {})
     assert "'bad'" in str(info.value) and "Fix:" in str(info.value)
     assert list(tmp_path.iterdir()) == []
 
 
 def test_save_rejects_reserved_name_and_bad_metadata(tmp_path):
     with pytest.raises(CheckpointError, match="reserved"):
-        save_checkpoint(tmp_path / "x.npz", {ckpt.METADATA_KEY: np.zeros(1)}, {})
+        save_checkpoint(tmp_path / "x.safetensors", {ckpt.METADATA_KEY: np.zeros(1)}, {})
     with pytest.raises(CheckpointError, match="JSON-serializable"):
-        save_checkpoint(tmp_path / "x.npz", {}, {"fn": print})
+        save_checkpoint(tmp_path / "x.safetensors", {}, {"fn": print})
     assert list(tmp_path.iterdir()) == []
 
 
@@ -159,7 +182,7 @@ def test_save_rejects_reserved_name_and_bad_metadata(tmp_path):
 
 
 def test_crash_in_os_replace_keeps_previous_and_cleans_temp(tmp_path, monkeypatch):
-    path = tmp_path / "ckpt.npz"
+    path = tmp_path / "ckpt.safetensors"
     save_checkpoint(path, {"w": np.zeros(3)}, {"step": 1})
 
     def boom(src, dst):
@@ -172,48 +195,48 @@ def test_crash_in_os_replace_keeps_previous_and_cleans_temp(tmp_path, monkeypatc
 
     arrays, meta = load_checkpoint(path)
     assert meta["step"] == 1 and arrays["w"].tolist() == [0.0, 0.0, 0.0]
-    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.safetensors"]
 
 
 def test_interrupt_halfway_through_writing_keeps_previous_and_cleans_temp(tmp_path, monkeypatch):
-    path = tmp_path / "ckpt.npz"
+    path = tmp_path / "ckpt.safetensors"
     save_checkpoint(path, {"a": np.zeros(3), "b": np.zeros(3)}, {"step": 1})
-    real_write_array = np.lib.format.write_array
+    real_write_array = ckpt.format._write_array
     calls = []
 
     def write_then_interrupt(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 2:  # metadata and one array written, then the user hits Ctrl-C
+        if len(calls) == 2:  # header and one array written, then the user hits Ctrl-C
             raise KeyboardInterrupt
         return real_write_array(*args, **kwargs)
 
-    monkeypatch.setattr(np.lib.format, "write_array", write_then_interrupt)
+    monkeypatch.setattr(ckpt.format, "_write_array", write_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(path, {"a": np.ones(3), "b": np.ones(3)}, {"step": 2})
     monkeypatch.undo()
 
     assert read_metadata(path)["step"] == 1
-    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.npz"]
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt.safetensors"]
 
 
 _KILLED_WRITER = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from minitransformer.checkpoint import save_checkpoint
+from minitransformer.checkpoint import format, save_checkpoint
 
 target, ready = Path(sys.argv[1]), Path(sys.argv[2])
-real_write_array = np.lib.format.write_array
+real_write_array = format._write_array
 calls = []
 
 def slow_write_array(*args, **kwargs):
     real_write_array(*args, **kwargs)
     calls.append(1)
-    if len(calls) == 2:          # mid-write: metadata and the first big array are on disk
+    if len(calls) == 2:          # mid-write: the header and two big arrays are on disk
         ready.write_text("mid-write")
         time.sleep(60)           # the test SIGKILLs us here
 
-np.lib.format.write_array = slow_write_array
+format._write_array = slow_write_array
 big = {f"w{i}": np.full(2_000_000, i, np.float32) for i in range(3)}
 save_checkpoint(target, big, {"step": 2})
 """
@@ -221,7 +244,7 @@ save_checkpoint(target, big, {"step": 2})
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
 def test_sigkill_mid_write_leaves_previous_checkpoint_intact(tmp_path):
-    target, ready = tmp_path / "ckpt.npz", tmp_path / "ready.txt"
+    target, ready = tmp_path / "ckpt.safetensors", tmp_path / "ready.txt"
     previous = {"w0": np.arange(5, dtype=np.float32)}
     save_checkpoint(target, previous, {"step": 1})
 
@@ -251,34 +274,34 @@ def test_sigkill_mid_write_leaves_previous_checkpoint_intact(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(CheckpointError, match=r"nope\.npz: file not found\. Fix:"):
-        load_checkpoint(tmp_path / "nope.npz")
+    with pytest.raises(CheckpointError, match=r"nope\.safetensors: file not found\. Fix:"):
+        load_checkpoint(tmp_path / "nope.safetensors")
 
 
 @pytest.mark.parametrize("keep", [0.0, 0.3, 0.7, 0.999])
 def test_truncated_file(tmp_path, keep):
-    path = save_checkpoint(tmp_path / "t.npz", _arrays(), {"step": 3})
+    path = save_checkpoint(tmp_path / "t.safetensors", _arrays(), {"step": 3})
     data = path.read_bytes()
     path.write_bytes(data[: int(len(data) * keep)])
-    with pytest.raises(CheckpointError, match="t.npz") as info:
+    with pytest.raises(CheckpointError, match="t.safetensors") as info:
         load_checkpoint(path)
     assert "\n" not in str(info.value) and "Fix:" in str(info.value)
 
 
 def test_flipped_byte_in_array_data_is_detected(tmp_path):
     arrays = {"w": np.zeros(1000, np.float32)}
-    path = save_checkpoint(tmp_path / "f.npz", arrays, {})
+    path = save_checkpoint(tmp_path / "f.safetensors", arrays, {})
     data = bytearray(path.read_bytes())
     offset = data.index(b"\x00" * 64, len(data) // 3)  # inside the zero-filled array payload
     data[offset] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match="f.npz"):
+    with pytest.raises(CheckpointError, match="f.safetensors"):
         load_checkpoint(path)
 
 
 def test_checksum_mismatch_on_edited_array(tmp_path):
     """An archive rebuilt with a changed array (valid zip CRCs) fails only our checksum."""
-    path = save_checkpoint(tmp_path / "orig.npz", {"w": np.zeros(4)}, {"step": 1})
+    path = _legacy_npz(tmp_path / "orig.npz", {"w": np.zeros(4)}, {"step": 1})
     edited = tmp_path / "edited.npz"
     _rewrite_archive(path, edited, {"w.npy": _npy_bytes(np.ones(4))})
     with pytest.raises(CheckpointError, match="checksum mismatch"):
@@ -293,7 +316,7 @@ def test_missing_or_bad_metadata(tmp_path):
     with pytest.raises(CheckpointError, match="no __metadata__ entry"):
         load_checkpoint(plain)
 
-    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    path = _legacy_npz(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
     for name, payload, words in [
         ("json.npz", np.frombuffer(b"{not json", np.uint8), "not valid JSON"),
         ("list.npz", np.frombuffer(b"[1, 2]", np.uint8), "not a JSON object"),
@@ -306,7 +329,7 @@ def test_missing_or_bad_metadata(tmp_path):
 
 
 def test_unknown_format_version(tmp_path):
-    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    path = _legacy_npz(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
     meta = read_metadata(path)
     meta["format_version"] = ckpt.FORMAT_VERSION + 1
     newer = tmp_path / "newer.npz"
@@ -321,8 +344,8 @@ def test_unknown_format_version(tmp_path):
 
 def test_not_an_archive(tmp_path):
     for name, content, words in [
-        ("text.npz", b"hello, world", "not a .npz"),
-        ("zero.npz", b"", "empty"),
+        ("text.safetensors", b"hello, world", "not a .safetensors checkpoint"),
+        ("zero.safetensors", b"", "empty"),
     ]:
         (tmp_path / name).write_bytes(content)
         with pytest.raises(CheckpointError, match=words):
@@ -372,10 +395,10 @@ def test_malicious_pickle_entry_is_never_executed(tmp_path, payload_type):
     assert marker.exists()
     marker.unlink()
 
-    good = save_checkpoint(tmp_path / "good.npz", {"w": np.zeros(2)}, {})
+    good = _legacy_npz(tmp_path / "good.npz", {"w": np.zeros(2)}, {})
     path = tmp_path / "evil.npz"
     _rewrite_archive(good, path, {"w.npy": evil})
-    with pytest.raises(CheckpointError, match="'w' holds Python objects") as info:
+    with pytest.raises(CheckpointError, match="'w' has dtype object.*pickle") as info:
         load_checkpoint(path)
     assert "evil.npz" in str(info.value)
     assert not marker.exists()
@@ -440,16 +463,17 @@ def test_latest_checkpoint(tmp_path):
     assert latest_checkpoint(tmp_path / "missing") is None
     assert latest_checkpoint(tmp_path) is None
 
-    save_checkpoint(tmp_path / "step_000900.npz", {}, {"step": 900})
-    save_checkpoint(tmp_path / "step_001000.npz", {}, {"step": 1000})
-    save_checkpoint(tmp_path / "step_000200.npz", {}, {"step": 200})  # newest mtime, old step
-    (tmp_path / ".step_005000.npz.123-abcd.tmp").write_bytes(b"partial")
+    save_checkpoint(tmp_path / "step_000900.safetensors", {}, {"step": 900})
+    save_checkpoint(tmp_path / "step_001000.safetensors", {}, {"step": 1000})
+    save_checkpoint(tmp_path / "step_000200.safetensors", {}, {"step": 200})  # newest mtime
+    _legacy_npz(tmp_path / "old.npz", {}, {"step": 950})  # a legacy file is a candidate too
+    (tmp_path / ".step_005000.safetensors.123-abcd.tmp").write_bytes(b"partial")
     (tmp_path / "metrics.jsonl").write_text("{}\n")
-    assert latest_checkpoint(tmp_path) == tmp_path / "step_001000.npz"
+    assert latest_checkpoint(tmp_path) == tmp_path / "step_001000.safetensors"
 
     # The step in metadata wins over the file name; names are the fallback.
-    save_checkpoint(tmp_path / "last.npz", {}, {"step": 1500})
-    assert latest_checkpoint(tmp_path) == tmp_path / "last.npz"
+    save_checkpoint(tmp_path / "last.safetensors", {}, {"step": 1500})
+    assert latest_checkpoint(tmp_path) == tmp_path / "last.safetensors"
     (tmp_path / "ckpt_2000.npz").write_bytes(b"garbage")  # unreadable: ranked by its name
     assert latest_checkpoint(tmp_path) == tmp_path / "ckpt_2000.npz"
 
@@ -460,8 +484,12 @@ def test_section_and_checkpoint_file(tmp_path):
     arrays = {"model.a.w": np.ones(2), "optim.m.0": np.zeros(1), "modelx.b": np.ones(1)}
     assert list(section(arrays, "model")) == ["a.w"]
     assert list(section(arrays, "optim")) == ["m.0"]
-    assert checkpoint_file(tmp_path) == tmp_path / "checkpoint.npz"
+    assert checkpoint_file(tmp_path) == tmp_path / "checkpoint.safetensors"
     assert checkpoint_file(tmp_path / "x.npz") == tmp_path / "x.npz"
+    (tmp_path / "checkpoint.npz").write_bytes(b"")  # only a legacy file: that one
+    assert checkpoint_file(tmp_path) == tmp_path / "checkpoint.npz"
+    (tmp_path / "checkpoint.safetensors").write_bytes(b"")  # both: the current one
+    assert checkpoint_file(tmp_path) == tmp_path / "checkpoint.safetensors"
 
 
 # --- the metadata is covered, sizes are checked before allocation ------------------------------
@@ -474,7 +502,7 @@ def _with_metadata(src: Path, dst: Path, meta: dict) -> Path:
 
 
 def test_an_edited_metadata_field_fails_the_checksum(tmp_path):
-    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {"step": 200, "kind": "x"})
+    path = _legacy_npz(tmp_path / "ok.npz", {"w": np.zeros(2)}, {"step": 200, "kind": "x"})
     meta = read_metadata(path)
     for key, value in [("step", 10), ("kind", "y"), ("extra", 1)]:
         edited = _with_metadata(path, tmp_path / f"{key}.npz", {**meta, key: value})
@@ -483,13 +511,14 @@ def test_an_edited_metadata_field_fails_the_checksum(tmp_path):
     load_checkpoint(_with_metadata(path, tmp_path / "same.npz", dict(reversed(meta.items()))))
 
 
-def test_a_version_1_file_still_loads(tmp_path):
-    """Format 1 (checksum over the arrays only) is what earlier releases wrote."""
-    arrays = {"w": np.arange(3.0)}
-    path = save_checkpoint(tmp_path / "ok.npz", arrays, {"step": 3})
-    meta = {**read_metadata(path), "format_version": 1, "checksum": ckpt.format._checksum(arrays)}
-    loaded, meta = load_checkpoint(_with_metadata(path, tmp_path / "v1.npz", meta))
-    assert meta["step"] == 3 and loaded["w"].tolist() == [0.0, 1.0, 2.0]
+def test_a_version_2_file_still_loads(tmp_path):
+    """Format 2 (.npz, checksum over arrays and metadata) loads through the legacy reader."""
+    arrays = _arrays()
+    for compress in (False, True):
+        path = _legacy_npz(tmp_path / f"v2{compress}.npz", arrays, {"step": 3}, compress=compress)
+        loaded, meta = load_checkpoint(path)
+        assert meta["step"] == 3 and meta["format_version"] == 2
+        _assert_same(arrays, loaded)
 
 
 def _npy_header(shape: tuple[int, ...], descr: str = "<f8") -> bytes:
@@ -505,7 +534,7 @@ def _npy_header(shape: tuple[int, ...], descr: str = "<f8") -> bytes:
 def test_declared_sizes_are_checked_before_allocating(tmp_path, shape):
     import tracemalloc
 
-    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    path = _legacy_npz(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
     bad = tmp_path / "bad.npz"
     _rewrite_archive(path, bad, {"w.npy": _npy_header(shape) + b"\0" * 16})
     tracemalloc.start()
@@ -522,7 +551,7 @@ def test_declared_sizes_are_checked_before_allocating(tmp_path, shape):
 
 
 def test_an_entry_that_claims_to_inflate_beyond_deflate_is_refused(tmp_path):
-    path = save_checkpoint(tmp_path / "z.npz", {"w": np.zeros(1000)}, {}, compress=True)
+    path = _legacy_npz(tmp_path / "z.npz", {"w": np.zeros(1000)}, {}, compress=True)
     data = bytearray(path.read_bytes())
     central = data.index(b"PK\x01\x02")
     while True:  # the central-directory record of w.npy: make it claim 4 GB uncompressed
@@ -547,7 +576,7 @@ def test_an_entry_that_claims_to_inflate_beyond_deflate_is_refused(tmp_path):
     ],
 )
 def test_hostile_metadata_is_one_clear_error(tmp_path, payload, words):
-    path = save_checkpoint(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
+    path = _legacy_npz(tmp_path / "ok.npz", {"w": np.zeros(2)}, {})
     bad = tmp_path / "bad.npz"
     _rewrite_archive(path, bad, {"__metadata__.npy": _npy_bytes(np.frombuffer(payload, np.uint8))})
     with pytest.raises(CheckpointError, match=words):

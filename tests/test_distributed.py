@@ -56,11 +56,11 @@ def _train(args: list[str], ranks: int | None, timeout: float = 40) -> subproces
 
 
 def _losses(run: Path) -> list[float]:
-    return checkpoint.load_checkpoint(run / "checkpoint.npz")[1]["losses"]
+    return checkpoint.load_checkpoint(run / "checkpoint.safetensors")[1]["losses"]
 
 
 def _weights(run: Path) -> dict[str, np.ndarray]:
-    arrays, _ = checkpoint.load_checkpoint(run / "checkpoint.npz")
+    arrays, _ = checkpoint.load_checkpoint(run / "checkpoint.safetensors")
     return {k: v for k, v in arrays.items() if k.startswith("model.")}
 
 
@@ -225,7 +225,7 @@ def test_a_nan_on_one_rank_stops_every_rank_at_the_same_step(tmp_path):
     for rank in (0, 1):
         assert f"rank {rank} stopped: step 7: the loss is nan" in done.stdout, done.stdout
     # the checkpoint of step 5 is intact and no update was applied from step 7 on
-    _, meta = checkpoint.load_checkpoint(tmp_path / "r" / "checkpoint.npz")
+    _, meta = checkpoint.load_checkpoint(tmp_path / "r" / "checkpoint.safetensors")
     assert meta["step"] == 5
 
 
@@ -281,7 +281,7 @@ def test_sigterm_to_one_rank_stops_both_with_a_checkpoint(tmp_path):
     out, err = _wait(job, pids, 30)
     assert job.returncode == 143, err
     assert "Interrupted (SIGTERM)" in err and "mpiexec -n 2 " in err
-    _, meta = checkpoint.load_checkpoint(tmp_path / "r" / "checkpoint.npz")
+    _, meta = checkpoint.load_checkpoint(tmp_path / "r" / "checkpoint.safetensors")
     assert meta["step"] % 20 == 0 and meta["step"] > 0
 
 
@@ -309,7 +309,7 @@ def test_a_failure_on_rank_0_alone_ends_the_job(tmp_path):
     # rank 0 refuses an --out that holds another run; rank 1 would wait forever in the first
     # all-reduce without MPI_Abort
     (tmp_path / "r").mkdir()
-    (tmp_path / "r" / "checkpoint.npz").write_bytes(b"not ours")
+    (tmp_path / "r" / "checkpoint.safetensors").write_bytes(b"not ours")
     done = _train(["copy", "--steps", "5", "--batch-size", "4", "--out", str(tmp_path / "r"),
                    *TINY], 2, timeout=30)  # fmt: skip
     assert done.returncode == 2, done.stderr

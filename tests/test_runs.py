@@ -71,13 +71,13 @@ def _records(out: Path) -> list[dict]:
 def test_train_on_an_existing_run_is_refused_and_the_run_kept(tmp_path, capsys):
     out = tmp_path / "R"
     assert main(["train", "copy", "--steps", "6", "--out", str(out), *TINY]) == 0
-    before = {p: (out / p).read_bytes() for p in ("checkpoint.npz", "metrics.jsonl")}
+    before = {p: (out / p).read_bytes() for p in ("checkpoint.safetensors", "metrics.jsonl")}
     capsys.readouterr()
     code = main(["train", "copy", "--steps", "2", "--out", str(out), *TINY])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     line = next(x for x in err.splitlines() if "error:" in x)
-    assert "already holds a run (checkpoint.npz at step 6, metrics.jsonl)" in line
+    assert "already holds a run (checkpoint.safetensors at step 6, metrics.jsonl)" in line
     for way in (f"minitransformer train --resume {out}", "--out NEW_DIR", "--overwrite"):
         assert way in line, way
     assert {p: (out / p).read_bytes() for p in before} == before  # nothing touched
@@ -86,10 +86,10 @@ def test_train_on_an_existing_run_is_refused_and_the_run_kept(tmp_path, capsys):
 def test_the_default_out_is_protected_too(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["train", "copy", "--steps", "2", *TINY]) == 0
-    first = (tmp_path / "runs" / "copy" / "checkpoint.npz").read_bytes()
+    first = (tmp_path / "runs" / "copy" / "checkpoint.safetensors").read_bytes()
     assert main(["train", "copy", "--steps", "2", *TINY]) == 2
     assert "--resume runs/copy" in capsys.readouterr().err
-    assert (tmp_path / "runs" / "copy" / "checkpoint.npz").read_bytes() == first
+    assert (tmp_path / "runs" / "copy" / "checkpoint.safetensors").read_bytes() == first
 
 
 def test_overwrite_replaces_the_run_cleanly(tmp_path, capsys):
@@ -102,7 +102,7 @@ def test_overwrite_replaces_the_run_cleanly(tmp_path, capsys):
     records = _records(out)
     assert [r["step"] for r in records if r["split"] == "train"] == [4]  # only the new run's
     assert max(r["step"] for r in records) == 4
-    assert checkpoint.read_metadata(out / "checkpoint.npz")["step"] == 4
+    assert checkpoint.read_metadata(out / "checkpoint.safetensors")["step"] == 4
     assert json.loads((out / "result.json").read_text())["steps"] == 4
     assert not (out / "plots" / "curves.png").exists() and (out / "notes.txt").exists()
     assert not (out / runs.LOCK_NAME).exists()  # released
@@ -115,7 +115,7 @@ def test_the_api_refuses_too_but_a_trainer_may_continue_its_own_run(tmp_path):
         Trainer(tiny(tmp_path, steps=3)).train()
     first.cfg.steps = 5
     first.train()  # the same trainer goes on writing its own run
-    assert checkpoint.read_metadata(tmp_path / "checkpoint.npz")["step"] == 5
+    assert checkpoint.read_metadata(tmp_path / "checkpoint.safetensors")["step"] == 5
     Trainer(tiny(tmp_path, steps=2)).train(overwrite=True)
     assert max(r["step"] for r in _records(tmp_path)) == 2
 
@@ -149,7 +149,7 @@ def test_a_second_process_is_refused_naming_the_pid(tmp_path, capsys):
         holder.wait()
     assert code == 2
     assert f"is in use: process {holder.pid} is training there" in err
-    assert not (out / "checkpoint.npz").exists()
+    assert not (out / "checkpoint.safetensors").exists()
     # the holder is dead now: its lock is taken over, with a note
     assert main(["train", "copy", "--steps", "2", "--out", str(out), *TINY]) == 0
     assert f"took over the lock of {out} from process {holder.pid}" in capsys.readouterr().err
@@ -165,8 +165,8 @@ def test_two_trainers_in_one_process_on_one_directory(tmp_path):
 @posix_only
 def test_temp_files_of_dead_writers_are_removed_on_resume(tmp_path, capsys):
     Trainer(tiny(tmp_path, steps=2)).train()
-    dead = tmp_path / f".checkpoint.npz.{_dead_pid()}-0a1b2c3d.tmp"
-    alive = tmp_path / f".checkpoint.npz.{os.getppid()}-0a1b2c3d.tmp"
+    dead = tmp_path / f".checkpoint.safetensors.{_dead_pid()}-0a1b2c3d.tmp"
+    alive = tmp_path / f".checkpoint.safetensors.{os.getppid()}-0a1b2c3d.tmp"
     other = tmp_path / ".notes.tmp"
     for path in (dead, alive, other):
         path.write_bytes(b"half a checkpoint")
@@ -201,14 +201,14 @@ def test_sigterm_saves_exits_143_and_prints_a_quoted_resume_command(tmp_path, ca
     stderr = "".join(seen) + rest
     assert proc.returncode == 143, stderr
     assert "Interrupted (SIGTERM)" in stderr and "Traceback" not in stderr
-    step = checkpoint.read_metadata(out / "checkpoint.npz")["step"]
+    step = checkpoint.read_metadata(out / "checkpoint.safetensors")["step"]
     assert 1 <= step < 400
     printed = stderr.strip().splitlines()[-1].strip()
     assert printed == f"minitransformer train --resume '{out}'"
     argv = shlex.split(printed)[1:]  # what a shell would pass
     capsys.readouterr()
     assert main([*argv, "--steps", str(step + 1)]) == 0, capsys.readouterr().err
-    assert checkpoint.read_metadata(out / "checkpoint.npz")["step"] == step + 1
+    assert checkpoint.read_metadata(out / "checkpoint.safetensors")["step"] == step + 1
 
 
 def test_sigterm_in_process_finishes_the_step_and_restores_the_handler(tmp_path, monkeypatch):
@@ -224,7 +224,7 @@ def test_sigterm_in_process_finishes_the_step_and_restores_the_handler(tmp_path,
     monkeypatch.setattr(trainer, "train_step", step_then_term)
     before = signal.getsignal(signal.SIGTERM)
     assert trainer.train() == {"interrupted": True, "step": 3, "signal": "SIGTERM"}
-    assert checkpoint.read_metadata(tmp_path / "checkpoint.npz")["step"] == 3
+    assert checkpoint.read_metadata(tmp_path / "checkpoint.safetensors")["step"] == 3
     assert signal.getsignal(signal.SIGTERM) == before
 
 
@@ -237,7 +237,7 @@ def test_the_checkpoint_is_written_before_the_evaluation(tmp_path, monkeypatch):
     monkeypatch.setattr(trainer, "evaluate", broken)
     with pytest.raises(RuntimeError, match="the evaluation broke"):
         trainer.train()
-    assert checkpoint.read_metadata(tmp_path / "checkpoint.npz")["step"] == 4
+    assert checkpoint.read_metadata(tmp_path / "checkpoint.safetensors")["step"] == 4
 
 
 def test_resume_hints_are_shell_quoted(tmp_path):
@@ -267,7 +267,7 @@ def test_translate_without_sacrebleu_still_checkpoints_and_says_why(tmp_path, mo
     cfg = tiny(tmp_path, task="translate", steps=4, eval_every=2, checkpoint_every=2,
                task_knobs=dict(n_train=100, n_valid=8, n_test=8))  # fmt: skip
     result = Trainer(cfg).train()
-    assert checkpoint.read_metadata(tmp_path / "checkpoint.npz")["step"] == 4
+    assert checkpoint.read_metadata(tmp_path / "checkpoint.safetensors")["step"] == 4
     assert "bleu" not in result["metrics"] and "exact_match" in result["metrics"]
     notes = [x for x in capsys.readouterr().err.splitlines() if "sacrebleu" in x]
     assert notes == [
@@ -278,9 +278,9 @@ def test_translate_without_sacrebleu_still_checkpoints_and_says_why(tmp_path, mo
 
 def test_evaluate_without_sacrebleu_names_the_package(tmp_path, monkeypatch, capsys):
     Trainer(tiny(tmp_path, steps=1)).train()
-    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.npz")
+    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.safetensors")
     meta["train_config"]["task"] = "translate"  # a translation run, as far as evaluate knows
-    checkpoint.save_checkpoint(tmp_path / "checkpoint.npz", arrays, meta)
+    checkpoint.save_checkpoint(tmp_path / "checkpoint.safetensors", arrays, meta)
     monkeypatch.setitem(sys.modules, "sacrebleu", None)
     capsys.readouterr()
     assert main(["evaluate", "--checkpoint", str(tmp_path)]) == 1
@@ -354,11 +354,11 @@ def good(tmp_path_factory) -> Path:
 def _edited(good: Path, tmp_path: Path, edit) -> Path:
     """A copy of the good run's checkpoint, edited, then re-saved (so its checksum is valid:
     what a tool that rewrites checkpoints would produce)."""
-    arrays, meta = checkpoint.load_checkpoint(good / "checkpoint.npz")
+    arrays, meta = checkpoint.load_checkpoint(good / "checkpoint.safetensors")
     for key in checkpoint.RESERVED_METADATA_KEYS:
         meta.pop(key)
     edit(arrays, meta)
-    checkpoint.save_checkpoint(tmp_path / "checkpoint.npz", arrays, meta)
+    checkpoint.save_checkpoint(tmp_path / "checkpoint.safetensors", arrays, meta)
     return tmp_path
 
 

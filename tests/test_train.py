@@ -58,7 +58,7 @@ def test_a_run_writes_log_checkpoint_result_card_and_plots(tmp_path):
     assert [r["step"] for r in records if r["split"] == "valid"] == [15]
     assert records[-1]["split"] == "test" and "exact_match" in records[-1]
 
-    arrays, meta = checkpoint.load_checkpoint(out / "checkpoint.npz")
+    arrays, meta = checkpoint.load_checkpoint(out / "checkpoint.safetensors")
     assert meta["step"] == 30 and len(meta["losses"]) == 30
     assert any(k.startswith("model.") for k in arrays) and any(
         k.startswith("optim.") for k in arrays
@@ -145,7 +145,7 @@ def test_sigint_saves_a_checkpoint_and_resume_continues_exactly(tmp_path, monkey
     result = trainer.train()
     assert result == {"interrupted": True, "step": 4, "signal": "SIGINT"}
     assert "minitransformer train --resume" in capsys.readouterr().err
-    assert checkpoint.read_metadata(tmp_path / "run" / "checkpoint.npz")["step"] == 4
+    assert checkpoint.read_metadata(tmp_path / "run" / "checkpoint.safetensors")["step"] == 4
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
 
     resumed = Trainer.resume(tmp_path / "run")
@@ -159,7 +159,7 @@ def test_resume_after_the_run_directory_moved(tmp_path):
     resumed = Trainer.resume(tmp_path / "new", steps=4)
     assert resumed.out == tmp_path / "new"
     resumed.train()
-    assert checkpoint.read_metadata(tmp_path / "new" / "checkpoint.npz")["step"] == 4
+    assert checkpoint.read_metadata(tmp_path / "new" / "checkpoint.safetensors")["step"] == 4
     assert not (tmp_path / "old").exists()
 
 
@@ -187,9 +187,9 @@ def test_nan_weight_mid_run_stops_with_the_step_and_keeps_the_checkpoint(tmp_pat
     monkeypatch.setattr(trainer, "train_step", poison_after_6)
     with pytest.raises(TrainingError, match=r"step 7: the loss is nan") as info:
         trainer.train()
-    assert "checkpoint.npz (step 4), is intact" in str(info.value)
+    assert "checkpoint.safetensors (step 4), is intact" in str(info.value)
     assert "minitransformer train --resume" in str(info.value)
-    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.npz")  # checksum ok
+    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.safetensors")  # checksum ok
     assert meta["step"] == 4
     assert all(np.isfinite(a).all() for a in arrays.values())
     Trainer.resume(tmp_path, steps=6).train()  # ... and the run goes on from it
@@ -245,18 +245,18 @@ def test_a_bad_step_stops_the_run_before_any_checkpoint_of_it(tmp_path, monkeypa
     monkeypatch.setattr(Optimizer, "clip_grad_norm", bad_at_6)
     with pytest.raises(TrainingError, match=r"step 6: .*gradient norm inf") as info:
         trainer.train()
-    assert "checkpoint.npz (step 4), is intact" in str(info.value)
-    assert checkpoint.read_metadata(tmp_path / "checkpoint.npz")["step"] == 4
+    assert "checkpoint.safetensors (step 4), is intact" in str(info.value)
+    assert checkpoint.read_metadata(tmp_path / "checkpoint.safetensors")["step"] == 4
 
 
 def test_save_refuses_non_finite_weights(tmp_path):
     trainer = Trainer(tiny(tmp_path))
     trainer.save()
-    good = (tmp_path / "checkpoint.npz").read_bytes()
+    good = (tmp_path / "checkpoint.safetensors").read_bytes()
     trainer.model.encoder.layers[0].ffn.w_1.weight.data[0, 0] = math.inf
     with pytest.raises(TrainingError, match="hold NaN or Inf, so no checkpoint was written"):
         trainer.save()
-    assert (tmp_path / "checkpoint.npz").read_bytes() == good
+    assert (tmp_path / "checkpoint.safetensors").read_bytes() == good
 
 
 def test_gradient_clipping_bounds_the_update(tmp_path, monkeypatch):
@@ -298,12 +298,12 @@ def test_resume_with_other_settings_is_refused(tmp_path):
 def test_checkpoint_from_a_different_model_config_is_refused(tmp_path):
     """check_config: the model the stored options build must be the model that was saved."""
     Trainer(tiny(tmp_path, steps=2)).train()
-    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.npz")
+    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.safetensors")
     meta["model_config"]["d_model"] = 32
     meta["model_config"]["N"] = 3
     for key in checkpoint.RESERVED_METADATA_KEYS:
         meta.pop(key)
-    checkpoint.save_checkpoint(tmp_path / "checkpoint.npz", arrays, meta)
+    checkpoint.save_checkpoint(tmp_path / "checkpoint.safetensors", arrays, meta)
     with pytest.raises(
         CheckpointError, match=r"N \(checkpoint 3, expected 1\).*d_model \(checkpoint 32"
     ):
@@ -316,18 +316,18 @@ def test_resume_from_a_foreign_or_incomplete_checkpoint(tmp_path):
     with pytest.raises(CheckpointError, match="not a training checkpoint"):
         Trainer.resume(path)
     Trainer(tiny(tmp_path, steps=1)).train()
-    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.npz")
+    arrays, meta = checkpoint.load_checkpoint(tmp_path / "checkpoint.safetensors")
     for key in (*checkpoint.RESERVED_METADATA_KEYS, "optimizer"):
         meta.pop(key)
-    checkpoint.save_checkpoint(tmp_path / "checkpoint.npz", arrays, meta)
+    checkpoint.save_checkpoint(tmp_path / "checkpoint.safetensors", arrays, meta)
     with pytest.raises(CheckpointError, match="lacks 'optimizer'"):
         Trainer.resume(tmp_path)
 
 
 def test_truncated_checkpoint_gives_checkpoint_error(tmp_path):
     Trainer(tiny(tmp_path, steps=1)).train()
-    data = (tmp_path / "checkpoint.npz").read_bytes()
-    (tmp_path / "checkpoint.npz").write_bytes(data[: len(data) // 2])
+    data = (tmp_path / "checkpoint.safetensors").read_bytes()
+    (tmp_path / "checkpoint.safetensors").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="truncated or corrupted"):
         Trainer.resume(tmp_path)
 

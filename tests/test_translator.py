@@ -101,18 +101,18 @@ def test_evaluate_needs_the_task(translator):
 
 
 def _resave(src, dst, edit_arrays=None, edit_meta=None):
-    arrays, meta = checkpoint.load_checkpoint(src / "checkpoint.npz")
+    arrays, meta = checkpoint.load_checkpoint(src / "checkpoint.safetensors")
     for key in checkpoint.RESERVED_METADATA_KEYS:
         meta.pop(key)
     if edit_arrays:
         edit_arrays(arrays)
     if edit_meta:
         edit_meta(meta)
-    checkpoint.save_checkpoint(dst / "checkpoint.npz", arrays, meta)
+    checkpoint.save_checkpoint(dst / "checkpoint.safetensors", arrays, meta)
 
 
 def test_checkpoint_without_a_model(tmp_path):
-    checkpoint.save_checkpoint(tmp_path / "checkpoint.npz", {"w": np.zeros(3)}, {})
+    checkpoint.save_checkpoint(tmp_path / "checkpoint.safetensors", {"w": np.zeros(3)}, {})
     with pytest.raises(CheckpointError, match="no model config or tokenizer"):
         Translator.from_checkpoint(tmp_path)
 
@@ -148,7 +148,7 @@ def test_unknown_tokenizer(run, tmp_path):
 
 
 def test_truncated_checkpoint(run, tmp_path):
-    data = (run / "checkpoint.npz").read_bytes()
-    (tmp_path / "checkpoint.npz").write_bytes(data[:-100])
+    data = (run / "checkpoint.safetensors").read_bytes()
+    (tmp_path / "checkpoint.safetensors").write_bytes(data[:-100])
     with pytest.raises(CheckpointError, match="truncated or corrupted"):
         Translator.from_checkpoint(tmp_path)

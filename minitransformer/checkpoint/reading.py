@@ -1,43 +1,56 @@
 """Reading a checkpoint, treating the file as hostile until proven otherwise.
 
-* Loading always uses ``np.load(..., allow_pickle=False)``, and files that are not zip archives
-  are refused before NumPy sees them, so nothing in a checkpoint can execute code.
-* Resources are bounded before anything is allocated: every entry's ``.npy`` header is read
-  first and the bytes its shape and dtype declare must be the bytes the entry holds; an entry
-  may not claim to inflate beyond what deflate can produce. Rejecting any file takes time and
-  memory in proportion to its size.
-* The checksum (see ``format.py``) is verified: arrays and metadata are as they were saved.
+Everything is bounded by what the file may legitimately hold, and checked before anything
+is allocated:
 
-Plus where a run's checkpoint is: ``checkpoint_file``, ``latest_checkpoint``, ``section``.
+* The header's length is read first and capped (``MAX_HEADER_BYTES``); the header is parsed
+  here (a duplicate key anywhere is refused by name, so no second ``__metadata__`` can hide),
+  every entry's dtype, shape and byte range is checked, the ranges must tile the data exactly
+  (no overlap, no gap, nothing outside the file) and the file's size must be header + data.
+* The metadata must be the canonical JSON the checksum covers (no padding, no second copy).
+* ``expect`` (for instance :func:`layout.expect_model_arrays`) sees the metadata and every
+  entry's name, shape and dtype before any array is read, so a file whose arrays do not fit
+  the model its config describes is refused without allocating that model's memory.
+* Only then are the arrays read, into arrays of the checked sizes, and the checksum (see
+  ``format.py``) verified: arrays and metadata are as they were saved.
+
+Nothing in a checkpoint can execute code. Legacy ``.npz`` files go through legacy.py.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import os
-import re
-import zipfile
-import zlib
+import stat
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..errors import CheckpointError
 from .format import (
-    ALLOWED_KINDS,
+    _OURS,
+    _RESTORE,
+    DTYPES,
+    FORMAT_TAG,
     FORMAT_VERSION,
+    MAX_HEADER_BYTES,
     METADATA_KEY,
-    READABLE_VERSIONS,
-    _checksum,
-    _library_version,
+    Entries,
+    Expect,
+    _fail,
+    _parse_json,
+    _upgrade_fix,
+    _version_fail,
+    canonical_json,
+    checksum,
+    nbytes,
 )
+from .legacy import read_npz, read_npz_metadata
 
-_DEFLATE_MAX_RATIO = 1032  # deflate never inflates one byte to more than this
-_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip with entries, an empty zip
+_NPZ_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip with entries, an empty zip
 _NPY_MAGIC = b"\x93NUMPY"
+_META_KEYS = {"format", "format_version", "metadata", "checksum"}
+_ENTRY_KEYS = {"dtype", "shape", "data_offsets"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -46,269 +59,225 @@ _NPY_MAGIC = b"\x93NUMPY"
 
 
 def load_checkpoint(
-    path: str | os.PathLike[str], *, verify: bool = True
+    path: str | os.PathLike[str], *, verify: bool = True, expect: Expect | None = None
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """Read a checkpoint written by :func:`save_checkpoint`; return ``(arrays, metadata)``.
 
-    Never unpickles anything: object arrays, raw pickles and unknown file types are refused.
-
     Args:
-        path: the ``.npz`` file.
+        path: the ``.safetensors`` file (or a legacy format-2 ``.npz``).
         verify: recompute the sha256 checksum and compare it with the stored one.
+        expect: called as ``expect(path, metadata, entries)`` once the header is read and
+            before any array is: it refuses arrays that do not fit (for a model or training
+            checkpoint pass ``checkpoint.expect_model_arrays``).
 
     Raises:
-        CheckpointError: the file is missing, not a zip archive, truncated or corrupted, has
-            missing or malformed metadata, holds an entry that would need pickle, comes from an
-            unknown format version, or fails the checksum. The one-line message names the file,
-            the problem and the fix.
+        CheckpointError: the file is missing, not a checkpoint, truncated or corrupted, claims
+            more than it holds, has missing, duplicate, unknown or malformed entries or
+            metadata, comes from an unknown or retired format version, or fails the checksum.
+            The one-line message names the file, the problem and the fix.
     """
     path = Path(path)
-    arrays: dict[str, np.ndarray] = {}
-    with _open_archive(path) as archive:
-        meta = _read_metadata(path, archive)
-        for name in archive.files:
-            if name != METADATA_KEY:
-                arrays[name] = _read_entry(path, archive, name)
-    if verify:
-        stored = meta.get("checksum")
-        if not isinstance(stored, str):
-            _fail(path, "the metadata has no checksum", "re-save it with save_checkpoint")
-        covered = meta if meta["format_version"] >= 2 else None
-        if _checksum(arrays, covered) != stored:
-            _fail(
-                path,
-                "checksum mismatch: the arrays or the metadata changed after saving "
-                "(corrupted or edited file)",
-                "restore an earlier checkpoint (see latest_checkpoint) or retrain",
-            )
-    return arrays, meta
+    with _open(path) as file:
+        if _is_npz(path, file):
+            return read_npz(path, verify=verify, expect=expect)
+        meta, entries, stored, data_start = _read_header(path, file)
+        if expect is not None:
+            expect(path, meta, {k: (v[1], v[0]) for k, v in entries.items()})
+        arrays = _read_arrays(path, file, entries, data_start)
+    if verify and checksum(arrays, meta) != stored:
+        _fail(
+            path,
+            "checksum mismatch: the arrays or the metadata changed after saving "
+            "(corrupted or edited file)",
+            _RESTORE,
+        )
+    return arrays, {**meta, "checksum": stored}
 
 
 def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Return only the metadata of a checkpoint (cheap: no arrays are read or verified).
+    """Return only the metadata of a checkpoint (cheap: the header only; not verified).
 
     Raises:
-        CheckpointError: as :func:`load_checkpoint` for the file and its metadata.
+        CheckpointError: as :func:`load_checkpoint` for the file and its header.
     """
     path = Path(path)
-    with _open_archive(path) as archive:
-        return _read_metadata(path, archive)
+    with _open(path) as file:
+        if _is_npz(path, file):
+            return read_npz_metadata(path)
+        meta, _, stored, _ = _read_header(path, file)
+    return {**meta, "checksum": stored}
 
 
-def _fail(path: Path, problem: str, fix: str) -> NoReturn:
-    """Raise the one-line CheckpointError: file, problem, fix."""
-    raise CheckpointError(f"cannot load checkpoint {path}: {problem}. Fix: {fix}.")
+def read_entries(path: str | os.PathLike[str]) -> Entries:
+    """Every array's name, shape and dtype, from the header alone (nothing is verified)."""
+    path = Path(path)
+    with _open(path) as file:
+        if _is_npz(path, file):
+            _fail(path, "this is a legacy .npz checkpoint", _upgrade_fix(path))
+        _, entries, _, _ = _read_header(path, file)
+    return {k: (v[1], v[0]) for k, v in entries.items()}
 
 
-def _open_archive(path: Path) -> Any:
-    """Open ``path`` as an ``NpzFile`` after checking that it is a zip archive at all."""
-    if not path.exists():
-        _fail(path, "file not found", "check the path (latest_checkpoint(run_dir) finds one)")
-    if not path.is_file():
-        _fail(path, "not a regular file", "pass the path of a .npz checkpoint file")
+def _open(path: Path) -> BinaryIO:
+    """Open ``path`` for reading after checking that it is a regular file."""
     try:
-        with open(path, "rb") as file:
-            magic = file.read(len(_NPY_MAGIC))
+        file = open(path, "rb")  # noqa: SIM115 - the caller closes it
+    except FileNotFoundError:
+        _fail(path, "file not found", "check the path (latest_checkpoint(run_dir) finds one)")
+    except IsADirectoryError:
+        _fail(path, "not a regular file", "pass the path of a .safetensors checkpoint file")
     except OSError as exc:
         _fail(path, f"cannot be read ({exc})", "check the file's permissions")
-    if not magic.startswith(_ZIP_MAGICS):
-        if magic.startswith(_NPY_MAGIC):
-            kind = "a single .npy array, not a checkpoint archive"
-        elif magic[:1] == b"\x80":
-            kind = "a Python pickle, which is never loaded because unpickling can run code"
-        elif not magic:
-            kind = "empty (0 bytes)"
-        else:
-            kind = "not a .npz (zip) archive"
-        _fail(path, f"the file is {kind}", "load a file written by save_checkpoint")
-    try:
-        return np.load(path, allow_pickle=False)
-    except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as exc:
-        _fail(
-            path,
-            f"the archive is truncated or corrupted ({exc})",
-            "restore an earlier checkpoint (see latest_checkpoint) or retrain",
-        )
+    if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+        file.close()
+        _fail(path, "not a regular file", "pass the path of a .safetensors checkpoint file")
+    return file
 
 
-def _check_entry_size(path: Path, archive: Any, name: str) -> None:
-    """Before allocating: the bytes an entry's ``.npy`` header declares (shape x itemsize)
-    must be the bytes the entry holds, and those no more than its compressed bytes can give."""
-    files = archive._files  # the member NumPy reads for ``name`` (a dict from NumPy 2.3 on)
-    if isinstance(files, Mapping):
-        key = files.get(name, name + ".npy")
+def _is_npz(path: Path, file: BinaryIO) -> bool:
+    """True for a zip archive (a legacy checkpoint); refuses what is neither zip nor ours."""
+    magic = file.read(9)
+    file.seek(0)
+    if magic.startswith(_NPZ_MAGICS):
+        return True
+    if magic[8:] == b"{":  # a header length, then JSON: _read_header checks the length
+        return False
+    if magic.startswith(_NPY_MAGIC):
+        kind = "a single .npy array, not a checkpoint"
+    elif magic[:1] == b"\x80":
+        kind = "a Python pickle, which is never loaded because unpickling can run code"
+    elif not magic:
+        kind = "empty (0 bytes)"
+    elif len(magic) < 9:
+        kind = f"truncated or corrupted ({len(magic)} bytes, no header)"
     else:
-        key = name if name in files else name + ".npy"
-    try:
-        info = archive.zip.getinfo(key)
-        if info.compress_type == zipfile.ZIP_STORED:
-            limit = info.compress_size
-        elif info.compress_type == zipfile.ZIP_DEFLATED:
-            limit = info.compress_size * _DEFLATE_MAX_RATIO + 64
-        else:
-            _fail(
-                path,
-                f"entry {name!r} uses compression method {info.compress_type}, which "
-                "save_checkpoint never writes",
-                "load a file written by save_checkpoint",
-            )
-        if info.file_size > limit:
-            _fail(
-                path,
-                f"entry {name!r} claims {info.file_size:,} bytes from "
-                f"{info.compress_size:,} stored bytes (more than the file can hold)",
-                "restore an earlier checkpoint or retrain",
-            )
-        with archive.zip.open(key) as member:
-            if member.read(len(_NPY_MAGIC)) != _NPY_MAGIC:
-                return  # not an array at all: _read_entry says so
-        with archive.zip.open(key) as member:
-            version = np.lib.format.read_magic(member)
-            if version == (1, 0):
-                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-            elif version == (2, 0):
-                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
-            else:
-                _fail(
-                    path,
-                    f"entry {name!r} is a .npy of version {version}, which "
-                    "save_checkpoint never writes",
-                    "load a file written by save_checkpoint",
-                )
-            header = member.tell()
-    except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as exc:
-        _fail(
-            path,
-            f"entry {name!r} is truncated or corrupted ({exc})",
-            "restore an earlier checkpoint (see latest_checkpoint) or retrain",
-        )
-    except (ValueError, TypeError, OverflowError, KeyError) as exc:
-        _fail(
-            path,
-            f"entry {name!r} has a malformed .npy header ({str(exc)[:200]})",
-            "restore an earlier checkpoint (see latest_checkpoint) or retrain",
-        )
-    if dtype.hasobject:
-        return  # _read_entry refuses it by name (it would need pickle)
-    declared = math.prod(shape) * dtype.itemsize
-    if header + declared != info.file_size:
-        _fail(
-            path,
-            f"entry {name!r} declares shape {shape} of {dtype} ({declared:,} bytes) but "
-            f"holds {info.file_size - header:,} bytes",
-            "restore an earlier checkpoint or retrain",
-        )
+        kind = "not a .safetensors checkpoint (nor a legacy .npz one)"
+    _fail(path, f"the file is {kind}", _OURS)
 
 
-def _read_entry(path: Path, archive: Any, name: str) -> np.ndarray:
-    """Read one array entry, refusing anything that is not a plain numeric .npy array."""
-    _check_entry_size(path, archive, name)
-    try:
-        value = archive[name]
-    except ValueError as exc:
-        if "pickle" in str(exc):
-            _fail(
-                path,
-                f"entry {name!r} holds Python objects that would need pickle (refused: "
-                "unpickling can run code)",
-                "only load checkpoints written by save_checkpoint from a trusted source",
-            )
-        _fail(path, f"entry {name!r} is not a valid .npy array ({exc})", "re-save the checkpoint")
-    except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as exc:
-        _fail(
-            path,
-            f"entry {name!r} is truncated or corrupted ({exc})",
-            "restore an earlier checkpoint (see latest_checkpoint) or retrain",
-        )
-    if not isinstance(value, np.ndarray):
-        _fail(path, f"entry {name!r} is not a .npy array", "load a file written by save_checkpoint")
-    if value.dtype.kind not in ALLOWED_KINDS:
-        _fail(
-            path,
-            f"entry {name!r} has unsupported dtype {value.dtype}",
-            "load a file written by save_checkpoint",
-        )
-    return value
+# --------------------------------------------------------------------------------------------
+# The safetensors header, bounded and checked before any array is read
+# --------------------------------------------------------------------------------------------
 
 
-def _read_metadata(path: Path, archive: Any) -> dict[str, Any]:
-    """Decode and check the ``__metadata__`` entry."""
-    if METADATA_KEY not in archive.files:
+def _read_header(
+    path: Path, file: BinaryIO
+) -> tuple[dict[str, Any], dict[str, tuple[np.dtype, tuple[int, ...], int, int]], str, int]:
+    """(metadata, {name: (dtype, shape, start, end)}, stored checksum, data start)."""
+    size = os.fstat(file.fileno()).st_size
+    prefix = file.read(8)
+    if len(prefix) < 8:
+        _fail(path, f"the file is truncated or corrupted ({size} bytes, no header)", _RESTORE)
+    length = int.from_bytes(prefix, "little")
+    if length > MAX_HEADER_BYTES:
         _fail(
             path,
-            f"no {METADATA_KEY} entry, so this is not a minitransformer checkpoint",
-            "load a file written by save_checkpoint",
+            f"its header claims {length:,} bytes, above the cap of {MAX_HEADER_BYTES:,} "
+            "(no checkpoint of this library needs more)",
+            _OURS,
         )
-    raw = _read_entry(path, archive, METADATA_KEY)
-    if raw.dtype != np.uint8 or raw.ndim != 1:
-        _fail(path, f"malformed {METADATA_KEY} entry", "re-save the checkpoint")
-    try:
-        meta = json.loads(raw.tobytes().decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, too deep, a huge int
-        _fail(path, f"the metadata is not valid JSON ({str(exc)[:200]})", "re-save the checkpoint")
+    if 8 + length > size:
+        _fail(
+            path,
+            f"the file is truncated or corrupted: its header claims {length:,} bytes but the "
+            f"file has {size:,}",
+            _RESTORE,
+        )
+    raw = file.read(length)
+    header = _parse_json(path, raw, "header")
+    if not isinstance(header, dict):
+        _fail(path, "the header is not a JSON object", _OURS)
+    if len(raw) - len(raw.rstrip(b" ")) >= 8:
+        _fail(path, "the header is padded with more than 7 spaces", _OURS)
+    meta, stored = _read_meta(path, header.pop(METADATA_KEY, None))
+    data_size = size - 8 - length
+    entries = {name: _entry(path, name, value) for name, value in header.items()}
+    end = 0
+    for name, (_, _, start, stop) in sorted(entries.items(), key=lambda kv: kv[1][2:]):
+        if start != end:
+            problem = "overlaps the array before it" if start < end else "leaves a gap"
+            _fail(path, f"array {name!r} {problem} (bytes {start:,}..{stop:,})", _RESTORE)
+        end = stop
+    if end != data_size:
+        where = "past the end of the file" if end > data_size else "short of the file's end"
+        _fail(
+            path,
+            f"the file is truncated or corrupted: its arrays end {where} (the header "
+            f"describes {end:,} bytes of data, the file holds {data_size:,})",
+            _RESTORE,
+        )
+    return meta, entries, stored, 8 + length
+
+
+def _read_meta(path: Path, value: Any) -> tuple[dict[str, Any], str]:
+    """The ``__metadata__`` table: exactly our four keys; the JSON it holds, checked."""
+    if not isinstance(value, dict) or value.get("format") != FORMAT_TAG:
+        _fail(
+            path,
+            f"no {METADATA_KEY} of format {FORMAT_TAG!r}, so this is not a minitransformer "
+            "checkpoint (a safetensors file from another tool?)",
+            _OURS,
+        )
+    unknown = sorted(set(value) - _META_KEYS)
+    if unknown or not all(isinstance(v, str) for v in value.values()):
+        _fail(path, f"{METADATA_KEY} has unknown or non-text entries {unknown[:5]}", _OURS)
+    version = value.get("format_version")
+    if version != str(FORMAT_VERSION):
+        _version_fail(path, version)
+    text, stored = value.get("metadata"), value.get("checksum")
+    if text is None or stored is None:
+        _fail(path, f"{METADATA_KEY} lacks 'metadata' or 'checksum'", _OURS)
+    meta = _parse_json(path, text, "metadata")
     if not isinstance(meta, dict):
-        _fail(path, "the metadata is not a JSON object", "re-save the checkpoint")
-    version = meta.get("format_version")
-    if type(version) is not int or version not in READABLE_VERSIONS:
-        written_by = meta.get("library_version", "an unknown version")
-        if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
-            fix = (
-                f"upgrade minitransformer (this is {_library_version()}, the file was written by "
-                f"{written_by})"
-            )
-        else:
-            fix = "load it with the minitransformer version that wrote it, or re-save it"
+        _fail(path, "the metadata is not a JSON object", _OURS)
+    if meta.get("format_version") != FORMAT_VERSION or canonical_json(meta) != text:
         _fail(
             path,
-            f"unknown checkpoint format version {version!r} (this library reads "
-            f"version {FORMAT_VERSION})",
-            fix,
+            "the metadata is not in the canonical form save_checkpoint writes (padded, "
+            "reordered or edited)",
+            _RESTORE,
         )
-    return meta
+    return meta, stored
 
 
-# --------------------------------------------------------------------------------------------
-# Where a run's checkpoint is
-# --------------------------------------------------------------------------------------------
+def _entry(path: Path, name: str, value: Any) -> tuple[np.dtype, tuple[int, ...], int, int]:
+    """One array's header entry, checked: (dtype, shape, start, end)."""
+    if not name or "\x00" in name:
+        _fail(path, f"array name {name!r} is empty or holds a NUL", _OURS)
+    if not isinstance(value, dict) or set(value) != _ENTRY_KEYS:
+        _fail(path, f"array {name!r} has a malformed header entry", _OURS)
+    dtype = DTYPES.get(value["dtype"]) if isinstance(value["dtype"], str) else None
+    if dtype is None:
+        _fail(path, f"array {name!r} has unsupported dtype {str(value['dtype'])[:20]!r}", _OURS)
+    shape, offsets = value["shape"], value["data_offsets"]
+    if not (isinstance(shape, list) and len(shape) <= 32 and all(_count(n) for n in shape)):
+        _fail(path, f"array {name!r} has a malformed shape {str(shape)[:60]}", _OURS)
+    if not (isinstance(offsets, list) and len(offsets) == 2 and all(map(_count, offsets))):
+        _fail(path, f"array {name!r} has malformed data_offsets {str(offsets)[:60]}", _OURS)
+    start, stop = offsets
+    if stop - start != nbytes(shape, dtype):
+        _fail(
+            path,
+            f"array {name!r} declares shape {tuple(shape)} of {dtype.name} "
+            f"({nbytes(shape, dtype):,} bytes) but spans {stop - start:,} bytes",
+            _RESTORE,
+        )
+    return dtype, tuple(shape), start, stop
 
 
-def checkpoint_file(run_or_file: str | os.PathLike[str]) -> Path:
-    """A run directory means its ``checkpoint.npz``; a file path is returned as it is."""
-    path = Path(run_or_file)
-    return path / "checkpoint.npz" if path.is_dir() else path
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0
 
 
-def section(arrays: Mapping[str, np.ndarray], prefix: str) -> dict[str, np.ndarray]:
-    """The arrays whose names start with ``prefix + "."``, with that prefix taken off
-    (``section(arrays, "model")`` gives a model's state dict)."""
-    start = prefix + "."
-    return {k[len(start) :]: v for k, v in arrays.items() if k.startswith(start)}
-
-
-def latest_checkpoint(run_dir: str | os.PathLike[str], pattern: str = "*.npz") -> Path | None:
-    """Return the newest checkpoint in ``run_dir``, or None when there is none.
-
-    "Newest" is the highest training step: the ``step`` stored in the metadata when the file has
-    one, else the last number in the file name (``step_001200.npz`` -> 1200); ties (and files
-    without a step) are broken by modification time. Hidden files, such as the temporary files
-    of an interrupted save, are ignored. A corrupted candidate is still returned if it ranks
-    first, so loading it fails loudly instead of silently resuming from an older state.
-    """
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        return None
-    candidates = [p for p in run_dir.glob(pattern) if p.is_file() and not p.name.startswith(".")]
-    if not candidates:
-        return None
-    return max(candidates, key=lambda p: (_step_of(p), p.stat().st_mtime_ns, p.name))
-
-
-def _step_of(path: Path) -> int:
-    try:
-        step = read_metadata(path).get("step")
-        if isinstance(step, int) and not isinstance(step, bool):
-            return step
-    except CheckpointError:
-        pass
-    numbers = re.findall(r"\d+", path.stem)
-    return int(numbers[-1]) if numbers else -1
+def _read_arrays(
+    path: Path, file: BinaryIO, entries: Mapping[str, Any], data_start: int
+) -> dict[str, np.ndarray]:
+    """Each array read into an array of its checked size (all of them fit in the file)."""
+    arrays = {}
+    for name, (dtype, shape, start, stop) in entries.items():
+        array = np.empty(shape, dtype=dtype)
+        file.seek(data_start + start)
+        if file.readinto(memoryview(array.reshape(-1).view(np.uint8))) != stop - start:
+            _fail(path, f"array {name!r} is truncated (the file changed while read)", _RESTORE)
+        arrays[name] = array
+    return arrays

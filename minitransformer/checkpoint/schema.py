@@ -6,9 +6,8 @@ expected. Nothing here knows an optimizer's or a schedule's field names: a field
 with what a freshly built object reports (:func:`check_like`, :func:`check_arrays_like`).
 
 - ``check_training_metadata``: the top-level fields a Trainer saves (step, losses, configs ...).
-- ``check_like`` / ``check_arrays_like`` / ``check_array``: JSON state and arrays against a
-  fresh object's.
-- ``check_dataclass_fields``, ``check_model_config``, ``check_tokenizer``: stored configs.
+- ``check_like`` / ``check_arrays_like`` / ``check_array``: state against a fresh object's.
+- ``check_dataclass_fields``, ``check_model_config``, ``check_train_config``, ``check_tokenizer``.
 - ``check_config``: every key where a stored config differs from the expected one.
 """
 
@@ -26,7 +25,7 @@ import numpy as np
 from ..checks import short
 from ..config import TrainConfig, TransformerConfig
 from ..errors import CheckpointError
-from .reading import _fail
+from .format import _fail
 
 # --------------------------------------------------------------------------------------------
 # Field-by-field checks of a training checkpoint (every field is untrusted input)
@@ -264,6 +263,19 @@ def check_model_config(path: str | os.PathLike[str], value: Any) -> Any:
         _field_fail(path, "model_config", f"is not a valid model ({' '.join(str(err).split())})")
 
 
+def check_train_config(
+    path: str | os.PathLike[str], value: Any, train_config_cls: type = TrainConfig
+) -> Any:
+    """The stored train config, type-checked and validated with TrainConfig's own ranges
+    (task knobs included: an ``n_test`` of 10**12 would never finish); returns it resolved."""
+    check_dataclass_fields(path, "train_config", value, train_config_cls)
+    try:
+        return train_config_cls(**value).resolved()
+    except (ValueError, TypeError, RuntimeError) as err:
+        problem = f"is not a valid training setup ({' '.join(str(err).split())})"
+        _field_fail(Path(path), "train_config", problem)
+
+
 def check_training_metadata(
     path: str | os.PathLike[str],
     meta: Mapping[str, Any],
@@ -295,13 +307,7 @@ def check_training_metadata(
     for key in ("optimizer", "schedule", "stream", "rng"):
         if _kind(meta[key]) != "object":
             _field_fail(path, key, f"is a JSON {_kind(meta[key])}, expected an object")
-    check_dataclass_fields(path, "train_config", meta["train_config"], train_config_cls)
-    try:
-        cfg = train_config_cls(**meta["train_config"]).resolved()
-    except (ValueError, TypeError, RuntimeError) as err:
-        _field_fail(
-            path, "train_config", f"is not a valid training setup ({' '.join(str(err).split())})"
-        )
+    cfg = check_train_config(path, meta["train_config"], train_config_cls)
     step = meta["step"]
     if _kind(step) != "int" or not 0 <= step <= cfg.steps:
         _field_fail(

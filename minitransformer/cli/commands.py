@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import ablate, bench, host, viz
+from .. import ablate, bench, checkpoint, host, viz
 from ..errors import ConfigError
 from ..train import TrainConfig, Trainer
 from ..translator import Translator
@@ -126,10 +126,10 @@ def _checkpoint_path(flag: str, text: str) -> Path:
     path = Path(text)
     if not path.exists():
         raise FileNotFoundError(f"{flag} {text}: no such run directory or checkpoint file")
-    if path.is_dir() and not (path / "checkpoint.npz").exists():
+    if path.is_dir() and not checkpoint.checkpoint_file(path).exists():
         raise FileNotFoundError(
-            f"{flag} {text}: this directory holds no checkpoint.npz (is it the --out "
-            "directory of `minitransformer train`, and did the run save a checkpoint?)"
+            f"{flag} {text}: this directory holds no {checkpoint.CHECKPOINT_NAME} (is it the "
+            "--out directory of `minitransformer train`, and did the run save a checkpoint?)"
         )
     return path
 

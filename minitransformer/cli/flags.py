@@ -18,12 +18,11 @@ from typing import Any
 
 from ..bench.options import checked, positive_float, positive_int
 from ..config import MAX_LEN, TransformerConfig
+from ..config.train import MAX_BATCH, knob_problem, task_size_problem
 from ..data import tasks
 from ..errors import ConfigError
 
 TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es")
-MAX_BATCH = 100_000  # sentences per batch; far above what fits in memory at any preset
-MAX_KNOB = 10_000_000  # sentences or symbols a task knob may ask for
 
 non_negative_int = checked(int, lambda v: v >= 0, "a non-negative integer")
 batch_size = checked(int, lambda v: 0 < v <= MAX_BATCH, f"a positive integer <= {MAX_BATCH:,}")
@@ -34,7 +33,7 @@ alpha = checked(
 BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 __all__ = [
-    "BOOLS", "MAX_BATCH", "MAX_KNOB", "TASKS", "alpha", "batch_size", "bool_text", "checked",
+    "BOOLS", "MAX_BATCH", "TASKS", "alpha", "batch_size", "bool_text", "checked",
     "checked_knobs", "int_text", "key_value", "model_override", "name_list", "non_negative_int",
     "positive_float", "positive_int", "probability",
 ]  # fmt: skip
@@ -124,7 +123,8 @@ def name_list(text: str) -> list[str]:
 
 def checked_knobs(task: str, knobs: list[tuple[str, Any]]) -> dict[str, Any]:
     """--knob values converted to the type of the task's default for that knob (int or
-    bool) and range-checked; an unknown knob is left for make_task to name."""
+    bool) and range-checked with the ranges TrainConfig uses (config/train.py KNOB_RANGES);
+    an unknown knob is left for make_task to name."""
     fn = tasks.TASKS[task]
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
@@ -141,14 +141,12 @@ def checked_knobs(task: str, knobs: list[tuple[str, Any]]) -> dict[str, Any]:
             text = str(value).lower()
             if text not in BOOLS:
                 raise ConfigError(f"{shown}: expected true/false, 1/0 or yes/no")
-            out[key] = BOOLS[text]
-            continue
-        low = 0 if key.endswith("seed") else 1
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{shown}: expected a whole number >= {low}, e.g. {key}=100")
-        if not low <= value <= MAX_KNOB:
-            raise ConfigError(
-                f"{shown}: expected a whole number in [{low}, {MAX_KNOB:,}], e.g. {key}=100"
-            )
+            value = BOOLS[text]
+        problem = knob_problem(task, key, value)
+        if problem:
+            raise ConfigError(f"{shown}: expected {problem}, e.g. {key}={p.default or 100}")
         out[key] = value
+    size = task_size_problem(task, out)
+    if size:
+        raise ConfigError(f"--knob: {size}")
     return out

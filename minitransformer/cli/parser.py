@@ -174,7 +174,7 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     tr = sub.add_parser(
         "translate", help="translate sentences with a trained checkpoint", parents=[debug]
     )
-    tr.add_argument("--checkpoint", required=True, help="a run directory or checkpoint .npz")
+    tr.add_argument("--checkpoint", required=True, help="a run directory or checkpoint file")
     tr.add_argument(
         "--beam", type=flags.positive_int, default=1, help="beam size (default: 1 = greedy)"
     )

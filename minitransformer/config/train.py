@@ -7,6 +7,12 @@ it is made.
 A TrainConfig is stored in every training checkpoint, so ``--resume`` needs nothing else;
 RESUMABLE names the fields a resumed run may change (the others make the run what it is).
 
+Every number has one range, here: FIELD_RANGES for the TrainConfig fields and KNOB_RANGES for
+the task knobs (``--knob n_test=...``). The command-line flags (cli/flags.py) and TrainConfig's
+own checks read the same tables, so a checkpoint's ``train_config`` or an API caller cannot ask
+for what the command line refuses (``n_test=10**12`` would never finish, ``max_len=10**8``
+would allocate gigabytes, ``n_symbols=10**9`` would build a billion-word vocabulary).
+
 This module stands on the ground: the device name is checked by the backend, where a
 Trainer puts the model on it.
 """
@@ -14,11 +20,13 @@ Trainer puts the model on it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..checks import is_int, is_real
+from ..data import tasks
 from ..data.tasks import SPLITS
 from ..errors import ConfigError
 from .model import PRESETS, TransformerConfig
@@ -32,6 +40,105 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "translate": dict(preset="tiny", steps=4000, batch_size=64, warmup=800, peak_lr=3e-3),
     "translate-en-es": dict(preset="small", steps=4500, batch_size=64, warmup=1000, peak_lr=2e-3),
 }
+
+MAX_STEPS = (
+    1_000_000  # the paper's big model trained 300k steps; bounds the losses a checkpoint holds
+)
+MAX_BATCH = 100_000  # sentences per batch; far above what fits in memory at any preset
+MAX_SEED = 2**64 - 1  # what a NumPy/CuPy generator takes
+MAX_COUNT = 2**63 - 1  # periods and sample counts: they allocate nothing, any int64 will do
+
+FIELD_RANGES: dict[str, tuple[int, int]] = {
+    "steps": (1, MAX_STEPS),
+    "warmup": (1, MAX_STEPS),
+    "batch_size": (1, MAX_BATCH),
+    "seed": (0, MAX_SEED),
+    "log_every": (1, MAX_COUNT),
+    "eval_every": (1, MAX_COUNT),
+    "eval_samples": (1, MAX_COUNT),  # decoding stops at the split's end
+    "checkpoint_every": (1, MAX_COUNT),
+    "final_eval_samples": (1, MAX_COUNT),
+}
+"""The whole-number fields of TrainConfig: name -> (lowest, highest) allowed value."""
+
+_SEQUENCE_KNOBS = {"n_symbols": (2, 100_000), "min_len": (1, 1_000), "max_len": (1, 1_000),
+                   "n_train": (1, 1_000_000), "n_valid": (1, 100_000),
+                   "n_test": (1, 100_000)}  # fmt: skip
+KNOB_RANGES: dict[str, dict[str, tuple[int, int]]] = {
+    "copy": _SEQUENCE_KNOBS,
+    "reverse": _SEQUENCE_KNOBS,
+    "sort": _SEQUENCE_KNOBS,
+    # toy sentences have 2..17 words: a min_words above 12 would make sampling crawl or loop
+    "translate": {"n_train": (1, 1_000_000), "n_valid": (1, 100_000), "n_test": (1, 100_000),
+                  "lang_seed": (0, MAX_SEED), "min_words": (3, 12), "max_words": (3, 30)},
+    # the shipped file holds verses of at most 20 words, about 13,000 of them
+    "translate-en-es": {"max_words": (1, 20), "n_valid": (1, 100_000), "n_test": (1, 100_000),
+                        "n_merges": (1, 50_000), "n_train": (1, 1_000_000)},
+}  # fmt: skip
+"""The whole-number task knobs of each task: knob -> (lowest, highest) allowed value. The
+highest values keep a task's data within seconds and a few hundred MB to build; with
+MAX_TASK_TOKENS below they are what ``--knob`` and ``TrainConfig(task_knobs=...)`` accept."""
+
+BOOL_KNOBS = frozenset({"lowercase"})
+"""Task knobs that are True or False."""
+
+NONE_KNOBS = frozenset({("translate-en-es", "n_train")})
+"""(task, knob) pairs where None means "the task's default" (all the data)."""
+
+MAX_TASK_TOKENS = 20_000_000
+"""Sentences times their longest length, over all splits, for the copy/reverse/sort and
+translate tasks: the data is built in Python lists, about 40 bytes a token at worst."""
+
+
+def knob_problem(task: str, key: str, value: Any) -> str | None:
+    """What is wrong with task knob ``key = value`` of ``task`` (the expected range, as
+    "a whole number in [1, 100,000]"), or None when it is fine. Unknown knobs are left to
+    ``make_task`` (which names the valid ones)."""
+    if key in BOOL_KNOBS:
+        return None if isinstance(value, bool) else "True or False"
+    limits = KNOB_RANGES.get(task, {}).get(key)
+    if limits is None:
+        return None
+    if value is None and (task, key) in NONE_KNOBS:
+        return None
+    low, high = limits
+    if not is_int(value) or not low <= value <= high:
+        return f"a whole number in [{low:,}, {high:,}]" + (
+            " or None" if (task, key) in NONE_KNOBS else ""
+        )
+    return None
+
+
+def task_size_problem(task: str, knobs: dict[str, Any]) -> str | None:
+    """Sentences x longest length above MAX_TASK_TOKENS (knobs each within range can still
+    ask for too much together), or None. Knobs not given count with the task's defaults."""
+    length_key = {"translate": "max_words"}.get(task, "max_len")
+    if length_key not in KNOB_RANGES.get(task, {}):
+        return None
+    value = {**_knob_defaults(task), **knobs}
+    try:
+        sentences = value["n_train"] + value["n_valid"] + value["n_test"]
+        tokens = sentences * value[length_key]
+    except (KeyError, TypeError):
+        return None  # a bad knob: knob_problem names it
+    if tokens > MAX_TASK_TOKENS:
+        return (
+            f"n_train + n_valid + n_test ({sentences:,}) times {length_key} "
+            f"({value[length_key]:,}) is {tokens:,} tokens, above the cap of "
+            f"{MAX_TASK_TOKENS:,}; lower them"
+        )
+    return None
+
+
+def _knob_defaults(task: str) -> dict[str, Any]:
+    """The task's own default for each knob (copy/reverse/sort pass theirs through)."""
+    fn = tasks._sequence_task if task in ("copy", "reverse", "sort") else tasks.TASKS[task]
+    return {
+        k: p.default
+        for k, p in inspect.signature(fn).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+
 
 # Options a resumed run may change; every other one is part of what the checkpoint is.
 RESUMABLE = frozenset(
@@ -83,6 +190,11 @@ class TrainConfig:
         )
 
 
+_NONE_FIELDS = frozenset(
+    {"steps", "batch_size", "warmup", "final_eval_samples"}
+)  # None: the task's default (final_eval_samples: the whole split)
+
+
 def _check_fields(cfg: TrainConfig) -> None:
     """ConfigError naming the first bad field of ``cfg`` (``None``s are the task's defaults)."""
 
@@ -94,12 +206,15 @@ def _check_fields(cfg: TrainConfig) -> None:
         raise ConfigError(
             f"TrainConfig: unknown task {cfg.task!r}; choose one of {', '.join(TASK_DEFAULTS)}"
         )
-    positive = ("steps", "batch_size", "warmup", "log_every", "eval_every",
-                "eval_samples", "checkpoint_every", "final_eval_samples")  # fmt: skip
-    for key in positive:
+    for key, (low, high) in FIELD_RANGES.items():
         value = getattr(cfg, key)
-        if value is not None and (not is_int(value) or value <= 0):
-            raise bad(key, "a positive integer" + (" or None" if key.startswith("final") else ""))
+        if value is None and key in _NONE_FIELDS:
+            continue
+        kind = "a positive integer" if low == 1 else "a non-negative integer"
+        if not is_int(value) or value < low:
+            raise bad(key, kind + (" or None" if key == "final_eval_samples" else ""))
+        if value > high:
+            raise bad(key, f"{kind} of at most {high:,}")
     if cfg.peak_lr is not None and not (is_real(cfg.peak_lr) and 0 < cfg.peak_lr < 1):
         raise bad("peak_lr", "in (0, 1) (a number, e.g. 1e-3)")
     if not (is_real(cfg.label_smoothing) and 0 <= cfg.label_smoothing < 1):
@@ -108,8 +223,6 @@ def _check_fields(cfg: TrainConfig) -> None:
         raise bad("dropout", "a number in [0, 1) or None (the preset's)")
     if cfg.clip_norm is not None and not (is_real(cfg.clip_norm) and 0 < cfg.clip_norm < math.inf):
         raise bad("clip_norm", "positive and finite (or None: no clipping)")
-    if not is_int(cfg.seed) or cfg.seed < 0:
-        raise bad("seed", "a non-negative integer")
     if cfg.preset is not None and cfg.preset not in PRESETS:
         raise bad("preset", f"None or one of {', '.join(PRESETS)}")
     if cfg.final_eval_split not in SPLITS:
@@ -117,6 +230,16 @@ def _check_fields(cfg: TrainConfig) -> None:
     for key in ("task_knobs", "model_overrides"):
         if not isinstance(getattr(cfg, key), dict):
             raise bad(key, "a dict {name: value}")
+    for key, value in cfg.task_knobs.items():
+        problem = knob_problem(cfg.task, key, value)
+        if problem:
+            raise ConfigError(
+                f"TrainConfig: task_knobs[{key!r}] must be {problem} for task {cfg.task!r}, "
+                f"got {value!r}"
+            )
+    size = task_size_problem(cfg.task, cfg.task_knobs)
+    if size:
+        raise ConfigError(f"TrainConfig: task_knobs of task {cfg.task!r}: {size}")
     unknown = sorted(
         set(cfg.model_overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
     )

@@ -52,7 +52,7 @@ def read_resume_point(run: str | os.PathLike[str], **changes: Any) -> ResumePoin
     """Load and check the checkpoint of ``run`` (a run directory or a checkpoint file); see
     ``Trainer.resume`` for ``changes``."""
     path = checkpoint.checkpoint_file(run)
-    arrays, meta = checkpoint.load_checkpoint(path)
+    arrays, meta = checkpoint.load_checkpoint(path, expect=checkpoint.expect_training_arrays)
     if meta.get("kind") != "minitransformer-train":
         raise CheckpointError(
             f"cannot resume from {path}: it is not a training checkpoint of this library "

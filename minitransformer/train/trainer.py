@@ -11,10 +11,10 @@ gradient norm;  Adam(β1 0.9, β2 0.98, ε 1e-9) with lr = factor·d_model^-0.5�
 step·warmup^-1.5).
 
 What a run writes in ``out/``: ``metrics.jsonl`` (one JSON record per log/eval line,
-runs/metrics.py), ``checkpoint.npz`` (the latest; atomic, checkpoint/), ``result.json`` (the
-result card) and ``plots/*.png`` (report.py). A run directory has one run and one writer:
-``train()`` refuses a directory that holds another run (unless ``overwrite=True``) and
-locks it against a second process (runs/lock.py). Ctrl-C and SIGTERM: stopping.py.
+runs/metrics.py), ``checkpoint.safetensors`` (the latest; atomic, checkpoint/),
+``result.json`` (the result card) and ``plots/*.png`` (report.py). A run directory has one
+run and one writer: ``train()`` refuses a directory that holds another run (unless
+``overwrite=True``) and locks it against a second process (runs/lock.py). Ctrl-C and SIGTERM: stopping.py.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class Trainer:
         if self.checkpoint_step is None:
             return f"No checkpoint was saved yet; {fix} and start again."
         return (
-            f"The last good checkpoint, {self.out / 'checkpoint.npz'} (step "
+            f"The last good checkpoint, {self.out / checkpoint.CHECKPOINT_NAME} (step "
             f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
             f"{runs.resume_command(self.out)}"
         )
@@ -333,7 +333,7 @@ class Trainer:
             )
         if not self._writer:  # rank 0 writes the (identical) state
             self.checkpoint_step = self.step
-            return self.out / "checkpoint.npz"
+            return self.out / checkpoint.CHECKPOINT_NAME
         arrays = {f"model.{k}": backend.to_numpy(v) for k, v in state.items()}
         opt_arrays, opt_meta = self.optimizer.state_dict()
         arrays.update({f"optim.{k}": backend.to_numpy(v) for k, v in opt_arrays.items()})
@@ -350,7 +350,9 @@ class Trainer:
             stream=self.stream.state_dict(),
             rng=backend.default_generator(self.cfg.device).state(),
         )
-        written = checkpoint.save_checkpoint(path or self.out / "checkpoint.npz", arrays, meta)
+        written = checkpoint.save_checkpoint(
+            path or self.out / checkpoint.CHECKPOINT_NAME, arrays, meta
+        )
         if path is None:
             self.checkpoint_step = self.step
         return written
@@ -374,7 +376,7 @@ class Trainer:
         trainer.resumed_from = path = point.path
         same_dir = trainer.out.resolve() == path.parent.resolve()
         trainer.checkpoint_step = (
-            trainer.step if same_dir and path.name == "checkpoint.npz" else None
+            trainer.step if same_dir and path.name == checkpoint.CHECKPOINT_NAME else None
         )
         return trainer
 
