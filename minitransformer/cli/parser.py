@@ -188,7 +188,7 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     ev = sub.add_parser(
         "evaluate", help="BLEU / exact match on the held-out split", parents=[debug]
     )
-    ev.add_argument("--checkpoint", required=True, help="a run directory or checkpoint .npz")
+    ev.add_argument("--checkpoint", required=True, help="a run directory or checkpoint file")
     ev.add_argument("--split", choices=("valid", "test"), default="test", help="default: test")
     ev.add_argument(
         "--samples", type=flags.positive_int, help="only the first N sentences (default: all)"

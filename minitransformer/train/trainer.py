@@ -14,7 +14,8 @@ What a run writes in ``out/``: ``metrics.jsonl`` (one JSON record per log/eval l
 runs/metrics.py), ``checkpoint.safetensors`` (the latest; atomic, checkpoint/),
 ``result.json`` (the result card) and ``plots/*.png`` (report.py). A run directory has one
 run and one writer: ``train()`` refuses a directory that holds another run (unless
-``overwrite=True``) and locks it against a second process (runs/lock.py). Ctrl-C and SIGTERM: stopping.py.
+``overwrite=True``) and locks it against a second process (runs/lock.py). Ctrl-C and
+SIGTERM: stopping.py.
 """
 
 from __future__ import annotations
