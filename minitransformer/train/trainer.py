@@ -20,6 +20,7 @@ locks it against a second process (runs/lock.py).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import signal
@@ -159,7 +160,7 @@ class Trainer:
         return (
             f"The last good checkpoint, {self.out / 'checkpoint.npz'} (step "
             f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
-            f"{runs.resume_command(self.out)}"
+            f"{runs.resume_command(self.out, self.world and self.world.size)}"
         )
 
     # ------------------------------------------------------------------ the loop
@@ -181,9 +182,13 @@ class Trainer:
             self.resumed_from is not None
             and self.out.resolve() == self.resumed_from.parent.resolve()
         )
-        if not self._writer:  # another rank of a data-parallel job: rank 0 writes
-            return self._train_locked()
-        lock = runs.open_run(self.out, owned=owned, overwrite=overwrite)
+        open_out = functools.partial(runs.open_run, self.out, owned=owned, overwrite=overwrite)
+        if self.world is None:
+            lock = open_out()
+        else:  # rank 0 opens out/ and every rank learns how that went (a refusal stops all)
+            lock = self.world.begin(open_out)
+            if not self._writer:  # another rank of a data-parallel job: rank 0 writes
+                return self._train_locked()
         try:
             if self.resumed_from is not None and not self._owns_out and owned:
                 runs.truncate_metrics(self.out / "metrics.jsonl", self.step)
@@ -231,15 +236,16 @@ class Trainer:
                 if self.step % cfg.checkpoint_every == 0 or self._stopping():
                     self.save()  # before any evaluation: a failing one cannot lose this step
                 if self._stopping():
-                    again = runs.resume_command(self.out)
-                    if self.world is not None:
-                        again = f"mpiexec -n {self.world.size} {again} --data-parallel"
+                    again = runs.resume_command(self.out, self.world and self.world.size)
                     reporter.stopped(self.step, self._stopping(), again)
                     return {"interrupted": True, "step": self.step, "signal": self._stopping()}
-                if self.step % cfg.eval_every == 0 and self.step < cfg.steps and self._writer:
+                evaluate_now = self.step % cfg.eval_every == 0 and self.step < cfg.steps
+                if evaluate_now and self._writer:
                     metrics = self.evaluate("valid", cfg.eval_samples)
                     log.write(dict(step=self.step, split="valid", **metrics))
                     reporter.eval_line(self.step, "valid", metrics)
+                if evaluate_now and self.world is not None:  # the ranks wait for rank 0's
+                    self.world.wait_for_evaluation(self.step)  # evaluation, with no deadline
         finally:
             for number, handler in previous.items():
                 signal.signal(number, handler)
@@ -272,14 +278,14 @@ class Trainer:
         """Final evaluation on the held-out split, the result card and the plots (rank 0
         of a data-parallel job; the other ranks wait for its result)."""
         if not self._writer:
-            return self.world.bcast(None)
+            return self.world.bcast(None, after_evaluation=True)
         metrics = self.evaluate(self.cfg.final_eval_split, self.cfg.final_eval_samples)
         with runs.MetricsLog(self.out / "metrics.jsonl") as log:
             log.write(dict(step=self.step, split=self.cfg.final_eval_split, **metrics))
         result = report.result_card(self, metrics)
         report.write_result(self, result)
         if self.world is not None:
-            self.world.bcast(result)
+            self.world.bcast(result, after_evaluation=True)
         return result
 
     # ------------------------------------------------------------------ evaluation
