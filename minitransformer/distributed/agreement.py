@@ -16,8 +16,6 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .waiting import ranks_text
-
 PER_RANK = frozenset({"device", "progress", "plots"})  # may differ from rank to rank
 
 
@@ -47,10 +45,9 @@ def differences(everyone: list[dict[str, Any]]) -> str | None:
             parts.append(f"{name} is {reference.get(name)!r} on rank 0 but {values}")
     if not parts:
         return None
-    ranks = sorted({r for r, a in enumerate(everyone) if a != reference})
     return (
         f"the ranks were started with different arguments ({'; '.join(parts)}), so they "
-        f"would not train one model; {ranks_text(ranks)} differ from rank 0. Fix: start "
+        "would not train one model. Fix: start "
         "every rank with the same command, e.g. mpiexec -n N minitransformer train TASK "
         "... --data-parallel (no `:` parts that differ)"
     )

@@ -102,10 +102,13 @@ class Waiter:
         while not test(requests):
             now = time.monotonic()
             waited = now - t0
-            if self.notices.iprobe(source=self.MPI.ANY_SOURCE, tag=NOTICE_TAG):
-                self._give_up(what, f"within the collective timeout of {self.timeout:g} s")
-            if bounded and waited > self.timeout:
-                self._give_up(what, f"within the collective timeout of {self.timeout:g} s")
+            peer_gave_up = self.notices.iprobe(source=self.MPI.ANY_SOURCE, tag=NOTICE_TAG)
+            if peer_gave_up or (bounded and waited > self.timeout):
+                self._give_up(
+                    what,
+                    f"within the collective timeout of {self.timeout:g} s "
+                    f"({TIMEOUT_ENV}; raise it for a slow but healthy job)",
+                )
             name = self.stop()
             if name is not None:
                 stopped_at = stopped_at or now
@@ -135,9 +138,7 @@ class Waiter:
             why = f"every rank reached the {what}, but it did not complete {when}"
         message = f"rank {self.rank}: {why}; ending the job. {self.after()}".strip()
         if signal_name is None:
-            raise CollectiveTimeout(
-                f"{message} (a slow but healthy job: raise {TIMEOUT_ENV}, now {self.timeout:g})"
-            )
+            raise CollectiveTimeout(message)
         print(f"minitransformer: {message}", file=sys.stderr, flush=True)
         if signal_name == "SIGINT":
             raise KeyboardInterrupt
