@@ -237,6 +237,21 @@ def test_ranks_started_with_different_arguments_are_refused_before_step_1(
 
 
 @needs_mpi
+def test_a_process_started_without_data_parallel_ends_the_job_within_the_timeout(tmp_path):
+    # MPI_Init on rank 0 waits for a process that never starts MPI: the watchdog ends it
+    base = ["copy", "--steps", "100000", "--batch-size", "4", *TINY]
+    cmd = [str(MPIEXEC), "-n", "1", *PY, *base, "--out", str(tmp_path / "a"), "--data-parallel",
+           ":", "-n", "1", *PY, *base, "--out", str(tmp_path / "b")]  # fmt: skip
+    t0 = time.monotonic()
+    done = _run(cmd, _env(), bound=TIMEOUT_S + 20)
+    assert time.monotonic() - t0 < TIMEOUT_S + 10
+    assert done.returncode != 0
+    (line,) = [x for x in done.stderr.splitlines() if "MPI did not start" in x]
+    assert f"within {TIMEOUT_S} s" in line and "--data-parallel" in line
+    assert "Traceback" not in done.stderr and "Thread 0x" not in done.stderr
+
+
+@needs_mpi
 def test_a_different_device_or_progress_on_one_rank_is_allowed(tmp_path):
     base = ["copy", "--steps", "2", "--batch-size", "4", "--out", str(tmp_path / "r"), *TINY]
     done = _run(_mpmd([*base, "--device", "cpu"], [*base, "--no-progress"]), _env())

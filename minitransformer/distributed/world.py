@@ -15,6 +15,7 @@ How a job ends (``leave``, called by the CLI with each rank's exit status):
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import sys
 import time
@@ -26,7 +27,7 @@ from .. import runs
 from ..errors import ConfigError
 from . import agreement
 from .shards import checksum, shard_batch
-from .waiting import DEFAULT_TIMEOUT_S, Waiter, timeout_from_env
+from .waiting import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, Waiter, timeout_from_env
 
 INSTALL_HINT = 'pip install -e ".[mpi]"  (or: pip install mpi4py mpich)'
 STOP_SIGNALS = ("SIGINT", "SIGTERM")  # the order of the stop counts in agree()
@@ -77,16 +78,19 @@ class World:
         for a bad MINITRANSFORMER_COLLECTIVE_TIMEOUT."""
         global _active
         try:
+            timeout, problem = timeout_from_env(), None
+        except ConfigError as err:
+            timeout, problem = DEFAULT_TIMEOUT_S, err
+        stop_watchdog = _init_watchdog(timeout)
+        try:
             from mpi4py import MPI
         except ImportError as err:
             raise ImportError(
                 f"--data-parallel needs mpi4py and an MPI library, which are not installed "
                 f"({' '.join(str(err).split())}). Fix: {INSTALL_HINT}"
             ) from None
-        try:
-            timeout, problem = timeout_from_env(), None
-        except ConfigError as err:
-            timeout, problem = DEFAULT_TIMEOUT_S, err
+        finally:
+            stop_watchdog()
         _active = world = cls(MPI.COMM_WORLD, MPI, timeout)
         problems = world.waiter.allgather(problem and str(problem), "start (the timeout)")
         bad = [r for r, text in enumerate(problems) if text]
@@ -233,6 +237,38 @@ class World:
         sys.stdout.flush()
         time.sleep(ABORT_GRACE_S)
         os._exit(status)
+
+
+def _init_watchdog(timeout: float) -> Callable[[], None]:
+    """Bound MPI_Init (importing mpi4py), which waits for every process of the job: forever
+    when one of them never starts MPI (``mpiexec ... : -n 1 CMD`` without --data-parallel).
+    It holds the GIL, so no Python thread can act: ``faulthandler``'s C timer ends this
+    process with status 1 after ``timeout`` s, writing its traceback into a pipe, and a
+    forked watcher that reads the pipe prints one line instead. Returns the function that
+    disarms both once MPI started (the watcher sees the pipe close and exits)."""
+    if not hasattr(os, "fork"):  # pragma: no cover - Windows: no watchdog
+        return lambda: None
+    message = (
+        f"minitransformer: error: MPI did not start within {timeout:g} s ({TIMEOUT_ENV}): "
+        "a process of this job never joined it. Fix: start every process with "
+        "--data-parallel (mpiexec -n N minitransformer train TASK ... --data-parallel)\n"
+    )
+    read, write = os.pipe()
+    watcher = os.fork()
+    if watcher == 0:  # the watcher: nothing but a read and a write, then out
+        os.close(write)
+        if os.read(read, 1):  # a traceback: the timer fired (EOF: MPI started)
+            os.write(2, message.encode())
+        os._exit(0)
+    os.close(read)
+    faulthandler.dump_traceback_later(timeout, file=write, exit=True)
+
+    def disarm() -> None:
+        faulthandler.cancel_dump_traceback_later()
+        os.close(write)
+        os.waitpid(watcher, 0)
+
+    return disarm
 
 
 def leave(status: int) -> int:
