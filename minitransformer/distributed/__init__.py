@@ -42,6 +42,9 @@ ends every rank when one terminates abnormally; a rank that raises exits at once
 (SIGSTOP) or hung ends the job with one line per reachable rank naming it, and the last
 checkpoint stays intact (waiting.py). Before the first batch the ranks agree on the run's
 arguments (agreement.py): ranks started with different ones (MPMD ``:``) are refused.
+A refusal at start (those arguments, the batch size, a run directory that holds another
+run) stops every rank together: rank 0 raises the error, printed once, and the other
+ranks end quietly (``PeerStopped``, status 0), so mpiexec exits with rank 0's status.
 
 mpi4py is imported only by ``World.from_mpi()``, i.e. only with ``--data-parallel``.
 
