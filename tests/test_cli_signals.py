@@ -90,7 +90,7 @@ def assert_stopped_and_resumable(out: Path, result, err: str, name: str, after_l
     assert result == {"interrupted": True, "step": STEPS, "signal": name}
     assert f"Interrupted ({name})" in err and f"minitransformer train --resume {out}" in err
     assert ("in the final evaluation or plots" in err) == after_loop, err
-    assert checkpoint.read_metadata(out / "checkpoint.npz")["step"] == STEPS
+    assert checkpoint.read_metadata(out / checkpoint.CHECKPOINT_NAME)["step"] == STEPS
     assert not (out / ".lock").exists()  # released
     resumed = Trainer.resume(out)
     card = resumed.train()
@@ -172,7 +172,7 @@ def test_cli_stopped_in_the_final_evaluation(name, status, tmp_path, capsys):
     assert f"Interrupted ({name})" in done.stderr
     assert done.stderr.rstrip().endswith(f"minitransformer train --resume {out}")
     assert not (out / ".lock").exists() and not (out / "result.json").exists()
-    assert checkpoint.read_metadata(out / "checkpoint.npz")["step"] == STEPS
+    assert checkpoint.read_metadata(out / checkpoint.CHECKPOINT_NAME)["step"] == STEPS
 
     code = main(["train", "--resume", str(out)])  # finishes the final evaluation
     printed = capsys.readouterr()

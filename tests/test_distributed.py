@@ -366,6 +366,8 @@ try:
     world.attach(trainer)
 except ConfigError as err:
     print(f"rank {world.rank}: {err}", flush=True)
+except distributed.PeerStopped as stop:  # the other ranks stop quietly: rank 0 reports
+    print(f"rank {world.rank}: quiet, rank {stop.reporter} reports", flush=True)
 """
 
 
@@ -376,5 +378,5 @@ def test_ranks_that_start_from_different_weights_are_refused(tmp_path):
     cmd = [str(MPIEXEC), "-n", "2", sys.executable, str(script)]
     done = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=40)
     assert done.returncode == 0, done.stderr
-    for rank in (0, 1):
-        assert f"rank {rank}: the ranks start from different weights" in done.stdout
+    assert "rank 0: the ranks start from different weights" in done.stdout
+    assert "rank 1: quiet, rank 0 reports" in done.stdout

@@ -61,9 +61,14 @@ class RunDirectoryError(ConfigError):
 # --------------------------------------------------------------------------------------------
 
 
-def resume_command(out: str | os.PathLike[str]) -> str:
-    """The command that continues the run in ``out``, safe to paste into a POSIX shell."""
-    return f"minitransformer train --resume {shlex.quote(str(out))}"
+def resume_command(out: str | os.PathLike[str], ranks: int | None = None) -> str:
+    """The command that continues the run in ``out``, safe to paste into a POSIX shell;
+    for a data-parallel run over ``ranks`` MPI ranks, the same under ``mpiexec -n RANKS``
+    with ``--data-parallel`` (what the job was started with)."""
+    command = f"minitransformer train --resume {shlex.quote(str(out))}"
+    if ranks is None:
+        return command
+    return f"mpiexec -n {int(ranks)} {command} --data-parallel"
 
 
 def holds_run(directory: str | os.PathLike[str]) -> bool:

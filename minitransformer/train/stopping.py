@@ -47,7 +47,4 @@ def handlers(handler: Callable[[int, Any], None]) -> Iterator[None]:
 def resume_line(out: Path, world: Any) -> str:
     """The shell command that continues the run in ``out`` (under ``mpiexec`` with
     ``--data-parallel`` for a data-parallel job, as it was started)."""
-    again = runs.resume_command(out)
-    if world is not None:
-        again = f"mpiexec -n {world.size} {again} --data-parallel"
-    return again
+    return runs.resume_command(out, None if world is None else world.size)

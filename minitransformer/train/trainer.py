@@ -21,6 +21,7 @@ SIGTERM: stopping.py.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import signal
@@ -160,7 +161,7 @@ class Trainer:
         return (
             f"The last good checkpoint, {self.out / checkpoint.CHECKPOINT_NAME} (step "
             f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
-            f"{runs.resume_command(self.out)}"
+            f"{runs.resume_command(self.out, self.world and self.world.size)}"
         )
 
     # ------------------------------------------------------------------ the loop
@@ -186,10 +187,14 @@ class Trainer:
         )
         self._stop_requested = self._agreed_stop = None
         self._finishing = False
+        open_out = functools.partial(runs.open_run, self.out, owned=owned, overwrite=overwrite)
         with stopping.handlers(self._on_signal):
-            if not self._writer:  # another rank of a data-parallel job: rank 0 writes
-                return self._train_locked()
-            lock = runs.open_run(self.out, owned=owned, overwrite=overwrite)
+            if self.world is None:
+                lock = open_out()
+            else:  # rank 0 opens out/ and every rank learns how that went (a refusal stops all)
+                lock = self.world.begin(open_out)
+                if not self._writer:  # another rank of a data-parallel job: rank 0 writes
+                    return self._train_locked()
             try:
                 if self.resumed_from is not None and not self._owns_out and owned:
                     runs.truncate_metrics(self.out / "metrics.jsonl", self.step)
@@ -234,10 +239,13 @@ class Trainer:
                     self.save()  # before any evaluation: a failing one cannot lose this step
                 if self._stopping():
                     return self._stopped(self._stopping())
-                if self.step % cfg.eval_every == 0 and self.step < cfg.steps and self._writer:
+                evaluate_now = self.step % cfg.eval_every == 0 and self.step < cfg.steps
+                if evaluate_now and self._writer:
                     metrics = self.evaluate("valid", cfg.eval_samples)
                     log.write(dict(step=self.step, split="valid", **metrics))
                     reporter.eval_line(self.step, "valid", metrics)
+                if evaluate_now and self.world is not None:  # the ranks wait for rank 0's
+                    self.world.wait_for_evaluation(self.step)  # evaluation, with no deadline
         finally:
             reporter.close()
             log.close()
@@ -289,7 +297,7 @@ class Trainer:
         of a data-parallel job; the other ranks wait for its result, which says when it was
         interrupted)."""
         if not self._writer:
-            result = self.world.bcast(None)
+            result = self.world.bcast(None, after_evaluation=True)
             if result.get("interrupted"):
                 self.world.agreed_stop = result["signal"]
             return result
@@ -301,7 +309,7 @@ class Trainer:
         result = report.result_card(self, metrics)
         report.write_result(self, result)
         if self.world is not None:
-            self.world.bcast(result)
+            self.world.bcast(result, after_evaluation=True)
         return result
 
     # ------------------------------------------------------------------ evaluation
