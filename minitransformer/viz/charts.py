@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from .figure import PathLike, check_curves, check_len, decorate, finish, new_figure
+from .figure import SaveTo, as_floats, check_curves, check_len, decorate, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -21,7 +19,7 @@ def plot_bars(
     *,
     errors: Sequence[float] | None = None,
     logy: bool = False,
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """Bar chart with each value written above its bar (for benchmarks).
 
@@ -32,12 +30,12 @@ def plot_bars(
         title: figure title.
         errors: optional error bar (e.g. standard deviation) per bar.
         logy: logarithmic value axis, for values spanning orders of magnitude.
-        path: where to save a PNG (optional).
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
         ValueError: labels, values and errors differ in length, or there are none.
     """
-    heights = np.asarray(values, dtype=np.float64)
+    heights = as_floats("plot_bars", "values", values)
     if heights.ndim != 1 or len(heights) == 0 or len(heights) != len(labels):
         raise ValueError(
             f"plot_bars: need one value per label, got {len(labels)} labels and values of shape "
@@ -65,7 +63,7 @@ def plot_lines(
     *,
     logy: bool = False,
     logx: bool = False,
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """Several labelled curves over a shared x axis (for the lessons' experiments).
 
@@ -74,7 +72,7 @@ def plot_lines(
         ys: label -> y values, each as long as ``x``.
         xlabel, ylabel, title: axis labels and figure title.
         logy, logx: logarithmic axes.
-        path: where to save a PNG (optional).
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
         ValueError: ``ys`` is empty or a curve's length differs from ``x``.
