@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .figure import SaveTo, as_floats, check_curves, check_len, decorate, finish, new_figure
+import numpy as np
+
+from .figure import LIMIT, SaveTo, as_floats, check_curves, check_len, decorate, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,6 +32,8 @@ def plot_bars(
         title: figure title.
         errors: optional error bar (e.g. standard deviation) per bar.
         logy: logarithmic value axis, for values spanning orders of magnitude.
+        (A value beyond ±1e300 or infinite is drawn at the axis' end, NaN as no bar; the
+        label above each bar gives the value itself.)
         path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
@@ -45,7 +49,10 @@ def plot_bars(
 
     fig = new_figure((max(4.0, 0.9 * len(heights) + 2.0), 4.0))
     ax = fig.subplots()
-    bars = ax.bar([str(label) for label in labels], heights, yerr=errors, capsize=3)
+    # a bar cannot reach 1e308 or inf (matplotlib's transforms overflow): drawn up to
+    # ±LIMIT (NaN as no bar), while the label above it gives the value itself
+    drawn = np.clip(np.nan_to_num(heights, nan=0.0), -LIMIT, LIMIT)
+    bars = ax.bar([str(label) for label in labels], drawn, yerr=errors, capsize=3)
     ax.bar_label(bars, labels=[f"{v:.3g}" for v in heights], fontsize=8, padding=2)
     if len(heights) > 6 or max(len(str(label)) for label in labels) > 10:
         ax.tick_params(axis="x", labelrotation=30)
