@@ -63,8 +63,15 @@ def run(trained, tmp_path) -> Path:
     return out
 
 
+@pytest.fixture(params=["dir_fd", "lstat"])
+def walk(request, monkeypatch) -> None:
+    """Each link test twice: entries opened relative to directory descriptors (Linux, macOS),
+    and the fallback that checks each entry with lstat first (where there is no dir_fd)."""
+    monkeypatch.setattr(files, "_DIR_FD", request.param == "dir_fd" and files._DIR_FD)
+
+
 @pytest.fixture
-def outside(tmp_path) -> Path:
+def outside(tmp_path, walk) -> Path:
     """A directory outside the run with a precious file in it."""
     place = tmp_path / "elsewhere"
     place.mkdir()
@@ -204,14 +211,16 @@ def test_an_out_that_is_itself_a_link_is_the_users_choice(tmp_path):
 
 
 @posix_only
-def test_a_figure_saved_over_a_link_replaces_the_link(tmp_path, outside):
-    """``viz`` (and so ``plot --to``) never writes through a link at the figure's name."""
+def test_a_figure_saved_over_a_link_replaces_the_link(run, tmp_path, outside):
+    """``viz`` and ``plot --to`` never write through a link at the figure's name."""
     before = snapshot(outside)
     (tmp_path / "fig.png").symlink_to(outside / "curves.png")
     viz.plot_lines([0, 1], {"a": [1.0, 2.0]}, "x", "y", "t", path=tmp_path / "fig.png")
     assert snapshot(outside) == before
     assert (tmp_path / "fig.png").read_bytes()[:4] == b"\x89PNG"
-    assert main(["plot", "--run", str(tmp_path / "none"), "--to", str(tmp_path)]) == 2
+    (tmp_path / "to.png").symlink_to(outside / "precious.txt")
+    assert main(["plot", "--run", str(run), "--to", str(tmp_path / "to.png")]) == 0
+    assert snapshot(outside) == before and not (tmp_path / "to.png").is_symlink()
 
 
 # ------------------------------------------------------------------ a run stays resumable

@@ -95,9 +95,9 @@ def _check_steps(path: Path, step: int, total: Any, steps: Any) -> None:
     raise ConfigError(
         f"cannot resume {path.parent} with --steps {steps}: the run is already at step "
         f"{step}, and --steps is the total number of steps, not the number still to train. "
-        f"Fix: pass --steps above {step} (--steps {step + steps} trains {steps} more), or "
-        f"leave it out to finish the run's own {total}; from Python: "
-        f"Trainer.resume(run, steps={step + steps})"
+        f"Fix: pass --steps above {step} (--steps {step + steps} trains {steps} more)"
+        + (f", or leave it out to finish the run's own {total}" if total > step else "")
+        + f"; from Python: Trainer.resume(run, steps={step + steps})"
     )
 
 
