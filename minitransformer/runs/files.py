@@ -30,7 +30,7 @@ import os
 import secrets
 import shlex
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -41,7 +41,9 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO in place of a file must not hang the run
 _BINARY = getattr(os, "O_BINARY", 0)
-_DIR_FD = bool(_NOFOLLOW and _DIRECTORY) and {os.open, os.unlink, os.mkdir} <= os.supports_dir_fd
+_DIR_FD = bool(_NOFOLLOW and _DIRECTORY) and {
+    os.open, os.stat, os.unlink, os.mkdir, os.rename
+} <= os.supports_dir_fd  # fmt: skip
 
 
 class RunDirectoryError(ConfigError):
@@ -119,7 +121,9 @@ class _Dir:
         if info is not None and stat.S_ISLNK(info.st_mode):
             raise RunDirectoryError(link_message(self.run, self.name(leaf)))
 
-    def _refuse_other(self, leaf: str, info: os.stat_result | None, kind: str, ok) -> None:
+    def _refuse_other(
+        self, leaf: str, info: os.stat_result | None, kind: str, ok: Callable[[int], bool]
+    ) -> None:
         if info is not None and not ok(info.st_mode):
             raise RunDirectoryError(
                 f"{self.run / self.name(leaf)} is not {kind}, so the run cannot write there. "
