@@ -35,7 +35,7 @@ BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no":
 __all__ = [
     "BOOLS", "MAX_BATCH", "TASKS", "alpha", "batch_size", "bool_text", "checked",
     "checked_knobs", "int_text", "key_value", "model_override", "name_list", "non_negative_int",
-    "positive_float", "positive_int", "probability",
+    "path_text", "positive_float", "positive_int", "probability",
 ]  # fmt: skip
 
 
@@ -45,6 +45,19 @@ def bool_text(text: str) -> bool:
     if value is None:
         raise ValueError(f"expected true/false, 1/0 or yes/no, got {text!r}")
     return value
+
+
+def path_text(text: str) -> str:
+    """A file or directory name (--out, --run, --to, --resume): not empty, not blank.
+
+    An empty --out would be the current directory (Path("") is "."): a run written among
+    the user's own files. A name may start with a dash (``--out=-oops``); the commands that
+    print it back write ``./-oops``, which a shell and this parser read as the same path.
+    """
+    if not text.strip():
+        hint = "for the current directory, give ." if text == "" else "a name is not blank"
+        raise argparse.ArgumentTypeError(f"expected a file or directory name, got {text!r}; {hint}")
+    return text
 
 
 def int_text(text: str) -> int:

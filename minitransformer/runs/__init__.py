@@ -1,7 +1,8 @@
 """Run directories: one training run per directory, one writer at a time, resumable.
 
+- ``files.py``: every write inside a run directory, never through a symbolic link.
 - ``lock.py``: opening a run directory for writing (the lock, no silent overwrite, stale temp
-  files), and ``resume_command``.
+  files, no links), and ``resume_command``.
 - ``metrics.py``: the metrics log, ``metrics.jsonl`` (the one writer and the one reader).
 - ``resume.py``: a checkpoint, checked field by field, restored into a freshly built Trainer.
 - ``notes.py``: the one-line notes a run prints on stderr.
@@ -10,16 +11,18 @@ This package does not import the Trainer: ``Trainer.resume`` builds itself from 
 ``read_resume_point`` gives it, then calls ``restore``.
 """
 
+from . import files
+from .files import RunDirectoryError
 from .lock import (
     LOCK_NAME,
     RUN_FILES,
     RUN_MARKERS,
-    RunDirectoryError,
     RunLock,
     holds_run,
     open_run,
     remove_stale_temp_files,
     resume_command,
+    shell_path,
 )
 from .metrics import MetricsLog, read_metrics, truncate_metrics
 from .notes import note
@@ -37,9 +40,11 @@ __all__ = [
     "note",
     "open_run",
     "read_metrics",
+    "files",
     "read_resume_point",
     "remove_stale_temp_files",
     "restore",
     "resume_command",
+    "shell_path",
     "truncate_metrics",
 ]

@@ -1,6 +1,6 @@
 """Run directories: one training run per directory, one writer at a time.
 
-A run directory (``--out``) holds ``checkpoint.npz``, ``metrics.jsonl``, ``result.json`` and
+A run directory (``--out``) holds ``checkpoint.safetensors``, ``metrics.jsonl``, ``result.json`` and
 ``plots/``. Before a Trainer writes there, :func:`open_run` makes three checks:
 
 * **One writer.** A lock file ``.lock`` is held with ``fcntl.flock`` for as long as the
@@ -11,10 +11,18 @@ A run directory (``--out``) holds ``checkpoint.npz``, ``metrics.jsonl``, ``resul
   log) is refused unless the trainer resumes that run or ``overwrite=True``; overwriting
   removes the old run's files (checkpoint, log, result card, plots) first, so two runs never
   mix. Other files in the directory are left alone.
-* **No litter.** Temporary files of a checkpoint write that was killed half-way
-  (``.checkpoint.npz.<pid>-<hex>.tmp``) are removed when their writer is no longer alive.
+* **No litter.** Temporary files of a write that was killed half-way
+  (``.checkpoint.safetensors.<pid>-<hex>.tmp``, in the run or in ``plots/``) are removed when their
+  writer is no longer alive.
+* **No links.** An entry the run writes (``.lock``, the files above, ``plots/``) that is a
+  symbolic link is refused before any training, naming it (``overwrite`` removes the link
+  itself, never what it points to); every write goes through ``files.py``, which never
+  follows a link inside the run. ``out`` itself may be a link to a directory: where runs
+  live is the user's choice.
 
-:func:`resume_command` gives the shell command that continues a run, quoted.
+:func:`resume_command` gives the shell command that continues a run, quoted so that it
+pastes into a POSIX shell and parses back to the same path (``./-name`` for a name that
+starts with a dash, which would read as a flag).
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ import shlex
 from pathlib import Path
 
 from .. import checkpoint
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError
+from . import files
+from .files import RunDirectoryError
 from .notes import note
 
 try:
@@ -36,11 +46,12 @@ except ImportError:  # pragma: no cover - Windows
 LOCK_NAME = ".lock"
 """The lock file inside a run directory (hidden: latest_checkpoint skips it)."""
 
-RUN_MARKERS = ("checkpoint.npz", "metrics.jsonl")
+RUN_MARKERS = (checkpoint.CHECKPOINT_NAME, checkpoint.LEGACY_CHECKPOINT_NAME, "metrics.jsonl")
 """A directory holding one of these holds a run."""
 
 RUN_FILES = (
-    "checkpoint.npz",
+    checkpoint.CHECKPOINT_NAME,
+    checkpoint.LEGACY_CHECKPOINT_NAME,
     "metrics.jsonl",
     "result.json",
     "plots/curves.png",
@@ -52,28 +63,33 @@ RUN_FILES = (
 _TEMP = re.compile(r"^\..+\.(\d+)-[0-9a-f]+\.tmp$")  # the temp names of checkpoint/format.py
 
 
-class RunDirectoryError(ConfigError):
-    """A run directory that cannot be written: it holds another run, or a process is in it."""
-
-
 # --------------------------------------------------------------------------------------------
 # Opening a run directory
 # --------------------------------------------------------------------------------------------
+
+
+def shell_path(path: str | os.PathLike[str]) -> str:
+    """``path`` as a shell word that a command line reads back as that path: quoted, and
+    ``./-oops`` for a relative name starting with a dash (which would read as a flag)."""
+    text = str(path)
+    if text.startswith("-"):
+        text = os.path.join(os.curdir, text)
+    return shlex.quote(text)
 
 
 def resume_command(out: str | os.PathLike[str], ranks: int | None = None) -> str:
     """The command that continues the run in ``out``, safe to paste into a POSIX shell;
     for a data-parallel run over ``ranks`` MPI ranks, the same under ``mpiexec -n RANKS``
     with ``--data-parallel`` (what the job was started with)."""
-    command = f"minitransformer train --resume {shlex.quote(str(out))}"
+    command = f"minitransformer train --resume {shell_path(out)}"
     if ranks is None:
         return command
     return f"mpiexec -n {int(ranks)} {command} --data-parallel"
 
 
 def holds_run(directory: str | os.PathLike[str]) -> bool:
-    """True when ``directory`` holds a run (a checkpoint or a metrics log)."""
-    return any((Path(directory) / name).exists() for name in RUN_MARKERS)
+    """True when ``directory`` holds a run (a checkpoint or a metrics log, a link too)."""
+    return any(os.path.lexists(Path(directory) / name) for name in RUN_MARKERS)
 
 
 def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = False) -> RunLock:
@@ -86,9 +102,9 @@ def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = Fals
         overwrite: replace a run that is in ``out`` (its files are removed first).
 
     Raises:
-        RunDirectoryError: ``out`` is a file, another process holds the lock, or ``out``
-            holds a run and neither ``owned`` nor ``overwrite`` is set. The message gives the
-            ways on.
+        RunDirectoryError: ``out`` is a file, another process holds the lock, ``out``
+            holds a run and neither ``owned`` nor ``overwrite`` is set, or an entry the run
+            writes is a symbolic link (without ``overwrite``). The message gives the ways on.
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -97,11 +113,16 @@ def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = Fals
     lock = RunLock.acquire(out)
     try:
         remove_stale_temp_files(out)
+        links = files.linked_entries(out, RUN_FILES)
+        if links and not overwrite:
+            raise RunDirectoryError(files.link_message(out, links))
+        for link in links:  # overwrite: the links go, what they point to stays
+            files.remove(out, link)
         if not owned and holds_run(out):
             if not overwrite:
                 raise RunDirectoryError(_exists_message(out))
             for name in RUN_FILES:
-                (out / name).unlink(missing_ok=True)
+                files.remove(out, name)
     except BaseException:
         lock.release()
         raise
@@ -111,12 +132,13 @@ def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = Fals
 def _exists_message(out: Path) -> str:
     what = [name for name in RUN_MARKERS if (out / name).exists()]
     try:
-        step = checkpoint.read_metadata(out / "checkpoint.npz").get("step")
-        if isinstance(step, int) and not isinstance(step, bool):
-            what[0] = f"checkpoint.npz at step {step}"
+        found = checkpoint.checkpoint_file(out)
+        step = checkpoint.read_metadata(found).get("step")
+        if isinstance(step, int) and not isinstance(step, bool) and found.name in what:
+            what[what.index(found.name)] = f"{found.name} at step {step}"
     except CheckpointError:
         pass
-    quoted = shlex.quote(str(out))
+    quoted = shell_path(out)
     return (
         f"--out {quoted} already holds a run ({', '.join(what)}); a new run there would "
         f"destroy it. Ways on: continue it with `{resume_command(out)}`, write the new run "
@@ -127,13 +149,16 @@ def _exists_message(out: Path) -> str:
 
 
 def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """Delete the temp files of checkpoint writes whose process is dead; return them."""
-    removed = []
-    for path in Path(directory).iterdir():
-        match = _TEMP.match(path.name)
-        if match and path.is_file() and not _pid_alive(int(match.group(1))):
-            path.unlink(missing_ok=True)
-            removed.append(path)
+    """Delete the temp files of writes (checkpoint, result card, plots) whose process is
+    dead, in the run and in its ``plots/``; return them. A link is removed, not followed."""
+    directory, removed = Path(directory), []
+    places = [directory] + [directory / "plots"] * (not os.path.islink(directory / "plots"))
+    for place in places:
+        for path in place.iterdir() if place.is_dir() else ():
+            match = _TEMP.match(path.name)
+            if match and not _pid_alive(int(match.group(1))):
+                if files.remove(directory, str(path.relative_to(directory))):
+                    removed.append(path)
     if removed:
         note(
             f"removed {len(removed)} temporary file(s) left in {directory} by an interrupted "
@@ -170,7 +195,7 @@ class RunLock:
         if fcntl is None:  # pragma: no cover - Windows
             return cls._acquire_exclusive(path)
         for _ in range(100):  # a retry only when a holder unlinked the file in between
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = files.open_file(directory, LOCK_NAME, os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -178,7 +203,7 @@ class RunLock:
                 os.close(fd)
                 raise RunDirectoryError(_busy_message(directory, holder)) from None
             try:
-                same = os.path.samestat(os.fstat(fd), os.stat(path))
+                same = os.path.samestat(os.fstat(fd), os.lstat(path))
             except FileNotFoundError:
                 same = False
             if same:
@@ -199,7 +224,7 @@ class RunLock:
     @classmethod
     def _acquire_exclusive(cls, path: Path) -> RunLock:  # pragma: no cover - Windows
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = files.open_file(path.parent, LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             with open(path, "rb") as file:
                 holder = _parse_pid(file.read(32))
@@ -215,7 +240,7 @@ class RunLock:
         if self._fd < 0:
             return
         try:
-            if os.path.samestat(os.fstat(self._fd), os.stat(self.path)):
+            if os.path.samestat(os.fstat(self._fd), os.lstat(self.path)):
                 self.path.unlink()
         except OSError:
             pass

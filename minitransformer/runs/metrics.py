@@ -18,15 +18,24 @@ from pathlib import Path
 from typing import Any
 
 from ..checks import is_real
+from . import files
 from .notes import note
 
 
 class MetricsLog:
     """Appends records to a metrics log, one JSON line each, flushed at once (a crash loses
-    no finished line). ``MetricsLog(os.devnull)`` writes nowhere (a rank that does not write)."""
+    no finished line). ``MetricsLog(os.devnull)`` writes nowhere (a rank that does not write).
+
+    The log is opened with ``O_NOFOLLOW`` (files.py): a ``metrics.jsonl`` that is a symbolic
+    link is refused (RunDirectoryError), never appended through.
+    """
 
     def __init__(self, path: str | os.PathLike[str]):
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        if os.fspath(path) == os.devnull:
+            self._file = open(os.devnull, "a", encoding="utf-8")  # noqa: SIM115
+        else:
+            path = Path(path)
+            self._file = files.open_append(path.parent, path.name)
 
     def write(self, record: dict[str, Any]) -> None:
         """Append ``record`` (a step, a split, and numbers or strings) as one line."""
@@ -97,7 +106,5 @@ def truncate_metrics(path: str | os.PathLike[str], step: int) -> None:
             f"(line {shown}; cut short by a crash, or edited)"
         )
     kept = [r for r in records if r["step"] <= step]
-    if skipped or len(kept) != len(records) or path.exists():
-        tmp = path.with_name(f".{path.name}.{os.getpid()}-0.tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
-        os.replace(tmp, path)
+    if skipped or len(kept) != len(records) or path.exists():  # one atomic replace, no link
+        files.write_text(path.parent, path.name, "".join(json.dumps(r) + "\n" for r in kept))

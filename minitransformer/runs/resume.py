@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from .. import backend, checkpoint
+from ..checks import is_int
 from ..config import RESUMABLE, TrainConfig
 from ..errors import CheckpointError, ConfigError, DeviceError, MiniTransformerError
 from ..tensor import Tensor
@@ -81,8 +82,23 @@ def read_resume_point(run: str | os.PathLike[str], **changes: Any) -> ResumePoin
             "options out to continue the run as it was, or start a new run in another "
             "directory (--out)"
         )
+    _check_steps(path, meta["step"], stored.get("steps"), changes.get("steps"))
     config = TrainConfig(**{**stored, "out": str(path.parent), **changes})
     return ResumePoint(path, arrays, meta, config, changes)
+
+
+def _check_steps(path: Path, step: int, total: Any, steps: Any) -> None:
+    """Refuse a ``steps`` below the step the run is at, before anything is written: the run
+    would save a checkpoint at ``step`` with a total below it, which no resume accepts."""
+    if not is_int(steps) or steps >= step:
+        return  # not given, or not a number (TrainConfig names that), or far enough
+    raise ConfigError(
+        f"cannot resume {path.parent} with --steps {steps}: the run is already at step "
+        f"{step}, and --steps is the total number of steps, not the number still to train. "
+        f"Fix: pass --steps above {step} (--steps {step + steps} trains {steps} more)"
+        + (f", or leave it out to finish the run's own {total}" if total > step else "")
+        + f"; from Python: Trainer.resume(run, steps={step + steps})"
+    )
 
 
 def restore(point: ResumePoint, trainer: Any) -> None:

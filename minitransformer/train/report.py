@@ -15,13 +15,13 @@ import sys
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .. import backend, host
 from ..config import TrainConfig
 from ..data.batching import make_batch
 from ..decode import greedy_decode
-from ..runs import note, read_metrics
+from ..runs import files, note, read_metrics
 from ..tensor import no_grad
 
 
@@ -161,15 +161,21 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
 
 
 def write_result(trainer: Any, result: dict[str, Any]) -> None:
-    """``result.json`` in the run directory, then the plots when the run asked for them."""
-    (trainer.out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    """``result.json`` in the run directory, then the plots when the run asked for them.
+
+    Written whole, then renamed over the name (runs/files.py): a ``result.json`` that is a
+    symbolic link is replaced, never written through."""
+    files.write_text(trainer.out, "result.json", json.dumps(result, indent=2) + "\n")
     if trainer.cfg.plots:
         trainer.plot()
 
 
 def draw_plots(trainer: Any) -> None:
     """Loss/accuracy curves, the learning-rate schedule and the cross-attention of one
-    held-out example, into ``out/plots``. A figure that cannot be drawn gives a warning."""
+    held-out example, into ``out/plots``. A figure that cannot be drawn gives a warning.
+
+    Each figure is saved through runs/files.py: a ``plots/`` that is a symbolic link is
+    refused (a warning), a link at a figure's name is replaced, never written through."""
     try:
         import matplotlib  # noqa: F401  (optional)
     except ImportError:
@@ -181,20 +187,25 @@ def draw_plots(trainer: Any) -> None:
         return
     from .. import viz
 
-    plots = trainer.out / "plots"
+    out, plots = trainer.out, trainer.out / "plots"
     try:
-        viz.plot_training_curves(trainer.out / "metrics.jsonl", path=plots / "curves.png")
+        with files.replacing(out, "plots/curves.png") as file:
+            viz.plot_training_curves(out / "metrics.jsonl", path=file)
         steps = list(range(1, trainer.cfg.steps + 1))
-        viz.plot_lr_schedule(steps, [trainer.schedule.lr_at(s) for s in steps],
-                             path=plots / "lr_schedule.png")  # fmt: skip
-        trainer.plot_attention(plots / "attention.png")
+        with files.replacing(out, "plots/lr_schedule.png") as file:
+            viz.plot_lr_schedule(steps, [trainer.schedule.lr_at(s) for s in steps], path=file)
+        with files.replacing(out, "plots/attention.png") as file:
+            trainer.plot_attention(file)
     except Exception as err:  # noqa: BLE001 - the run's result is already written
         warnings.warn(f"could not draw the plots in {plots}: {err}", stacklevel=3)
 
 
-def plot_attention(trainer: Any, path: Path, split: str | None = None, index: int = 0) -> Any:
+def plot_attention(
+    trainer: Any, path: Path | IO[bytes], split: str | None = None, index: int = 0
+) -> Any:
     """Heatmaps of the last decoder layer's cross-attention (one panel per head) while the
-    model decodes held-out example ``index``: which source token each output looks at."""
+    model decodes held-out example ``index``: which source token each output looks at.
+    ``path``: a file name or a binary file (a PNG), as every ``viz`` function takes."""
     from .. import viz
 
     cfg, model, model_cfg = trainer.cfg, trainer.model, trainer.model_cfg

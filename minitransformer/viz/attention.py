@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .figure import PathLike, check_len, finish, new_figure
+from .figure import LIMIT, SaveTo, check_len, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -24,7 +24,7 @@ def plot_attention(
     title: str = "Attention weights",
     head_labels: Sequence[str] | None = None,
     cols: int = 4,
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """Heatmap of attention weights: rows are target positions (queries), columns source (keys).
 
@@ -36,9 +36,10 @@ def plot_attention(
         title: figure title.
         head_labels: H subplot titles (default ``head 0``, ``head 1``, ...).
         cols: subplots per row of the grid.
-        path: where to save a PNG (optional).
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
-    All heads share one colour scale, starting at 0, so they can be compared.
+    All heads share one colour scale, starting at 0, so they can be compared; it comes from
+    the finite weights (NaN or inf cells are left blank).
 
     Raises:
         ValueError: weights are not (T, S) or (H, T, S), or token/label counts do not match.
@@ -66,7 +67,8 @@ def plot_attention(
     panel_h = min(max(t_len * cell + 1.0, 2.4), 7.0)
     fig = new_figure((panel_w * cols + 1.0, panel_h * rows + 0.6))
     axes = fig.subplots(rows, cols, squeeze=False)
-    vmax = float(np.nanmax(w)) if np.nanmax(w) > 0 else 1.0
+    finite = w[np.isfinite(w)]  # NaN/inf cells show blank; the scale comes from the rest
+    vmax = min(float(finite.max()), LIMIT) if finite.size and finite.max() > 0 else 1.0
 
     image = None
     for index, ax in enumerate(axes.flat):

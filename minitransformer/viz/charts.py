@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .figure import PathLike, check_curves, check_len, decorate, finish, new_figure
+from .figure import LIMIT, SaveTo, as_floats, check_curves, check_len, decorate, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -21,7 +21,7 @@ def plot_bars(
     *,
     errors: Sequence[float] | None = None,
     logy: bool = False,
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """Bar chart with each value written above its bar (for benchmarks).
 
@@ -32,12 +32,14 @@ def plot_bars(
         title: figure title.
         errors: optional error bar (e.g. standard deviation) per bar.
         logy: logarithmic value axis, for values spanning orders of magnitude.
-        path: where to save a PNG (optional).
+        (A value beyond ±1e300 or infinite is drawn at the axis' end, NaN as no bar; the
+        label above each bar gives the value itself.)
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
         ValueError: labels, values and errors differ in length, or there are none.
     """
-    heights = np.asarray(values, dtype=np.float64)
+    heights = as_floats("plot_bars", "values", values)
     if heights.ndim != 1 or len(heights) == 0 or len(heights) != len(labels):
         raise ValueError(
             f"plot_bars: need one value per label, got {len(labels)} labels and values of shape "
@@ -47,7 +49,10 @@ def plot_bars(
 
     fig = new_figure((max(4.0, 0.9 * len(heights) + 2.0), 4.0))
     ax = fig.subplots()
-    bars = ax.bar([str(label) for label in labels], heights, yerr=errors, capsize=3)
+    # a bar cannot reach 1e308 or inf (matplotlib's transforms overflow): drawn up to
+    # ±LIMIT (NaN as no bar), while the label above it gives the value itself
+    drawn = np.clip(np.nan_to_num(heights, nan=0.0), -LIMIT, LIMIT)
+    bars = ax.bar([str(label) for label in labels], drawn, yerr=errors, capsize=3)
     ax.bar_label(bars, labels=[f"{v:.3g}" for v in heights], fontsize=8, padding=2)
     if len(heights) > 6 or max(len(str(label)) for label in labels) > 10:
         ax.tick_params(axis="x", labelrotation=30)
@@ -65,7 +70,7 @@ def plot_lines(
     *,
     logy: bool = False,
     logx: bool = False,
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """Several labelled curves over a shared x axis (for the lessons' experiments).
 
@@ -74,7 +79,7 @@ def plot_lines(
         ys: label -> y values, each as long as ``x``.
         xlabel, ylabel, title: axis labels and figure title.
         logy, logx: logarithmic axes.
-        path: where to save a PNG (optional).
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
         ValueError: ``ys`` is empty or a curve's length differs from ``x``.

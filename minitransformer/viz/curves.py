@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..checks import is_real
 from ..runs import read_metrics
-from .figure import PathLike, decorate, finish, new_figure
+from .figure import PathLike, SaveTo, decorate, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,7 +36,7 @@ def plot_training_curves(
     metrics: Sequence[Mapping[str, Any]] | PathLike,
     *,
     title: str = "Training curves",
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """Loss, and token accuracy / exact match / BLEU / learning rate where logged, against step.
 
@@ -45,9 +45,11 @@ def plot_training_curves(
             such as ``{"step": 100, "split": "train", "loss": 2.3, "lr": 1e-3}`` and
             ``{"step": 100, "split": "valid", "loss": 2.1, "token_acc": 0.5, "bleu": 12.3}``.
             Each split becomes one line per panel ("split" defaults to "train"); records
-            without a numeric "step" and keys that are missing or not numbers are skipped.
+            without a numeric "step" and keys that are missing or not numbers are skipped,
+            and so (with a warning) are points that are not finite floats (NaN, ±inf, an
+            int beyond the float range). Huge values are drawn, up to ±1e300 on the axis.
         title: figure title.
-        path: where to save a PNG (optional).
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
         ValueError: no record holds a step and one of the known metrics, or a line of the
@@ -59,6 +61,7 @@ def plot_training_curves(
     else:
         records = list(metrics)
     series: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    left_out = 0
     for record in records:
         step = record.get("step") if isinstance(record, Mapping) else None
         if not is_real(step):
@@ -66,13 +69,25 @@ def plot_training_curves(
         split = str(record.get("split", "train"))
         for key, _ in TRAINING_METRICS:
             if is_real(record.get(key)):
-                series.setdefault(key, {}).setdefault(split, []).append((step, record[key]))
+                point = _finite_point(step, record[key])
+                if point is None:
+                    left_out += 1
+                    continue
+                series.setdefault(key, {}).setdefault(split, []).append(point)
+    if left_out:
+        warnings.warn(
+            f"plot_training_curves: left out {left_out} point(s) whose step or value is not "
+            "a finite number (NaN, inf, or beyond the float range)",
+            stacklevel=2,
+        )
     panels = [(key, label) for key, label in TRAINING_METRICS if key in series]
     if not panels:
         known = ", ".join(key for key, _ in TRAINING_METRICS)
+        dropped = f" ({left_out} point(s) were NaN, inf or beyond the float range)"
         raise ValueError(
-            f"plot_training_curves: nothing to plot in {len(records)} records; each needs a "
-            f"numeric 'step' and at least one of: {known}."
+            f"plot_training_curves: nothing to plot in {len(records)} records"
+            f"{dropped if left_out else ''}; each needs a numeric 'step' and at least one "
+            f"finite number of: {known}."
         )
 
     cols = min(len(panels), 3)
@@ -130,6 +145,15 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
                 "Fix: each line of a metrics log must be one JSON object."
             ) from exc
     return records
+
+
+def _finite_point(step: Any, value: Any) -> tuple[float, float] | None:
+    """(step, value) as finite floats, or None (NaN, ±inf, an int too big for a float)."""
+    try:
+        point = float(step), float(value)
+    except OverflowError:
+        return None
+    return point if all(map(math.isfinite, point)) else None
 
 
 def _split_rank(split: str) -> tuple[int, str]:

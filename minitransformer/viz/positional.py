@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .figure import PathLike, finish, new_figure
+from .figure import SaveTo, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -18,7 +18,7 @@ def plot_positional_encoding(
     *,
     dims: Sequence[int] | None = None,
     title: str = "Sinusoidal positional encoding",
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """The encoding matrix as an image (position x dimension) beside a few dimensions' curves.
 
@@ -27,7 +27,7 @@ def plot_positional_encoding(
         dims: dimensions to draw as curves (default: 0, 1, D//4 and D//2, showing that low
             dimensions oscillate fast and high ones slowly).
         title: figure title.
-        path: where to save a PNG (optional).
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
         ValueError: pe is not (L, D) / (1, L, D), or a requested dimension is out of range.

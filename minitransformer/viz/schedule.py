@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .figure import PathLike, check_curves, decorate, finish, new_figure
+from .figure import SaveTo, check_curves, decorate, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -20,7 +20,7 @@ def plot_lr_schedule(
     label: str = "learning rate",
     title: str = "Learning-rate schedule",
     logy: bool = False,
-    path: PathLike | None = None,
+    path: SaveTo | None = None,
 ) -> Figure:
     """Learning rate against step, one curve or several, with each curve's peak marked.
 
@@ -31,7 +31,7 @@ def plot_lr_schedule(
         label: legend label when ``lrs`` is a single sequence.
         title: figure title.
         logy: logarithmic learning-rate axis.
-        path: where to save a PNG (optional).
+        path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
         ValueError: a curve's length differs from ``steps``.
