@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import statistics
 import sys
+import types
 
 import numpy as np
 import pytest
 
 from minitransformer import backend, bench, cli, host
+from minitransformer.bench import command as bench_command
+from minitransformer.bench import spread
 from minitransformer.config import TransformerConfig
 from minitransformer.kernels import numpy as numpy_kernels
 
@@ -126,7 +131,6 @@ def test_a_device_run_also_times_our_step_on_the_cpu():
 def test_gpu_memory_is_read_from_the_allocators(monkeypatch):
     """On a GPU the peak is device memory: CuPy's pool for ours, PyTorch's caching
     allocator for torch (fakes stand in for both here: the CI has no GPU)."""
-    import types
 
     class Pool:
         held = 1 << 20
@@ -155,3 +159,131 @@ def test_gpu_memory_is_read_from_the_allocators(monkeypatch):
     state["peak"] += 7 << 20
     assert meter.added() == 7.0 and "max_memory_reserved" in meter.method
     assert isinstance(bench.memory_meter("ours", "cpu"), bench._PeakMemory)
+
+
+# ------------------------------------------- the headline ratio's spread and its warnings
+# Synthetic round timings only: no test here depends on how fast this machine is.
+
+
+def _trust(ours_ms, torch_ms, load_before=0.0, load_during=None):
+    """``summarize`` on per-round medians of ours and PyTorch, as ``run`` calls it."""
+    ratios = {"ratio_ours_over_torch": [a / b for a, b in zip(ours_ms, torch_ms, strict=True)]}
+    during = load_during or {"ours": [0.0] * len(ours_ms), "torch": [0.0] * len(torch_ms)}
+    return spread.summarize(
+        {"ours": list(ours_ms), "torch": list(torch_ms)}, ratios, load_before, during
+    )
+
+
+def _report(ours_ms, torch_ms, **load):
+    """A whole report as ``run`` returns it, from synthetic rounds (for format_report)."""
+    side = {
+        "ms_min": 1.0, "ms_max": 9.0, "steps": 10, "warmup_steps": 2, "warmup_s": 1.0,
+        "tokens_per_s": 1e3, "gflops": 1.0, "fraction_of_ceiling": 0.1, "peak_mb": 50.0,
+        "threads": {"blas": "openblas", "threads": 2, "source": "test"}, "device": "cpu",
+    }  # fmt: skip
+    cfg = TransformerConfig.preset("tiny", src_vocab=32, tgt_vocab=32)
+    r = {
+        "preset": "tiny", "device": "cpu", "flops_per_step": 1e9, "tokens_per_step": 1024,
+        "rounds": len(ours_ms), "gemm_ceiling_gflops": 100.0,
+        "gemm_ceiling_median_gflops": 100.0, "gemm_ceiling_threads_gflops": 100.0,
+        "gemm_ceiling_1thread_gflops": 60.0, "memory_ratio_ours_over_torch": 0.4,
+        "config": {"vocab": 32, "d_model": cfg.d_model, "h": cfg.h, "N": cfg.N,
+                   "d_ff": cfg.d_ff, "length": 16, "batch": 64, "dropout": 0.0,
+                   "label_smoothing": 0.1, "dtype": "float32"},
+        "ours": {**side, "ms_median": statistics.median(ours_ms)},
+        "torch": {**side, "ms_median": statistics.median(torch_ms)},
+    }  # fmt: skip
+    r.update(_trust(ours_ms, torch_ms, **load))
+    r["ratio_per_round"] = [a / b for a, b in zip(ours_ms, torch_ms, strict=True)]
+    return r
+
+
+def test_steady_rounds_on_an_idle_machine_give_the_ratio_with_its_range_and_no_warning():
+    t = _trust([40.0, 41.0, 39.0], [30.0, 31.0, 29.5], load_before=0.1)
+    assert t["warnings"] == []
+    assert t["ratio_ours_over_torch"] == pytest.approx(41 / 31)  # median of per-round ratios
+    low, high = t["ratio_ours_over_torch_range"]
+    assert low == pytest.approx(39 / 29.5) and high == pytest.approx(40 / 30)
+    assert t["round_spread"]["ours"] == pytest.approx(41 / 39)
+    text = bench.format_report(_report([40.0, 41.0, 39.0], [30.0, 31.0, 29.5]))
+    assert "ratio ours/torch: 1.32x (rounds 1.32-1.33x)" in text and "WARNING" not in text
+
+
+def test_a_side_whose_rounds_disagree_is_warned_and_so_is_a_wide_ratio_range():
+    """PyTorch's 2-thread step collapsing in one round (2.4 s; 23-29 ms alone)."""
+    t = _trust([40.0, 41.0, 40.0], [25.0, 2400.0, 27.0])
+    text = " ".join(t["warnings"])
+    assert "pytorch eager's rounds disagree" in text and "25.0 to 2,400.0 ms" in text
+    assert "ranges 0.02-1.60x" in text and "not a property of the code" in text
+    assert "minitransformer's rounds" not in text  # ours was steady
+
+
+def test_a_ratio_range_over_2x_is_warned_even_when_each_side_is_within_1_5x():
+    t = _trust([40.0, 58.0], [58.0, 40.0])  # sides 1.45x apart, ratios 0.69 and 1.45
+    assert len(t["warnings"]) == 2 and "ranges 0.69-1.45x" in t["warnings"][0]
+
+
+def test_a_steady_collapse_under_other_load_is_warned():
+    """The issue's case: every round of PyTorch collapsed alike, so rounds agree and the
+    ratio is steady at 0.02x; only the other processes' load gives it away."""
+    load = {"ours": [0.2, 0.3], "torch": [1.8, 1.9]}
+    r = _report([40.0, 41.0], [2400.0, 2410.0], load_before=1.2, load_during=load)
+    assert r["ratio_ours_over_torch"] == pytest.approx(0.017, abs=1e-3)
+    assert r["other_load_cores"]["before"] == 1.2 and r["other_load_cores"]["rounds"] == load
+    assert r["other_load_cores"]["during"] == {"ours": 0.25, "torch": pytest.approx(1.85)}
+    [busy, advice] = r["warnings"]
+    assert "1.2 before the timing" in busy and "1.9 during pytorch eager's rounds" in busy
+    assert "minitransformer's rounds" not in busy  # 0.25 cores is below OTHER_LOAD_MAX
+    assert "rerun on an idle machine" in advice
+    text = bench.format_report(r)
+    assert "0.02x (rounds 0.02-0.02x)" in text
+    assert text.count("WARNING:") == 2 and "other processes' load" in text
+
+
+def test_unknown_load_gives_no_load_warning():
+    t = _trust([40.0, 40.0], [30.0, 30.0], None, {"ours": [None, None], "torch": [None]})
+    assert t["warnings"] == [] and t["other_load_cores"]["during"]["ours"] is None
+
+
+def test_load_meter_subtracts_our_own_processes(monkeypatch):
+    """Other load = the machine's busy CPU time minus this process's and the worker's."""
+    busy = iter([100.0, 103.0])  # 3 busy CPU seconds in a 2 s window
+    monkeypatch.setattr(spread, "busy_cpu_seconds", lambda: next(busy))
+    clocks = types.SimpleNamespace(  # a 2 s window in which this process ran 0.5 s
+        perf_counter=iter([10.0, 12.0, 20.0, 21.0]).__next__,
+        process_time=iter([5.0, 5.5, 6.0, 6.0]).__next__,
+    )
+    monkeypatch.setattr(spread, "time", clocks)
+    meter = spread.LoadMeter()
+    meter.start()
+    assert meter.stop(ours_cpu_s=1.5) == pytest.approx((3 - 0.5 - 1.5) / 2)
+    monkeypatch.setattr(spread, "busy_cpu_seconds", lambda: None)  # no /proc/stat
+    meter.start()
+    assert meter.stop() is None
+
+
+def test_bench_command_prints_and_saves_the_warnings(tmp_path, monkeypatch, capsys):
+    """``bench`` repeats a preset's warnings at the end and writes them to the JSON."""
+    load = {"ours": [0.0, 0.0], "torch": [1.9, 1.9]}
+    report = _report([40.0, 41.0], [2400.0, 2410.0], load_before=1.5, load_during=load)
+    monkeypatch.setattr(bench_command, "run", lambda *a, **k: report)
+    out = tmp_path / "b.json"
+    args = argparse.Namespace(
+        preset=["tiny"], compare="torch", device="cpu", seconds=1.0, json=str(out),
+        data_parallel=None,
+    )  # fmt: skip
+    assert bench_command.main(args) == 0
+    text = capsys.readouterr().out
+    assert "bench: WARNING: the numbers of tiny are not reliable" in text
+    saved = json.loads(out.read_text())
+    assert saved["warnings"]["tiny"] == report["warnings"] and saved["wall_s"] >= 0
+    tiny = saved["presets"]["tiny"]
+    for key in ("ratio_ours_over_torch_range", "round_ms", "round_spread", "other_load_cores"):
+        assert key in tiny
+
+
+def test_bench_help_says_how_long_it_takes_and_what_seconds_does(capsys):
+    assert cli.main(["bench", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "minutes" in text and "--seconds is the timed budget of each preset" in text
+    assert "WARNING" in text

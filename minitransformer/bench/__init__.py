@@ -8,6 +8,7 @@ One concept per file, top to bottom:
     command.py        the ``bench`` command: every preset, then decoding; JSON output
     options.py        its flags (shared by the CLI and ``python -m minitransformer.bench``)
     steps.py          ``run(preset)``: the interleaved step benchmark; ``format_report``
+    spread.py         how far the numbers hold: ranges over rounds, other load, warnings
     decode.py         ``run_decode``: greedy tokens/s, cached vs recomputed
     data_parallel.py  ``bench --data-parallel N``: 1 process vs N MPI ranks
     worker.py         one implementation in its own subprocess (``_Runner``, ``_Remote``)

@@ -33,11 +33,7 @@ def _run(argv: list[str]) -> int:
         if found is not None:
             print(json.dumps(found), flush=True)
         return 0
-    parser = argparse.ArgumentParser(
-        prog="python -m minitransformer.bench",
-        description="Time training steps (and PyTorch side by side); see `minitransformer "
-        "bench --help`.",
-    )
+    parser = argparse.ArgumentParser(prog="python -m minitransformer.bench")
     args = add_arguments(parser).parse_args(argv)
     try:
         return main(args)

@@ -5,6 +5,9 @@
     python -m minitransformer bench --preset tiny --compare torch --seconds 10
     python -m minitransformer.bench --preset base --json results.json
 
+Every ratio comes with its range over rounds, and a preset whose rounds disagree or that ran
+beside other load gets warnings (spread.py); the JSON keeps every round and the warnings.
+
 Its flags are declared in options.py, for the CLI's ``bench`` and for ``python -m
 minitransformer.bench`` alike.
 """
@@ -15,6 +18,7 @@ import json
 import os
 import platform
 import sys
+import time
 from typing import Any
 
 from .. import backend, host
@@ -42,12 +46,13 @@ def main(args: Any) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
+    started, load_start = time.perf_counter(), list(os.getloadavg())
     info = host.blas_info()
     print(
         f"minitransformer bench on {host.cpu_name()}: "
         f"python {platform.python_version()}, numpy {info['numpy']}, "
         f"{threads_text(info)}; {os.cpu_count()} CPUs, load average "
-        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        f"{', '.join(f'{x:.2f}' for x in load_start)}"
     )
     if args.compare == "torch" and not torch_available():
         print("compare torch: skipped: " + NO_TORCH)
@@ -60,7 +65,18 @@ def main(args: Any) -> int:
         d = run_decode(seconds=max(2.0, args.seconds / 2), device=device)
         results["decode"] = d
         print(format_decode(d), flush=True)
+    results["load_average_start"] = load_start
     results["load_average_end"] = list(os.getloadavg())
+    results["warnings"] = {n: r["warnings"] for n, r in results["presets"].items() if r["warnings"]}
+    results["wall_s"] = time.perf_counter() - started
+    print(f"bench: {results['wall_s']:.0f} s in all", flush=True)
+    if results["warnings"]:
+        print(
+            "bench: WARNING: the numbers of "
+            + ", ".join(results["warnings"])
+            + " are not reliable (see the warnings above); rerun on an idle machine",
+            flush=True,
+        )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)

@@ -51,12 +51,39 @@ def json_file(text: str) -> str:
     return text
 
 
+DESCRIPTION = (
+    "Time full training steps (forward, loss, backward, Adam; float32) at the tiny, small "
+    "and base sizes, each implementation in its own process, then greedy decoding at small "
+    "(for --seconds / 2, at least 2 s). "
+    "--seconds is the timed budget of each preset, shared by the implementations; on top "
+    "come starting the workers, a warm-up of up to 3 s each, the GEMM ceiling between rounds "
+    "and at least one step per implementation and round (a base step takes 1-2.5 s). "
+    "On an idle 2-core machine the default run took about 2 minutes, 2.5 with --compare "
+    "torch; --preset tiny --seconds 5 about 10 s (20 s with --compare torch); longer on a "
+    "busy machine. Each ratio is printed "
+    "with its range over rounds, and with a WARNING when a side's rounds disagree or other "
+    "processes kept the cores busy: such numbers are not the code's alone."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``bench`` flags to ``parser``; return it."""
-    parser.add_argument("--preset", action="append", choices=tuple(PRESETS))
-    parser.add_argument("--compare", choices=("torch",))
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--seconds", type=positive_float, default=20.0, help="time per preset")
+    """Add the ``bench`` flags to ``parser`` and describe the command in its ``--help``;
+    return it."""
+    parser.description = DESCRIPTION
+    parser.add_argument(
+        "--preset", action="append", choices=tuple(PRESETS),
+        help="time only this size (repeat for several; default: all three)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--compare", choices=("torch",),
+        help="also time PyTorch's step (default threads and one thread), alternating rounds",
+    )  # fmt: skip
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    parser.add_argument(
+        "--seconds", type=positive_float, default=20.0,
+        help="timed seconds per preset, shared by the implementations (default 20); more "
+        "gives more rounds (up to 8) and steadier medians",
+    )  # fmt: skip
     parser.add_argument("--json", type=json_file, help="also write the results to this file")
     parser.add_argument(
         "--data-parallel", metavar="N", type=positive_int,

@@ -11,7 +11,9 @@ the same run, between the same rounds.
 
 Each implementation runs in its own subprocess (see worker.py), and ``run`` drives them in
 alternating rounds, ours, torch, ours, torch, ..., so drift of a shared machine hits both
-alike; the ratio is the median over rounds of (our median / torch's median) in the round.
+alike; the ratio is the median over rounds of (our median / torch's median) in the round,
+always given with its range over rounds, and with warnings when rounds disagree or other
+processes loaded the machine (see spread.py: a ratio from a busy machine is not quotable).
 PyTorch runs twice: on its default threads, and on one thread (``torch.set_num_threads(1)``)
 because on a busy shared machine its multi-threaded kernels stall waiting for descheduled
 threads (measured here: 3.1 s per tiny step vs 69 ms on an idle machine), which would make
@@ -28,6 +30,14 @@ import statistics
 from typing import Any
 
 from .presets import PRESETS, step_flops
+from .spread import (
+    NAMES,
+    LoadMeter,
+    format_load,
+    format_warnings,
+    other_load_now,
+    summarize,
+)
 from .worker import _Remote, _Runner
 
 NO_TORCH = "PyTorch is not installed (pip install 'minitransformer[torch]')"
@@ -82,6 +92,9 @@ def run(
     say = log or (lambda msg: None)
 
     workers: dict[str, Any] = {}
+    load_before = other_load_now(0.5)  # before any worker exists: the machine as we found it
+    load_during: dict[str, list[float | None]] = {impl: [] for impl in impls}
+    meter = LoadMeter()
     try:
         for name, (impl, dev) in plan.items():
             say(f"  starting {impl} on {dev} ({preset}) ...")
@@ -95,7 +108,9 @@ def run(
             ceilings.append(c["gflops"])
             ceiling_detail.append(c)
             for impl, w in workers.items():  # ours, torch, ours, torch, ...
+                meter.start()
                 r = w.time(seconds=per_round)
+                load_during[impl].append(meter.stop(0.0 if in_process else r["cpu_s"]))
                 times[impl].append(r["times"])
                 losses[impl] = r["loss"]
         infos = {impl: w.info() for impl, w in workers.items()}
@@ -161,24 +176,25 @@ def run(
         }
     for impl in impls:  # against the best ceiling seen: busy moments only lower it
         report[impl]["fraction_of_ceiling"] = report[impl]["gflops"] / max(ceilings)
+    round_ms = {impl: [1e3 * statistics.median(t) for t in times[impl]] for impl in impls}
+    ratios: dict[str, list[float]] = {}
     if "torch" in impls:
-        ours = [statistics.median(t) for t in times["ours"]]
-        torch_default = [statistics.median(t) for t in times["torch"]]
-        torch_one = [statistics.median(t) for t in times.get("torch1", times["torch"])]
-        ratios = [a / b for a, b in zip(ours, torch_default, strict=True)]
-        report["ratio_ours_over_torch"] = statistics.median(ratios)
-        report["ratio_per_round"] = ratios
+        ours, torch_default = round_ms["ours"], round_ms["torch"]
+        torch_one = round_ms.get("torch1", torch_default)
+        ratios["ratio_ours_over_torch"] = [a / b for a, b in zip(ours, torch_default, strict=True)]
         if "torch1" in impls:
-            report["ratio_ours_over_torch_1thread"] = statistics.median(
+            ratios["ratio_ours_over_torch_1thread"] = [
                 a / b for a, b in zip(ours, torch_one, strict=True)
-            )
-        torch_best = [min(b, c) for b, c in zip(torch_default, torch_one, strict=True)]
-        report["ratio_ours_over_best_torch"] = statistics.median(
-            a / b for a, b in zip(ours, torch_best, strict=True)
-        )
+            ]
+        ratios["ratio_ours_over_best_torch"] = [
+            a / min(b, c) for a, b, c in zip(ours, torch_default, torch_one, strict=True)
+        ]
         report["memory_ratio_ours_over_torch"] = report["ours"]["peak_mb"] / max(
             report["torch"]["peak_mb"], 1e-9
         )
+    report.update(summarize(round_ms, ratios, load_before, load_during))
+    if "torch" in impls:
+        report["ratio_per_round"] = ratios["ratio_ours_over_torch"]
     if "ours_cpu" in impls:  # speed-up of the device over the CPU, round by round
         report["speedup_device_over_cpu"] = statistics.median(
             statistics.median(c) / statistics.median(d)
@@ -207,13 +223,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"{r['gemm_ceiling_threads_gflops']:.1f}, one thread "
         f"{r['gemm_ceiling_1thread_gflops']:.1f}); % of ceiling is of the best",
     ]
-    names = {
-        "ours": "minitransformer",
-        "torch": "pytorch eager",
-        "torch1": "pytorch 1 thread",
-        "ours_cpu": "ours on the cpu",
-    }
-    for impl, name in names.items():
+    for impl, name in NAMES.items():
         if impl not in r:
             continue
         s = r[impl]
@@ -229,13 +239,15 @@ def format_report(r: dict[str, Any]) -> str:
     if "ratio_ours_over_torch" in r:
         per = ", ".join(f"{x:.2f}" for x in r["ratio_per_round"])
         lines.append(
-            f"   ratio ours/torch: {r['ratio_ours_over_torch']:.2f}x time per step "
-            f"(rounds: {per}); peak memory {r['memory_ratio_ours_over_torch']:.2f}x"
+            f"   ratio ours/torch: {_ratio(r, 'ratio_ours_over_torch')} time per step, the "
+            f"median of {len(r['ratio_per_round'])} rounds ({per}); peak memory "
+            f"{r['memory_ratio_ours_over_torch']:.2f}x"
         )
         if "ratio_ours_over_torch_1thread" in r:
             lines.append(
-                f"   ratio ours/torch on 1 thread: {r['ratio_ours_over_torch_1thread']:.2f}x; "
-                f"ours/(the faster torch in each round): {r['ratio_ours_over_best_torch']:.2f}x"
+                f"   ratio ours/torch on 1 thread: {_ratio(r, 'ratio_ours_over_torch_1thread')}; "
+                "ours/(the faster torch in each round): "
+                f"{_ratio(r, 'ratio_ours_over_best_torch')}"
             )
     if "speedup_device_over_cpu" in r:
         lines.append(
@@ -245,7 +257,15 @@ def format_report(r: dict[str, Any]) -> str:
         )
     if "compare_skipped" in r:
         lines.append(f"   compare torch: skipped: {r['compare_skipped']}")
-    return "\n".join(lines)
+    if "other_load_cores" in r:
+        lines.append(format_load(r["other_load_cores"]))
+    return "\n".join(lines + format_warnings(r))
+
+
+def _ratio(r: dict[str, Any], name: str) -> str:
+    """A ratio with its range over rounds: "1.05x (rounds 0.92-1.15x)"."""
+    low, high = r[name + "_range"]
+    return f"{r[name]:.2f}x (rounds {low:.2f}-{high:.2f}x)"
 
 
 def threads_text(t: dict[str, Any]) -> str:

@@ -60,14 +60,16 @@ class _Runner:
         return {"steps": n, "seconds": time.perf_counter() - t0}
 
     def time(self, seconds: float, min_steps: int = 1) -> dict:
-        """Time single steps for about ``seconds`` (at least ``min_steps``); seconds each."""
+        """Time single steps for about ``seconds`` (at least ``min_steps``): seconds each,
+        the last loss, and ``cpu_s``, the CPU time this process spent (all its threads; the
+        parent subtracts it from the machine's busy time to see other processes' load)."""
         times, t_end = [], time.perf_counter() + seconds
-        loss = float("nan")
+        loss, cpu0 = float("nan"), time.process_time()
         while len(times) < min_steps or time.perf_counter() < t_end:
             t = time.perf_counter()
             loss = self.step()
             times.append(time.perf_counter() - t)
-        return {"times": times, "loss": loss}
+        return {"times": times, "loss": loss, "cpu_s": time.process_time() - cpu0}
 
     def ceiling(self, seconds: float, n: int = 1024) -> dict:
         """float32 GEMM (n x n) @ (n x n) GFLOP/s on this implementation's device: the
