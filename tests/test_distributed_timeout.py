@@ -123,7 +123,7 @@ def _start_long_run(run: Path, env: dict[str, str]) -> tuple[subprocess.Popen, l
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         pids = _rank_pids(job.pid)
-        if (run / "checkpoint.npz").exists() and len(pids) == 2:
+        if (run / "checkpoint.safetensors").exists() and len(pids) == 2:
             return job, pids
         time.sleep(0.1)
     _kill(job, _rank_pids(job.pid))
@@ -149,17 +149,17 @@ def test_a_stopped_rank_ends_the_job_within_the_timeout_and_the_run_resumes(tmp_
     assert len(lines) == 1, err  # the reachable rank: one line
     assert f"within the collective timeout of {TIMEOUT_S} s" in lines[0]
     assert waiting.TIMEOUT_ENV in lines[0] and "Traceback" not in err
-    stopped = 1 if lines[0].startswith("minitransformer: error: rank 0:") else 0
+    stopped = 1 if " error: rank 0:" in lines[0] else 0
     assert f"rank {stopped} did not arrive" in lines[0]
     assert f"mpiexec -n 2 minitransformer train --resume {run} --data-parallel" in lines[0]
     assert "MPI_Abort" not in out + err and "BAD TERMINATION" not in out + err
-    _, meta = checkpoint.load_checkpoint(run / "checkpoint.npz")  # intact
+    _, meta = checkpoint.load_checkpoint(run / "checkpoint.safetensors")  # intact
     assert meta["step"] % 20 == 0 and f"(step {meta['step']})" in lines[0]
     step = meta["step"]
     more = _run(_dp(["--resume", str(run), "--steps", str(step + 5), "--no-progress",
                      "--no-plots"]), _env())  # fmt: skip
     assert more.returncode == 0, more.stderr
-    assert checkpoint.load_checkpoint(run / "checkpoint.npz")[1]["step"] == step + 5
+    assert checkpoint.load_checkpoint(run / "checkpoint.safetensors")[1]["step"] == step + 5
 
 
 @needs_mpi

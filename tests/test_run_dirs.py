@@ -98,13 +98,15 @@ def snapshot(directory: Path) -> dict[str, tuple[bytes | str, int]]:
 
 
 @posix_only
-@pytest.mark.parametrize("entry", [".lock", "result.json", "metrics.jsonl", "checkpoint.npz"])
+@pytest.mark.parametrize(
+    "entry", [".lock", "result.json", "metrics.jsonl", "checkpoint.safetensors"]
+)
 def test_a_linked_entry_is_refused_before_training(run, outside, entry):
     before = snapshot(outside)
     (run / entry).unlink(missing_ok=True)
     (run / entry).symlink_to(outside / "precious.txt")
     with pytest.raises(RunDirectoryError, match="symbolic link") as caught:
-        if entry == "checkpoint.npz":  # nothing to resume from: a new run there
+        if entry == "checkpoint.safetensors":  # nothing to resume from: a new run there
             Trainer(tiny(run)).train()
         else:
             Trainer.resume(run, steps=4).train()
@@ -132,13 +134,15 @@ def test_a_linked_plots_directory_is_refused_and_overwrite_removes_only_the_link
 def test_overwrite_deletes_linked_files_not_their_targets(run, outside):
     before = snapshot(outside)
     (run / "plots").mkdir(exist_ok=True)
-    for name in ("result.json", "plots/curves.png", "checkpoint.npz"):
+    for name in ("result.json", "plots/curves.png", "checkpoint.safetensors"):
         (run / name).unlink(missing_ok=True)
         (run / name).symlink_to(outside / "precious.txt")
     assert main(["train", "copy", "--steps", "2", "--out", str(run), "--overwrite", *TINY]) == 0
     assert snapshot(outside) == before
     assert not (run / "plots" / "curves.png").exists()
-    assert not (run / "checkpoint.npz").is_symlink() and not (run / "result.json").is_symlink()
+    assert (
+        not (run / "checkpoint.safetensors").is_symlink() and not (run / "result.json").is_symlink()
+    )
 
 
 @posix_only
@@ -182,7 +186,9 @@ def test_stale_temp_files_that_are_links_are_removed_not_followed(run, outside):
     dead.wait()
     for place in (run, run / "plots"):
         place.mkdir(exist_ok=True)
-        (place / f".checkpoint.npz.{dead.pid}-0a1b.tmp").symlink_to(outside / "precious.txt")
+        (place / f".checkpoint.safetensors.{dead.pid}-0a1b.tmp").symlink_to(
+            outside / "precious.txt"
+        )
     (run / f".x.{dead.pid}-0a1b.tmp").symlink_to(outside, target_is_directory=True)
     before = snapshot(outside)
     removed = runs.remove_stale_temp_files(run)
@@ -236,7 +242,7 @@ def test_resume_with_steps_below_the_runs_step_is_refused_before_anything_is_wri
     assert "already at step 4" in line and "--steps 6 trains 2 more" in line
     assert snapshot(run) == before
     assert Trainer.resume(run, steps=5).train()["steps"] == 5  # what the message offers works
-    assert checkpoint.read_metadata(run / "checkpoint.npz")["step"] == 5
+    assert checkpoint.read_metadata(run / "checkpoint.safetensors")["step"] == 5
 
 
 # ------------------------------------------------------------------ odd --out names
@@ -332,3 +338,28 @@ def test_plot_command_on_a_log_with_huge_losses(tmp_path, capsys, loss):
     err = capsys.readouterr().err
     assert "arange" not in err and "overflow" not in err
     assert (tmp_path / "plots" / "curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("flag", [["train", "copy", "--out"], ["train", "--resume"],
+                                  ["plot", "--run"], ["evaluate", "--checkpoint"],
+                                  ["translate", "--checkpoint"], ["ablate", "--out"]])  # fmt: skip
+@pytest.mark.parametrize("name", ["", "   "])
+def test_an_empty_or_blank_path_flag_is_refused_and_nothing_is_written(
+    flag, name, tmp_path, monkeypatch, capsys
+):
+    from minitransformer.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([*flag, name, "--steps", "1"] if flag[0] == "train" else [*flag, name]) == 2
+    err = capsys.readouterr().err
+    assert "expected a file or directory name" in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # not a run among the user's files
+
+
+@pytest.mark.parametrize("out", ["", " ", "\t"])
+def test_trainconfig_refuses_an_empty_out(out):
+    from minitransformer.config import TrainConfig
+    from minitransformer.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="out must be a directory name"):
+        TrainConfig(task="copy", out=out)

@@ -70,9 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub, debug)
     _add_translate_and_evaluate(sub, debug)
     pl = sub.add_parser("plot", help="draw the curves of a run into RUN/plots", parents=[debug])
-    pl.add_argument("--run", required=True)
+    pl.add_argument("--run", required=True, type=flags.path_text)
     pl.add_argument(
         "--to",
+        type=flags.path_text,
         help="write the curves to this file (.png added when it has no suffix) or into this "
         "existing directory, instead of RUN/plots/curves.png",
     )
@@ -126,7 +127,7 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
         help=f"gradient clipping (default: {_default('clip_norm'):g})",
     )  # fmt: skip
     train.add_argument("--seed", type=flags.non_negative_int, help=f"default: {_default('seed')}")
-    train.add_argument("--out", help="run directory (default: runs/TASK)")
+    train.add_argument("--out", type=flags.path_text, help="run directory (default: runs/TASK)")
     train.add_argument(
         "--overwrite", action="store_true", help="replace the run in --out (its files are deleted)"
     )
@@ -159,7 +160,9 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
         "--knob", metavar="KEY=VALUE", type=flags.key_value, action="append", default=[],
         help="a task knob, e.g. --knob n_train=2000 --knob max_len=8 (default: the task's)",
     )  # fmt: skip
-    train.add_argument("--resume", metavar="RUN", help="continue the run in this directory")
+    train.add_argument(
+        "--resume", metavar="RUN", type=flags.path_text, help="continue the run in this directory"
+    )
     train.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
     train.add_argument("--no-plots", action="store_true", help="skip plots/*.png at the end")
     train.add_argument(
@@ -174,7 +177,12 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     tr = sub.add_parser(
         "translate", help="translate sentences with a trained checkpoint", parents=[debug]
     )
-    tr.add_argument("--checkpoint", required=True, help="a run directory or checkpoint file")
+    tr.add_argument(
+        "--checkpoint",
+        required=True,
+        type=flags.path_text,
+        help="a run directory or checkpoint file",
+    )
     tr.add_argument(
         "--beam", type=flags.positive_int, default=1, help="beam size (default: 1 = greedy)"
     )
@@ -188,7 +196,12 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     ev = sub.add_parser(
         "evaluate", help="BLEU / exact match on the held-out split", parents=[debug]
     )
-    ev.add_argument("--checkpoint", required=True, help="a run directory or checkpoint file")
+    ev.add_argument(
+        "--checkpoint",
+        required=True,
+        type=flags.path_text,
+        help="a run directory or checkpoint file",
+    )
     ev.add_argument("--split", choices=("valid", "test"), default="test", help="default: test")
     ev.add_argument(
         "--samples", type=flags.positive_int, help="only the first N sentences (default: all)"
@@ -218,7 +231,9 @@ def _add_ablate(sub: Any, debug: argparse.ArgumentParser) -> None:
         "--seed", type=flags.non_negative_int, default=0,
         help="data, weights, batch order, dropout masks (default 0)",
     )  # fmt: skip
-    ab.add_argument("--out", default="runs/ablate", help="where the table and figure go")
+    ab.add_argument(
+        "--out", default="runs/ablate", type=flags.path_text, help="where the table and figure go"
+    )
     ab.add_argument("--overwrite", action="store_true", help="replace a study in --out")
     ab.add_argument("--fast", action="store_true", help="a small study (about a minute)")
     ab.add_argument("--only", type=flags.name_list, metavar="NAME,...", help="these variants only")

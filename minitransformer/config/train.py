@@ -250,3 +250,5 @@ def _check_fields(cfg: TrainConfig) -> None:
             raise bad(key, "True or False")
     if not isinstance(cfg.device, str) or not isinstance(cfg.out, str):
         raise bad("device" if not isinstance(cfg.device, str) else "out", "a string")
+    if not cfg.out.strip():  # Path("") is the current directory: a run among the user's files
+        raise bad("out", "a directory name, not empty or blank (for the current directory: '.')")

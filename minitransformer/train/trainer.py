@@ -27,7 +27,7 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .. import backend, checkpoint, runs
 from .. import functional as F
@@ -79,9 +79,7 @@ class Trainer:
         self._healthy: Any = None  # device flag: every step so far was finite
         self.grad_hook: Any = None  # hook(flat gradient buffers, loss) after backward
         self.loss_scale = 1.0  # the loss is multiplied by this before backward
-        # Data parallelism (distributed.World.attach sets it): batches are sharded, losses
-        # and the stop flag agreed at log lines, and only the writer (rank 0) writes files.
-        self.world: Any = None
+        self.world: Any = None  # distributed.World.attach: sharded batches, rank 0 writes
         self._agreed_stop: str | None = None  # the stop every rank agreed on (world only)
 
     # ------------------------------------------------------------------ one step
@@ -293,9 +291,8 @@ class Trainer:
         self.reporter.signal_received(name, again, None if self.world is None else self.world.size)
 
     def finish(self) -> dict[str, Any]:
-        """Final evaluation on the held-out split, the result card and the plots (rank 0
-        of a data-parallel job; the other ranks wait for its result, which says when it was
-        interrupted)."""
+        """Final evaluation on the held-out split, the result card and the plots (rank 0 of a
+        data-parallel job; the other ranks wait for its result, which may be "interrupted")."""
         if not self._writer:
             result = self.world.bcast(None, after_evaluation=True)
             if result.get("interrupted"):
@@ -391,13 +388,13 @@ class Trainer:
 
     # ------------------------------------------------------------------ plots
     def plot(self) -> None:
-        """Loss/accuracy curves and the learning-rate schedule, into ``out/plots``.
-
-        A figure that cannot be drawn gives a warning, never a failed run.
-        """
+        """Loss/accuracy curves and the learning-rate schedule, into ``out/plots`` (a figure
+        that cannot be drawn gives a warning, never a failed run)."""
         report.draw_plots(self)
 
-    def plot_attention(self, path: Path, split: str | None = None, index: int = 0) -> Any:
+    def plot_attention(
+        self, path: Path | IO[bytes], split: str | None = None, index: int = 0
+    ) -> Any:
         """Heatmaps of the last decoder layer's cross-attention (one panel per head) while
         the model decodes held-out example ``index``: which source token each output looks at."""
         return report.plot_attention(self, path, split, index)
