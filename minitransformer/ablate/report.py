@@ -1,14 +1,19 @@
 """Reporting the ablation study: the Markdown table beside the paper's Table 3, the figure,
 and the files a study writes (refusing to replace one unless asked).
+
+The files go through runs/files.py, as a training run's do: each is written whole to a temp
+file and renamed over its name, and none is written through a symbolic link (an
+``ablations.json`` that links to ``~/.bashrc``, a ``plots/`` that links to another project).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from .. import runs
+from ..runs import files
 from ..viz.figure import new_figure
 
 # The paper's Table 3 (newstest2013 dev set): (perplexity, BLEU) of the closest row.
@@ -59,7 +64,18 @@ def markdown_table(study: dict[str, Any]) -> str:
 
 
 def plot(study: dict[str, Any], path: str | Path) -> Path:
-    """Four panels: test BLEU, test perplexity, long-sentence BLEU, training-loss curves."""
+    """Four panels: test BLEU, test perplexity, long-sentence BLEU, training-loss curves,
+    saved as a PNG at ``path`` (its directory made when missing; a link at ``path`` itself
+    is replaced, never written through)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with files.replacing(path.parent, path.name) as file:
+        _save_figure(study, file)
+    return path
+
+
+def _save_figure(study: dict[str, Any], file: IO[bytes]) -> None:
+    """Draw the study's figure (see ``plot``) into the binary ``file`` as a PNG."""
     results = study["results"]
     names = [r["name"] for r in results]
     fig = new_figure((14, 8.5))  # pyplot-free, headless, laid out as viz's figures
@@ -95,10 +111,7 @@ def plot(study: dict[str, Any], path: str | Path) -> Path:
     ax.set_title("training loss")
     s = study["settings"]
     fig.suptitle(f"Ablations at toy scale: {s['steps']} steps each, seed {s['seed']}")
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return path
+    fig.savefig(file, format="png", dpi=100)
 
 
 OUTPUTS = ("ablations.json", "ablations.md", "plots/ablations.png")
@@ -106,20 +119,34 @@ OUTPUTS = ("ablations.json", "ablations.md", "plots/ablations.png")
 
 def write_study(study: dict[str, Any], out: str | Path, overwrite: bool = False) -> list[Path]:
     """ablations.json, ablations.md and plots/ablations.png into ``out``; refuses (a
-    RunDirectoryError) when ``out`` already holds a study, unless ``overwrite``."""
+    RunDirectoryError) when ``out`` already holds a study or one of these names is a
+    symbolic link, unless ``overwrite`` (which removes the link, not what it points to).
+
+    Each file is written whole, then renamed over its name (runs.files): nothing is written
+    through a link, even one made after the check, and a crash leaves no half file.
+    """
     out = Path(out)
     check_out(out, overwrite)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "ablations.json").write_text(json.dumps(study, indent=1, allow_nan=True) + "\n")
-    (out / "ablations.md").write_text(markdown_table(study))
-    return [out / "ablations.json", out / "ablations.md", plot(study, out / "plots/ablations.png")]
+    for link in files.linked_entries(out, OUTPUTS):  # only with --overwrite (check_out)
+        files.remove(out, link)
+    files.write_text(out, "ablations.json", json.dumps(study, indent=1, allow_nan=True) + "\n")
+    files.write_text(out, "ablations.md", markdown_table(study))
+    with files.replacing(out, "plots/ablations.png") as file:
+        _save_figure(study, file)
+    return [out / name for name in OUTPUTS]
 
 
 def check_out(out: str | Path, overwrite: bool = False) -> None:
-    """Refuse an ``out`` that is a file, or holds a study (unless ``overwrite``)."""
+    """Refuse an ``out`` that is a file, whose study files (or ``plots/``) are symbolic
+    links, or that holds a study (the last two unless ``overwrite``): called before any
+    training, so the refusal comes at the start, not after the study has run."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise runs.RunDirectoryError(f"--out {str(out)!r} is a file; pass a directory")
+    links = files.linked_entries(out, OUTPUTS)
+    if links and not overwrite:
+        raise runs.RunDirectoryError(files.link_message(out, links))
     held = [name for name in OUTPUTS if (out / name).exists()]
     if held and not overwrite:
         raise runs.RunDirectoryError(

@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import ablate, bench, checkpoint, host, viz
+from .. import ablate, bench, checkpoint, host, runs, viz
 from ..errors import ConfigError
 from ..train import TrainConfig, Trainer
 from ..translator import Translator
@@ -199,8 +199,20 @@ def plot_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> i
     log = run / "metrics.jsonl"
     if not log.exists():
         raise FileNotFoundError(f"--run {run}: no metrics.jsonl there (is it a run directory?)")
-    target = _plot_target(Path(args.to)) if args.to else run / "plots" / "curves.png"
-    viz.plot_training_curves(log, path=target)
+    if args.to:
+        target = _plot_target(Path(args.to))
+        viz.plot_training_curves(log, path=target)
+    else:  # inside the run: never through a link (a plots/ that points elsewhere)
+        target = run / "plots" / "curves.png"
+        links = runs.files.linked_entries(run, ["plots/curves.png"])
+        if "plots" in links:
+            raise runs.RunDirectoryError(
+                f"--run {run}: {run / 'plots'} is a symbolic link, and plot writes inside the "
+                "run only, never through a link. Fix: remove the link (rm "
+                f"{runs.shell_path(run / 'plots')}) or draw elsewhere with --to FILE"
+            )
+        with runs.files.replacing(run, "plots/curves.png") as file:  # a linked file: replaced
+            viz.plot_training_curves(log, path=file)
     print(f"wrote {target}")
     return 0
 
