@@ -76,16 +76,19 @@ def minitransformer_args(words: list[str]) -> tuple[str, list[str]] | None:
 
 def parse(kind: str, args: list[str]):
     """Parse ``args`` with the CLI's parser (or ``python -m minitransformer.bench``'s); a
-    failure raises AssertionError with argparse's message."""
+    failure raises AssertionError with argparse's message. A ``--help`` line parses when
+    the help prints (exit status 0); it returns None, as it starts nothing."""
     if kind == "cli":
         parser = build_parser()
     else:
         parser = bench_options.add_arguments(bench_options.argparse.ArgumentParser())
     err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(err):
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
             return parser.parse_args(args)
-    except SystemExit:
+    except SystemExit as done:
+        if done.code in (0, None) and ("--help" in args or "-h" in args):
+            return None
         raise AssertionError(f"{shlex.join(args)!r} does not parse: {err.getvalue()}") from None
 
 
@@ -143,6 +146,8 @@ def run_order_problems(lines: list[list[str]]) -> list[str]:
         if found is None or found[0] != "cli":
             continue
         args = parse("cli", found[1])
+        if args is None:  # --help: starts nothing
+            continue
         line = shlex.join(words)
         if args.command in ("train", "ablate") and not getattr(args, "resume", None):
             out = args.out or f"runs/{args.task or 'copy'}"
@@ -194,6 +199,9 @@ def test_commands_are_split_and_a_bad_flag_is_caught():
         parse("cli", ["train", "copy", "--bogus"])
     with pytest.raises(AssertionError, match="seconds"):
         parse("bench", ["--seconds", "-1"])
+    assert parse("cli", ["train", "--help"]) is None
+    with pytest.raises(AssertionError, match="steps"):
+        parse("cli", ["train", "--steps", "-1", "--help"])  # an error before the help
 
 
 def test_pip_lines_name_declared_extras_and_pytest_lines_existing_tests():
@@ -235,3 +243,23 @@ def test_every_relative_link_points_to_a_file():
     assert relative, "no relative links found"
     missing = [link for link in relative if not (ROOT / link.split("#")[0]).exists()]
     assert not missing, f"README links to files that do not exist: {missing}"
+
+
+# ------------------------------------------------------------------- facts the code holds
+
+
+def test_environment_variables_and_their_defaults_are_the_codes():
+    """Every ``MINITRANSFORMER_*`` variable the README names is read by the package, and
+    the collective timeout's default and range are the code's."""
+    from minitransformer.checkpoint import MAX_HEADER_BYTES
+    from minitransformer.distributed import waiting
+
+    source = "\n".join(
+        p.read_text(encoding="utf-8") for p in (ROOT / "minitransformer").rglob("*.py")
+    )
+    named = set(re.findall(r"MINITRANSFORMER_[A-Z_]+", README))
+    assert named and all(name in source for name in named), named
+    text = " ".join(README.split())  # line breaks do not matter
+    timeout = f"`{waiting.TIMEOUT_ENV}` seconds (default {waiting.DEFAULT_TIMEOUT_S:.0f}, "
+    assert f"{timeout}from 1 to {waiting.MAX_TIMEOUT_S:.0f};" in text
+    assert f"bounded ({MAX_HEADER_BYTES // 2**20} MiB)" in text
