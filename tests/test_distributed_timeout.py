@@ -155,6 +155,7 @@ def test_a_stopped_rank_ends_the_job_within_the_timeout_and_the_run_resumes(tmp_
     assert "MPI_Abort" not in out + err and "BAD TERMINATION" not in out + err
     _, meta = checkpoint.load_checkpoint(run / "checkpoint.safetensors")  # intact
     assert meta["step"] % 20 == 0 and f"(step {meta['step']})" in lines[0]
+    assert f"{run / 'checkpoint.safetensors'} (step" in lines[0]
     step = meta["step"]
     more = _run(_dp(["--resume", str(run), "--steps", str(step + 5), "--no-progress",
                      "--no-plots"]), _env())  # fmt: skip

@@ -94,7 +94,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     if world is not None and not world.is_writer:
         return 0
     print(json.dumps({k: result[k] for k in ("task", "steps", "wall_time_s", "metrics")}))
-    print(f"result card: {trainer.out / 'result.json'}; plots: {trainer.out / 'plots'}")
+    plots = f"; plots: {trainer.out / 'plots'}" if trainer.cfg.plots else ""
+    print(f"result card: {trainer.out / 'result.json'}{plots}")
     return 0
 
 

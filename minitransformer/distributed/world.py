@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import runs
+from .. import checkpoint, runs
 from ..errors import ConfigError
 from . import agreement
 from .shards import checksum, shard_batch
@@ -181,7 +181,7 @@ class World:
         if trainer.checkpoint_step is None:
             return "No checkpoint was saved yet: start the run again."
         return (
-            f"The last checkpoint, {trainer.out / 'checkpoint.npz'} (step "
+            f"The last checkpoint, {trainer.out / checkpoint.CHECKPOINT_NAME} (step "
             f"{trainer.checkpoint_step}), is intact; resume with: {self.resume_command()}"
         )
 
