@@ -19,16 +19,10 @@ import threading
 from pathlib import Path
 
 import pytest
+from tiny_runs import TINY
 
 from minitransformer import checkpoint
 from minitransformer.cli import main
-
-TINY = [
-    "--model", "d_model=16", "--model", "h=2", "--model", "N=1", "--model", "d_ff=32",
-    "--knob", "n_train=200", "--knob", "n_valid=16", "--knob", "n_test=16",
-    "--knob", "max_len=6", "--batch-size", "8", "--warmup", "10", "--no-progress",
-    "--no-plots", "--eval-samples", "8", "--final-eval-samples", "8",
-]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_runs import DP_TINY as TINY
+from tiny_runs import rank_pids as _rank_pids
 
 from minitransformer import checkpoint, distributed
 from minitransformer import functional as F
@@ -23,9 +25,6 @@ from minitransformer.train import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
-TINY = ["--model", "d_model=16", "--model", "N=1", "--model", "d_ff=32", "--model", "h=2",
-        "--knob", "n_train=200", "--dropout", "0", "--no-plots", "--no-progress",
-        "--eval-every", "1000", "--eval-samples", "10", "--final-eval-samples", "10"]  # fmt: skip
 
 
 def _have_mpi() -> bool:
@@ -227,19 +226,6 @@ def test_a_nan_on_one_rank_stops_every_rank_at_the_same_step(tmp_path):
     # the checkpoint of step 5 is intact and no update was applied from step 7 on
     _, meta = checkpoint.load_checkpoint(tmp_path / "r" / "checkpoint.safetensors")
     assert meta["step"] == 5
-
-
-def _rank_pids(mpiexec_pid: int) -> list[int]:
-    """The python ranks under an mpiexec (its grandchildren, through hydra's proxy)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    return sorted(g for c in children.get(mpiexec_pid, []) for g in children.get(c, []))
 
 
 def _wait(job: subprocess.Popen, pids: list[int], timeout: float) -> tuple[str, str]:

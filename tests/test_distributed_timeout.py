@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from tiny_runs import DP_TINY as TINY
+from tiny_runs import rank_pids as _rank_pids
 
 from minitransformer import checkpoint
 from minitransformer.distributed import agreement, waiting
@@ -26,9 +28,6 @@ from minitransformer.errors import ConfigError
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 PY = [sys.executable, "-m", "minitransformer", "train"]
-TINY = ["--model", "d_model=16", "--model", "N=1", "--model", "d_ff=32", "--model", "h=2",
-        "--knob", "n_train=200", "--dropout", "0", "--no-plots", "--no-progress",
-        "--eval-every", "1000", "--eval-samples", "10", "--final-eval-samples", "10"]  # fmt: skip
 TIMEOUT_S = 4  # the collective timeout these jobs run with
 
 
@@ -52,19 +51,6 @@ def _env(timeout: float | None = TIMEOUT_S) -> dict[str, str]:
     if timeout is not None:
         env[waiting.TIMEOUT_ENV] = str(timeout)
     return env
-
-
-def _rank_pids(mpiexec_pid: int) -> list[int]:
-    """The python ranks under an mpiexec (its grandchildren, through hydra's proxy)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    return sorted(g for c in children.get(mpiexec_pid, []) for g in children.get(c, []))
 
 
 def _start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen:

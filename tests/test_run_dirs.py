@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_runs import KNOBS, SIZE, TINY
 
 from minitransformer import checkpoint, runs, viz
 from minitransformer.cli import build_parser, flags, main
@@ -27,14 +28,6 @@ from minitransformer.runs import RunDirectoryError, files
 from minitransformer.train import TrainConfig, Trainer
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="symbolic links, O_NOFOLLOW")
-KNOBS = dict(n_train=200, n_valid=16, n_test=16, max_len=6)
-SIZE = dict(d_model=16, h=2, N=1, d_ff=32)
-TINY = [
-    "--model", "d_model=16", "--model", "h=2", "--model", "N=1", "--model", "d_ff=32",
-    "--knob", "n_train=200", "--knob", "n_valid=16", "--knob", "n_test=16",
-    "--knob", "max_len=6", "--batch-size", "8", "--warmup", "10", "--no-progress",
-    "--no-plots", "--eval-samples", "8", "--final-eval-samples", "8",
-]  # fmt: skip
 
 
 def tiny(out, **changes) -> TrainConfig:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tiny_runs import KNOBS, SIZE, TINY
 
 from minitransformer import checkpoint, runs
 from minitransformer.cli import main
@@ -26,14 +27,6 @@ from minitransformer.runs import RunDirectoryError
 from minitransformer.train import TrainConfig, Trainer
 from minitransformer.translator import Translator
 
-KNOBS = dict(n_train=200, n_valid=16, n_test=16, max_len=6)
-SIZE = dict(d_model=16, h=2, N=1, d_ff=32)
-TINY = [
-    "--model", "d_model=16", "--model", "h=2", "--model", "N=1", "--model", "d_ff=32",
-    "--knob", "n_train=200", "--knob", "n_valid=16", "--knob", "n_test=16",
-    "--knob", "max_len=6", "--batch-size", "8", "--warmup", "10", "--no-progress",
-    "--no-plots", "--eval-samples", "8", "--final-eval-samples", "8",
-]  # fmt: skip
 posix_only = pytest.mark.skipif(os.name != "posix", reason="signals and flock are POSIX")
 
 

@@ -15,6 +15,7 @@ import signal
 
 import numpy as np
 import pytest
+from tiny_runs import KNOBS, SIZE
 
 from minitransformer import backend, checkpoint
 from minitransformer import functional as F
@@ -22,9 +23,6 @@ from minitransformer.errors import CheckpointError, ConfigError, DeviceError, Tr
 from minitransformer.optim import Optimizer
 from minitransformer.train import TrainConfig, Trainer
 from minitransformer.translator import Translator
-
-KNOBS = dict(n_train=200, n_valid=16, n_test=16, max_len=6)
-SIZE = dict(d_model=16, h=2, N=1, d_ff=32)
 
 
 def tiny(out, **changes) -> TrainConfig:

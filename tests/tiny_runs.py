@@ -1,0 +1,42 @@
+"""Shared sizes of the tiny training runs that the CLI, run-directory and MPI tests start.
+
+One place for them, so a test file does not carry its own copy of the same flags.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+KNOBS = dict(n_train=200, n_valid=16, n_test=16, max_len=6)
+"""Task knobs of a copy task small enough to train in a second."""
+
+SIZE = dict(d_model=16, h=2, N=1, d_ff=32)
+"""Model overrides of that tiny run."""
+
+TINY = [
+    "--model", "d_model=16", "--model", "h=2", "--model", "N=1", "--model", "d_ff=32",
+    "--knob", "n_train=200", "--knob", "n_valid=16", "--knob", "n_test=16",
+    "--knob", "max_len=6", "--batch-size", "8", "--warmup", "10", "--no-progress",
+    "--no-plots", "--eval-samples", "8", "--final-eval-samples", "8",
+]  # fmt: skip
+"""The same run as ``minitransformer train`` flags."""
+
+DP_TINY = [
+    "--model", "d_model=16", "--model", "N=1", "--model", "d_ff=32", "--model", "h=2",
+    "--knob", "n_train=200", "--dropout", "0", "--no-plots", "--no-progress",
+    "--eval-every", "1000", "--eval-samples", "10", "--final-eval-samples", "10",
+]  # fmt: skip
+"""The flags of the 2-rank data-parallel runs (tests/test_distributed*.py)."""
+
+
+def rank_pids(mpiexec_pid: int) -> list[int]:
+    """The python ranks under an mpiexec (its grandchildren, through hydra's proxy)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    return sorted(g for c in children.get(mpiexec_pid, []) for g in children.get(c, []))
