@@ -153,6 +153,17 @@ SMALL_GEMM = 1 << 21
 _LOAD_WINDOW_S = 0.5
 
 
+def busy_cpu_seconds() -> float | None:
+    """CPU seconds the machine's cores have been busy since boot (everything but idle and
+    I/O wait, from /proc/stat's first line); None where /proc/stat cannot be read."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+        return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class _CpuLoad:
     """Cores used by OTHER processes: /proc/stat's busy time minus this process's own CPU
     time, over windows of _LOAD_WINDOW_S (0.0 where it cannot be read)."""
@@ -165,12 +176,9 @@ class _CpuLoad:
         now = time.monotonic()
         if self.last is not None and now - self.last[0] < _LOAD_WINDOW_S:
             return self.others
-        try:
-            with open("/proc/stat", encoding="ascii") as f:
-                fields = [int(v) for v in f.readline().split()[1:]]
-        except (OSError, ValueError):
+        all_busy = busy_cpu_seconds()
+        if all_busy is None:
             return 0.0  # not Linux: no way to tell, keep the configured threads
-        all_busy = (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")  # - idle
         own = sum(os.times()[:2])
         if self.last is not None:
             t0, all0, own0 = self.last

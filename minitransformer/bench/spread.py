@@ -13,9 +13,10 @@ report never gives a ratio without its range over rounds, and it warns when
   average, during one implementation's rounds.
 
 Other load is measured, not guessed from the load average: ``LoadMeter`` reads the machine's
-busy CPU time from /proc/stat (Linux) over a window and subtracts the CPU time of the
-benchmark's own processes (this one and the worker timed in that window), so what remains is
-everyone else. Elsewhere it reports ``None`` and no load warning is given.
+busy CPU time (``host.busy_cpu_seconds``, from /proc/stat on Linux) over a window and
+subtracts the CPU time of the benchmark's own processes (this one and the worker timed in
+that window), so what remains is everyone else. Elsewhere it reports ``None`` and no load
+warning is given.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import os
 import statistics
 import time
 from collections.abc import Sequence
+
+from ..host import busy_cpu_seconds
 
 SIDE_SPREAD_MAX = 1.5
 RATIO_SPREAD_MAX = 2.0
@@ -35,17 +38,6 @@ NAMES = {
     "torch1": "pytorch 1 thread",
     "ours_cpu": "ours on the cpu",
 }
-
-
-def busy_cpu_seconds() -> float | None:
-    """CPU seconds the machine's cores have been busy since boot (everything but idle and
-    I/O wait, from /proc/stat's first line); None where /proc/stat cannot be read."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(v) for v in f.readline().split()[1:]]
-        return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class LoadMeter:
