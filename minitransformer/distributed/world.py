@@ -15,7 +15,6 @@ How a job ends (``leave``, called by the CLI with each rank's exit status):
 
 from __future__ import annotations
 
-import faulthandler
 import os
 import sys
 import time
@@ -25,7 +24,7 @@ from typing import Any
 
 from .. import checkpoint, runs
 from ..errors import ConfigError
-from . import agreement
+from . import agreement, startup
 from .shards import checksum, shard_batch
 from .waiting import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, Waiter, timeout_from_env
 
@@ -81,7 +80,7 @@ class World:
             timeout, problem = timeout_from_env(), None
         except ConfigError as err:
             timeout, problem = DEFAULT_TIMEOUT_S, err
-        stop_watchdog = _init_watchdog(timeout)
+        stop_watchdog = startup.arm(timeout, TIMEOUT_ENV)
         try:
             from mpi4py import MPI
         except ImportError as err:
@@ -237,38 +236,6 @@ class World:
         sys.stdout.flush()
         time.sleep(ABORT_GRACE_S)
         os._exit(status)
-
-
-def _init_watchdog(timeout: float) -> Callable[[], None]:
-    """Bound MPI_Init (importing mpi4py), which waits for every process of the job: forever
-    when one of them never starts MPI (``mpiexec ... : -n 1 CMD`` without --data-parallel).
-    It holds the GIL, so no Python thread can act: ``faulthandler``'s C timer ends this
-    process with status 1 after ``timeout`` s, writing its traceback into a pipe, and a
-    forked watcher that reads the pipe prints one line instead. Returns the function that
-    disarms both once MPI started (the watcher sees the pipe close and exits)."""
-    if not hasattr(os, "fork"):  # pragma: no cover - Windows: no watchdog
-        return lambda: None
-    message = (
-        f"minitransformer: error: MPI did not start within {timeout:g} s ({TIMEOUT_ENV}): "
-        "a process of this job never joined it. Fix: start every process with "
-        "--data-parallel (mpiexec -n N minitransformer train TASK ... --data-parallel)\n"
-    )
-    read, write = os.pipe()
-    watcher = os.fork()
-    if watcher == 0:  # the watcher: nothing but a read and a write, then out
-        os.close(write)
-        if os.read(read, 1):  # a traceback: the timer fired (EOF: MPI started)
-            os.write(2, message.encode())
-        os._exit(0)
-    os.close(read)
-    faulthandler.dump_traceback_later(timeout, file=write, exit=True)
-
-    def disarm() -> None:
-        faulthandler.cancel_dump_traceback_later()
-        os.close(write)
-        os.waitpid(watcher, 0)
-
-    return disarm
 
 
 def leave(status: int) -> int:
