@@ -146,6 +146,35 @@ def test_executes_as_a_learner_without_plots_dir(tmp_path: Path, monkeypatch: py
     _execute(LESSONS / "01_autograd.ipynb", tmp_path, monkeypatch, plots=False)
 
 
+# A measured quantity in prose: a number with a unit of time, size, rate, share or ratio.
+_MEASURED = re.compile(
+    r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:%|ms\b|µs\b|s\b|MiB|GiB|KiB|MB\b|GB\b|tok/s|×)"
+)
+
+
+@_params()
+def test_markdown_states_no_measured_number(path: Path):
+    """Every measured figure a lesson's text gives comes from a cell (a findings cell renders
+    its Markdown from the computed values), so no text can go stale when the code changes.
+    A markdown cell may state such a number only when the notebook's metadata
+    ``minitransformer.stated_numbers`` lists it with the reason (arithmetic the text shows,
+    a figure from the paper, a stated assumption)."""
+    nb = _load(path)
+    stated = nb.get("metadata", {}).get("minitransformer", {}).get("stated_numbers", {})
+    found = [
+        m.group(0)
+        for cell in nb["cells"]
+        if cell["cell_type"] == "markdown"
+        for m in _MEASURED.finditer(_source(cell))
+        if m.group(0) not in stated
+    ]
+    assert not found, (
+        f"{path.name}: markdown states measured numbers {found}; compute them in a cell and "
+        "render the text from the values (IPython.display.Markdown), or list the phrase in the "
+        "notebook metadata minitransformer.stated_numbers with the reason it cannot go stale"
+    )
+
+
 def test_no_lesson_writes_into_the_repository_by_default():
     """Every lesson takes its figure folder from figures.plots_dir (MT_PLOTS_DIR, else a
     temporary folder), never a path into plots/ of its own."""
