@@ -4,12 +4,14 @@ small settings, and shows only figures that exist in the repository.
 - committed without outputs (each code cell: outputs [] and execution_count None), with the
   kernelspec "python3", so diffs stay readable and nothing stale is shown;
 - executed with nbclient in a fresh "python3" kernel, cwd = lessons/, with
-  MT_LESSON_FAST=1 (the notebooks shrink their size knobs) and MT_PLOTS_DIR pointing at a
-  temporary directory, so running the tests never rewrites the committed PNGs;
+  MT_LESSON_FAST=1 (the notebooks shrink their size knobs) and WITHOUT MT_PLOTS_DIR, as a
+  learner runs them: figures go to a temporary folder (lessons/figures.py);
+- running a lesson changes nothing in the repository (``git status`` before = after: a lesson
+  that rewrote a committed PNG fails) and leaves nothing in the temporary directory (the
+  kernel gets a private TMPDIR, empty afterwards);
 - every image a markdown cell embeds (``![...](../plots/lessons/NN_name.png)``) exists;
-- running a lesson changes nothing in the repository (``git status`` before = after) and leaves
-  nothing in the temporary directory (the kernel gets a private TMPDIR, empty afterwards);
-  one lesson also runs WITHOUT MT_PLOTS_DIR, as a learner would, under the same two checks.
+- no markdown cell states a measured number (a number with a unit) unless the notebook's
+  metadata lists the phrase with its reason: measured figures come from cells.
 
 New lessons are picked up automatically; each test is named after its notebook file.
 """
@@ -103,7 +105,7 @@ def _repo_state() -> str | None:
     return "\n".join(line for line in out.splitlines() if not any(c in line for c in caches))
 
 
-def _execute(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plots: bool) -> None:
+def _execute(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Run the notebook in a fresh kernel; assert it changed nothing in the repository and left
     nothing in its (private) temporary directory."""
     nbformat = pytest.importorskip("nbformat")
@@ -114,10 +116,7 @@ def _execute(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plots:
     # The kernel inherits this process's environment when it starts.
     monkeypatch.setenv("MT_LESSON_FAST", "1")
     monkeypatch.setenv("TMPDIR", str(kernel_tmp))
-    if plots:
-        monkeypatch.setenv("MT_PLOTS_DIR", str(tmp_path / "plots"))
-    else:
-        monkeypatch.delenv("MT_PLOTS_DIR", raising=False)
+    monkeypatch.delenv("MT_PLOTS_DIR", raising=False)
     before = _repo_state()
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
@@ -137,13 +136,21 @@ def _execute(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, plots:
 
 @_params()
 def test_executes(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    _execute(path, tmp_path, monkeypatch, plots=True)
+    """The lesson runs top to bottom as a learner runs it (no MT_PLOTS_DIR): its figures go
+    to a temporary folder that is removed, never over the committed PNGs."""
+    _execute(path, tmp_path, monkeypatch)
 
 
-def test_executes_as_a_learner_without_plots_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    """Lesson 01 without MT_PLOTS_DIR: figures go to a temporary folder that is removed, and
-    the committed PNG in plots/lessons/ is not rewritten."""
-    _execute(LESSONS / "01_autograd.ipynb", tmp_path, monkeypatch, plots=False)
+def test_figures_go_to_mt_plots_dir_when_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """make_figures.py sets MT_PLOTS_DIR to regenerate the committed PNGs; figures.plots_dir
+    returns it (created), and without it a temporary folder outside the repository."""
+    monkeypatch.syspath_prepend(str(LESSONS))
+    figures = __import__("figures")
+    monkeypatch.setenv("MT_PLOTS_DIR", str(tmp_path / "p"))
+    assert figures.plots_dir("01") == tmp_path / "p" and (tmp_path / "p").is_dir()
+    monkeypatch.delenv("MT_PLOTS_DIR")
+    scratch = figures.plots_dir("01")
+    assert scratch.is_dir() and ROOT not in scratch.resolve().parents
 
 
 # A measured quantity in prose: a number with a unit of time, size, rate, share or ratio.
@@ -179,7 +186,7 @@ def test_no_lesson_writes_into_the_repository_by_default():
     """Every lesson takes its figure folder from figures.plots_dir (MT_PLOTS_DIR, else a
     temporary folder), never a path into plots/ of its own."""
     offenders = []
-    for path in [p for p in NOTEBOOKS if p.name[:2] <= "11"]:  # lessons 01-11 (12+: to do)
+    for path in NOTEBOOKS:
         text = "\n".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "code")
         if "../plots" in text or "mkdtemp(" in text:
             offenders.append(path.name)
