@@ -56,8 +56,9 @@ SPLIT_WRONG = {
     "contiguous after sorting": lambda t, N: np.array_split(np.argsort(t), N),
     "greedy that never updates": _greedy_no_update,
     "a row lost": lambda t, N: [s[s != 0] for s in s14.balanced_split(t, N)],
-    "a row twice": lambda t, N: [np.append(s, 0) if r == 0 else s
-                                 for r, s in enumerate(s14.balanced_split(t, N))],
+    "a row twice": lambda t, N: [
+        np.append(s, 0) if r == 0 else s for r, s in enumerate(s14.balanced_split(t, N))
+    ],
     "one shard too few": lambda t, N: s14.balanced_split(t, N)[: N - 1] if N > 1 else [],
     "1-based rows": lambda t, N: [s + 1 for s in s14.balanced_split(t, N)],
     "token counts, not rows": lambda t, N: [t[s] for s in s14.balanced_split(t, N)],
@@ -113,8 +114,16 @@ def _through_rank0(buffers, send):  # the naive all-reduce: everything to rank 0
             chunks[r][c][...] = send(0, r, c)
 
 
-def _ring(buffers, send, *, gather_index=1, add_in_gather=False, overwrite_in_scatter=False,
-          phases=2, alternate=False):
+def _ring(
+    buffers,
+    send,
+    *,
+    gather_index=1,
+    add_in_gather=False,
+    overwrite_in_scatter=False,
+    phases=2,
+    alternate=False,
+):
     """The reference ring with one mistake switched on."""
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]
@@ -155,8 +164,10 @@ def _ring_step_at_once(buffers, send):  # a step's messages all sent, then all a
     chunks = [np.array_split(b, N) for b in buffers]
     for phase in range(2):
         for k in range(N - 1):
-            inbox = [((r + 1) % N, (r - k + phase) % N, send(r, (r + 1) % N, (r - k + phase) % N))
-                     for r in range(N)]
+            inbox = [
+                ((r + 1) % N, (r - k + phase) % N, send(r, (r + 1) % N, (r - k + phase) % N))
+                for r in range(N)
+            ]
             for dst, c, data in inbox:
                 if phase == 0:
                     chunks[dst][c] += data
