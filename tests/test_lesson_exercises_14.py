@@ -7,8 +7,8 @@
 - check_14_2 (the ring through a recording ``send``): ``np.sum`` into every buffer (with or
   without messages around it), everyone-to-rank-0, one phase only, wrong chunk indices,
   adding in the all-gather, sending both ways and not using what ``send`` returns fail; the
-  ring to the left, a step's messages gathered before they are applied and ranks visited in
-  reverse pass.
+  ring to the left, a step's messages gathered before they are applied, ranks visited in
+  reverse and chunks carried as float32 pass.
 - check_14_3: a float32 answer passes (it was rejected at rtol 1e-9); the failure message
   says where to look, not the formula.
 """
@@ -201,7 +201,14 @@ RING_WRONG = {
     "both directions": lambda b, s: _ring(b, s, alternate=True),
     "send's data ignored": lambda b, s: [s(r, (r + 1) % len(b), 0) for r in range(len(b))],
 }
+
+
+def _ring_float32(buffers, send):  # the chunks carried as float32
+    s14.ring_with_send(buffers, lambda src, dst, c: send(src, dst, c).astype(np.float32))
+
+
 RING_VALID = {
+    "chunks as float32": _ring_float32,
     "reference": s14.ring_with_send,
     "to the left": _ring_left,
     "a step at once": _ring_step_at_once,

@@ -55,11 +55,13 @@ class _Traffic:
     it; every message is recorded. The buffers hold rank r's numbers as the bit 2^r times a
     per-element odd integer, so any value a rank holds tells exactly which ranks' numbers it
     sums -- a rank that sends (or ends with) numbers from a rank it has not heard from, or
-    holds one rank's numbers twice, is caught."""
+    holds one rank's numbers twice, is caught. Every such sum is below 2^23: exact in float32,
+    so a ring that moves its chunks as float32 is judged the same."""
 
     def __init__(self, N: int, size: int, rng: np.random.Generator) -> None:
         self.N, self.size = N, size
-        self.scale = 2 * rng.integers(1, 2**19, size).astype(np.float64) + 1  # odd integers
+        # odd integers small enough that every sum of ranks' numbers is exact in float32 too
+        self.scale = 2 * rng.integers(1, 2 ** (22 - N), size).astype(np.float64) + 1
         self.buffers = [self.scale * 2.0**r for r in range(N)]
         self.bounds = np.cumsum([0] + [len(c) for c in np.array_split(np.empty(size), N)])
         # know[r][q, i]: rank r may hold rank q's number at element i (by messages so far)
