@@ -640,20 +640,29 @@ def _additive_tanh_outside(q, m, W_q, W_k, b, v):  # tanh after v
     return np.tanh((q @ W_q + m @ W_k + b) @ v)
 
 
-def _ring_no_sum(buffers):  # counts right, but only the reduce-scatter half: buffers not summed
+def _ring_sum_everywhere(buffers, send):  # np.sum into every buffer: no ring at all
+    total = np.sum(buffers, axis=0)
+    for b in buffers:
+        b[...] = total
+
+
+def _ring_scatter_only(buffers, send):  # the reduce-scatter half: buffers not summed
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]
     for k in range(N - 1):
-        msgs = [(r, (r - k) % N, chunks[r][(r - k) % N].copy()) for r in range(N)]
-        for r, c, data in msgs:
-            chunks[(r + 1) % N][c] += data
-    return [2 * (N - 1)] * N
+        for r in range(N):
+            chunks[(r + 1) % N][(r - k) % N] += send(r, (r + 1) % N, (r - k) % N)
 
 
-def _ring_counting(buffers, per_rank):
-    """The right all-reduce (the solution's), reporting ``per_rank(N, messages)`` instead."""
-    counts = s14.ring_allreduce_counted(buffers)
-    return per_rank(len(buffers), counts)
+def _ring_via_rank0(buffers, send):  # everything to rank 0 and back: not a ring
+    N = len(buffers)
+    chunks = [np.array_split(b, N) for b in buffers]
+    for r in range(1, N):
+        for c in range(N):
+            chunks[0][c] += send(r, 0, c)
+    for r in range(1, N):
+        for c in range(N):
+            chunks[r][c][...] = send(0, r, c)
 
 
 CASES_12_14 = {
@@ -730,25 +739,23 @@ CASES_12_14 = {
     ),
     "14_1": (
         checks.check_14_1,
-        lambda: s14.combine_shard_grads,
+        lambda: s14.balanced_split,
         lambda: placeholder,
         [
-            lambda: lambda grads, n: sum(grads) / len(grads),  # plain mean of the shard means
-            lambda: lambda grads, n: sum(grads),  # plain sum
-            lambda: lambda grads, n: sum(g * c for g, c in zip(grads, n, strict=True)),  # no /n
-            lambda: lambda grads, n: sum(g / c for g, c in zip(grads, n, strict=True)) / len(n),
+            lambda: lambda t, N: [np.arange(r, len(t), N) for r in range(N)],  # strided
+            lambda: lambda t, N: np.array_split(np.arange(len(t)), N),  # contiguous
+            lambda: lambda t, N: [s[s != 0] for s in s14.balanced_split(t, N)],  # a row lost
+            lambda: lambda t, N: [t[s] for s in s14.balanced_split(t, N)],  # tokens, not rows
         ],
     ),
     "14_2": (
         checks.check_14_2,
-        lambda: s14.ring_allreduce_counted,
+        lambda: s14.ring_with_send,
         lambda: placeholder,
         [
-            lambda: _ring_no_sum,
-            lambda: lambda b: _ring_counting(b, lambda N, c: [N - 1] * N),  # one phase only
-            lambda: lambda b: _ring_counting(b, lambda N, c: [2 * N * (N - 1)] * N),  # all ranks
-            lambda: lambda b: _ring_counting(b, lambda N, c: [2 * N] * N),  # N chunks per phase
-            lambda: lambda b: _ring_counting(b, lambda N, c: sum(c)),  # a total, not per rank
+            lambda: _ring_sum_everywhere,
+            lambda: _ring_scatter_only,
+            lambda: _ring_via_rank0,
         ],
     ),
     "14_3": (

@@ -3,29 +3,31 @@
 import numpy as np
 
 
-# Exercise 1: the whole batch's mean loss is sum_r (n_r / n) L_r, and the gradient is linear;
-# no condition on the shard sizes, so one row per rank works too
-def combine_shard_grads(grads, n_tokens):
-    n = sum(n_tokens)
-    return sum(g * (n_r / n) for g, n_r in zip(grads, n_tokens, strict=True))
+# Exercise 1: longest rows first, each to the rank holding the fewest tokens so far ("LPT").
+# Any "least-loaded rank next" rule keeps the heaviest shard within n/N + the longest row.
+def balanced_split(row_tokens, N):
+    shards, loads = [[] for _ in range(N)], [0] * N
+    for i in np.argsort(row_tokens, kind="stable")[::-1]:
+        r = loads.index(min(loads))
+        shards[r].append(int(i))
+        loads[r] += int(row_tokens[i])
+    return [np.array(s, dtype=np.int64) for s in shards]
 
 
-# Exercise 2: the ring of section 2, counting one message per chunk a rank sends
-def ring_allreduce_counted(buffers):
+# Exercise 2: the ring of section 2, every chunk travelling through send(); at step k rank r
+# sends chunk (r - k) mod N to the right (reduce-scatter: the receiver adds it in), then
+# chunk (r + 1 - k) mod N (all-gather: the receiver overwrites its copy)
+def ring_with_send(buffers, send):
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]  # views into each rank's buffer
-    messages = [0] * N
     for k in range(N - 1):  # reduce-scatter
-        msgs = [(r, (r - k) % N, chunks[r][(r - k) % N].copy()) for r in range(N)]
-        for r, c, data in msgs:
-            chunks[(r + 1) % N][c] += data
-            messages[r] += 1
+        for r in range(N):
+            c = (r - k) % N
+            chunks[(r + 1) % N][c] += send(r, (r + 1) % N, c)
     for k in range(N - 1):  # all-gather
-        msgs = [(r, (r + 1 - k) % N, chunks[r][(r + 1 - k) % N].copy()) for r in range(N)]
-        for r, c, data in msgs:
-            chunks[(r + 1) % N][c][...] = data
-            messages[r] += 1
-    return messages
+        for r in range(N):
+            c = (r + 1 - k) % N
+            chunks[(r + 1) % N][c][...] = send(r, (r + 1) % N, c)
 
 
 # Exercise 3: 2(N-1) alpha = 2(N-1)/N * B / BW  <=>  B = N alpha BW
