@@ -8,7 +8,7 @@ may call an op's Function directly.
 
 from .ops.activations import sigmoid, tanh
 from .ops.arithmetic import add, div, mul, neg, pow, sub
-from .ops.blocked_attention import blocked_attention, scaled_dot_product_attention
+from .ops.blocked_attention import scaled_dot_product_attention  # block_size: blocked
 from .ops.device import astype, to_device
 from .ops.dropout import dropout
 from .ops.elementwise import exp, log, relu, sqrt
@@ -25,7 +25,6 @@ from .ops.softmax import log_softmax, softmax
 __all__ = [
     "add",
     "astype",
-    "blocked_attention",
     "concat",
     "cross_entropy",
     "div",

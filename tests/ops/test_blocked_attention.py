@@ -12,7 +12,7 @@ import minitransformer.functional as F
 from minitransformer.errors import ArgumentError, ShapeError
 from minitransformer.gradcheck import GradcheckError
 from minitransformer.ops import blocked_attention as blocked_module
-from minitransformer.ops.blocked_attention import BlockedAttention
+from minitransformer.ops.blocked_attention import BlockedAttention, blocked_attention
 
 
 def qkv(rng, B=2, H=2, T=5, S=7, d_k=3, d_v=2):
@@ -73,7 +73,7 @@ def test_gradcheck(make, rng, kind):
     q, k, v = qkv(rng, T=4, S=5)
     mask = masks(rng, T=4, S=5)[kind]
     m = None if mask is None else make(mask, "bool", requires_grad=False).data
-    fn = lambda q, k, v: F.blocked_attention(q, k, v, mask=m, block_size=2)  # noqa: E731
+    fn = lambda q, k, v: blocked_attention(q, k, v, mask=m, block_size=2)  # noqa: E731
     assert mt.gradcheck(fn, make(q), make(k), make(v))
 
 
@@ -88,7 +88,7 @@ def test_large_logits_float32_and_any_leading_axes(make, rng):
         assert b.dtype == np.float32 and np.all(np.isfinite(b))
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3 * max(1.0, np.abs(a).max()))
     q3, k3, v3 = q[0], k[0], v[0]  # (H, T, d_k): any leading axes work
-    out = F.blocked_attention(make(q3), make(k3), make(v3), block_size=4)
+    out = blocked_attention(make(q3), make(k3), make(v3), block_size=4)
     np.testing.assert_allclose(out.numpy(), F.scaled_dot_product_attention(
         make(q3), make(k3), make(v3)).numpy(), atol=1e-12)  # fmt: skip
 
@@ -99,7 +99,7 @@ def test_bad_block_size_refused(make, rng, bad):
     with pytest.raises(ArgumentError, match="block_size must be a positive int"):
         F.scaled_dot_product_attention(q, k, v, block_size=bad)
     with pytest.raises(ArgumentError, match="block_size"):
-        F.blocked_attention(q, k, v, block_size=bad)
+        blocked_attention(q, k, v, block_size=bad)
     with pytest.raises(ArgumentError, match="block_size"):
         mt.nn.MultiHeadAttention(8, 2, block_size=bad)
 
@@ -109,9 +109,9 @@ def test_bad_inputs_and_weights_refused(make, rng):
     with pytest.raises(ArgumentError, match="need_weights.*block_size=None"):
         F.scaled_dot_product_attention(q, k, v, need_weights=True, block_size=4)
     with pytest.raises(ShapeError, match="do not fit"):
-        F.blocked_attention(q, make(np.zeros((2, 2, 7, 4))), v, block_size=4)
+        blocked_attention(q, make(np.zeros((2, 2, 7, 4))), v, block_size=4)
     with pytest.raises(ShapeError, match="does not broadcast"):
-        F.blocked_attention(q, k, v, mask=make(np.ones((3, 7), bool), "bool", False))
+        blocked_attention(q, k, v, mask=make(np.ones((3, 7), bool), "bool", False))
 
 
 def test_a_wrong_backward_is_caught(make, rng, monkeypatch):
@@ -125,7 +125,7 @@ def test_a_wrong_backward_is_caught(make, rng, monkeypatch):
         return original(ctx, grad)
 
     monkeypatch.setattr(BlockedAttention, "backward", staticmethod(broken))
-    fn = lambda q, k, v: F.blocked_attention(q, k, v, block_size=2)  # noqa: E731
+    fn = lambda q, k, v: blocked_attention(q, k, v, block_size=2)  # noqa: E731
     with pytest.raises(GradcheckError):
         mt.gradcheck(fn, make(q), make(k), make(v))
 
@@ -142,7 +142,7 @@ def test_never_forms_the_score_matrix(make, rng, monkeypatch):
         return s
 
     monkeypatch.setattr(blocked_module, "_scores", spy)
-    out = F.blocked_attention(make(q), make(k), make(v), block_size=8)
+    out = blocked_attention(make(q), make(k), make(v), block_size=8)
     out.sum().backward()
     assert widths == [8, 8, 4] * 2  # forward's 3 blocks, then backward's recomputed 3
 
