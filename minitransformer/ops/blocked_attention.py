@@ -92,7 +92,10 @@ class BlockedAttention(Function):
             ds -= D
             ds *= p  # dS_j
             part = xp.matmul(ds, k[..., j0:j1, :])  # (..., T, d_k)
-            dq = part if dq is None else dq + part
+            if dq is None:
+                dq = part
+            else:
+                dq += part
             dks.append(xp.matmul(ds.mT, q) * scale)  # (..., b, d_k)
         dk = dks[0] if len(dks) == 1 else xp.concat(dks, axis=-2)
         dv = dvs[0] if len(dvs) == 1 else xp.concat(dvs, axis=-2)
