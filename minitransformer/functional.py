@@ -8,7 +8,7 @@ may call an op's Function directly.
 
 from .ops.activations import sigmoid, tanh
 from .ops.arithmetic import add, div, mul, neg, pow, sub
-from .ops.attention import scaled_dot_product_attention
+from .ops.blocked_attention import scaled_dot_product_attention  # block_size: blocked
 from .ops.device import astype, to_device
 from .ops.dropout import dropout
 from .ops.elementwise import exp, log, relu, sqrt

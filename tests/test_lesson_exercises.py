@@ -1,4 +1,4 @@
-"""The exercise checks of every lesson (01-14) (lessons/checks/) tell right from wrong.
+"""The exercise checks of every lesson (01-15) (lessons/checks/) tell right from wrong.
 
 For every exercise: the reference solution (lessons/solutions/lessonNN.py) passes; the
 placeholder the notebook ships (a function raising NotImplementedError, or None) is reported as
@@ -814,3 +814,29 @@ def test_checks_12_14_leave_dropout_unpatched():
     with pytest.raises(AssertionError):
         checks.check_13_2(lambda a, b: 0)
     assert layers.Dropout.forward is original
+
+
+# ------------------------------------------------ lesson 15 (more cases: tests/test_lesson15.py)
+s15 = solutions(15)
+CASES_15 = {
+    "15_1": (
+        checks.check_15_1,
+        lambda: s15.merge,
+        lambda: placeholder,
+        [lambda: lambda a, b: (np.maximum(a[0], b[0]), a[1] + b[1], a[2] + b[2])],  # no rescale
+    ),
+    "15_2": (
+        checks.check_15_2,
+        lambda: s15.block_probs,
+        lambda: placeholder,
+        [lambda: lambda q, k, lse: np.exp(q @ k.T - lse)],  # the 1/sqrt(d_k) forgotten
+    ),
+}
+CASES.update(CASES_15)  # so test_every_exercise_has_a_case sees them
+
+
+@pytest.mark.parametrize("name", CASES_15)
+def test_lesson15_cases(name, capsys):
+    test_solution_passes(name, capsys)
+    test_placeholder_is_not_attempted(name, capsys)
+    test_wrong_answer_fails(name, 0)

@@ -1,4 +1,4 @@
-"""Checks for the exercises of every lesson (01-14), one function per exercise: ``check_NN_K``.
+"""Checks for the exercises of every lesson (01-15), one function per exercise: ``check_NN_K``.
 
 A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
 
@@ -32,6 +32,7 @@ from .lesson11 import check_11_1, check_11_2, check_11_3
 from .lesson12 import check_12_1, check_12_2, check_12_3
 from .lesson13 import check_13_1, check_13_2, check_13_3
 from .lesson14 import check_14_1, check_14_2, check_14_3
+from .lesson15 import check_15_1, check_15_2
 
 __all__ = [
     "CORRECT",
@@ -78,4 +79,6 @@ __all__ = [
     "check_14_1",
     "check_14_2",
     "check_14_3",
+    "check_15_1",
+    "check_15_2",
 ]

@@ -346,8 +346,8 @@ def check_config(
 ) -> None:
     """Raise CheckpointError listing every key where a checkpoint's config differs.
 
-    Nested dicts are compared key by key (reported as dotted keys such as ``optim.lr``);
-    tuples and lists compare equal (JSON turns tuples into lists).
+    Nested dicts compare key by key (dotted keys such as ``optim.lr``); tuples equal lists;
+    a field of ``ADDED`` absent from the checkpoint (older than it) counts as ADDED's value.
 
     Args:
         meta_config: the config stored in the checkpoint's metadata.
@@ -371,6 +371,7 @@ def check_config(
 
 
 _MISSING = object()
+ADDED = {"attention_block_size": None}  # fields newer than some checkpoints: absent = this
 
 
 def _plain(value: Any) -> Any:
@@ -390,7 +391,7 @@ def _diff(a: Any, b: Any, prefix: str) -> list[tuple[str, Any, Any]]:
         out = []
         for key in sorted(set(a) | set(b)):
             sub = f"{prefix}.{key}" if prefix else key
-            out += _diff(a.get(key, _MISSING), b.get(key, _MISSING), sub)
+            out += _diff(a.get(key, ADDED.get(key, _MISSING)), b.get(key, _MISSING), sub)
         return out
     return [] if a == b else [(prefix or "<config>", a, b)]
 

@@ -81,7 +81,9 @@ def model_override(text: str) -> tuple[str, Any]:
     try:
         if kinds[key] == "bool":
             return key, bool_text(raw)
-        if kinds[key] == "int":
+        if kinds[key] == "int | None" and raw.lower() == "none":
+            return key, None  # key_dim, attention_block_size: None = the default behaviour
+        if kinds[key] in ("int", "int | None"):
             value = int_text(raw)
             low = 0 if key.endswith("_id") else 1
             if value < low:

@@ -58,6 +58,10 @@ class TransformerConfig:
             keep d_v = d_model / h, so the output projection is unchanged.
         scale_attention: True = the paper's softmax(q kᵀ / √d_k); False = the unscaled
             dot product softmax(q kᵀ), in training and decoding alike (an ablation).
+        attention_block_size: None (the paper's attention, default) or an int b: every
+            attention layer runs the memory-efficient blocked op (keys in blocks of b, an
+            online softmax; ops/blocked_attention.py). Same outputs and gradients up to
+            rounding, without the (B, H, T, S) weights in memory.
         pad_id, bos_id, eos_id: the special token ids (padding builds the masks).
         dtype: "float32" (default) or "float64" (for gradient checks).
     """
@@ -76,6 +80,7 @@ class TransformerConfig:
     learned_positions: bool = False
     key_dim: int | None = None
     scale_attention: bool = True
+    attention_block_size: int | None = None
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -130,6 +135,12 @@ class TransformerConfig:
         key_dim = self.key_dim
         if key_dim is not None and (type(key_dim) is not int or key_dim <= 0):
             problems.append(f"key_dim must be an int > 0 or None (= d_model/h), got {key_dim!r}")
+        block = self.attention_block_size
+        if block is not None and (type(block) is not int or block <= 0):
+            problems.append(
+                f"attention_block_size must be an int > 0 (keys per block, e.g. 64) or None "
+                f"(= the plain attention), got {block!r}"
+            )
         for name in ("dropout", "label_smoothing"):
             value = getattr(self, name)
             if not (is_real(value) and 0.0 <= value < 1.0):  # NaN fails 0 <= value

@@ -22,6 +22,7 @@ from .. import backend, checks
 from .. import functional as F
 from ..errors import DTypeError, ShapeError
 from ..ops.attention import ScaledDotProductAttention, check_mask, check_sizes
+from ..ops.blocked_attention import BlockedAttention, check_block_size
 from ..ops.checks import not_a_tensor
 from ..ops.heads import MergeHeads, SplitHeads
 from ..tensor import Tensor
@@ -57,9 +58,15 @@ class MultiHeadAttention(Module):
     No dropout inside: the paper drops each sublayer's *output* (the layers in
     transformer.py do that); the fused attention op has no dropout on the weights P.
 
+    ``block_size`` (None = the fused op) runs the memory-efficient ``BlockedAttention``
+    instead: keys and values in blocks of that many positions with an online softmax, the
+    same outputs and gradients without the (B, H, T, S) weights in memory (see
+    ``ops/blocked_attention.py``). The attribute may be changed after construction.
+
     Set ``store_weights = True`` to keep the attention probabilities of the last call in
     ``last_weights`` (B, H, T, S) (a raw array, for plots); off by default, so training
-    pays nothing for it.
+    pays nothing for it. Storing weights needs them formed, so it runs the fused op even
+    when ``block_size`` is set.
     """
 
     def __init__(
@@ -69,6 +76,7 @@ class MultiHeadAttention(Module):
         generator: backend.Generator | None = None,
         d_k: int | None = None,
         scale: bool = True,
+        block_size: int | None = None,
     ):
         super().__init__()
         where = "MultiHeadAttention"
@@ -85,6 +93,7 @@ class MultiHeadAttention(Module):
             d_k = checks.positive_int(where, "d_k", d_k, "query/key width, or None for d_model/h")
         self.d_k = self.d_v if d_k is None else d_k
         self.scale = checks.flag(where, "scale", scale)
+        self.block_size = None if block_size is None else check_block_size(where, block_size)
         self.w_q = Linear(d_model, h * self.d_k, generator=generator)
         self.w_k = Linear(d_model, h * self.d_k, generator=generator)
         self.w_v = Linear(d_model, d_model, generator=generator)
@@ -149,12 +158,16 @@ class MultiHeadAttention(Module):
         if k.shape[2] == 0:  # no keys: nothing to attend to (the op would reduce over none)
             check_sizes("MultiHeadAttention", self.d_k, 0)
         mask = check_mask(mask, (B, H, T, k.shape[2]), query.device)  # the scores' shape
-        out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
-        if self.store_weights:
-            self.last_weights = ctx.probs  # (B, H, T, S)
+        if self.block_size is not None and not self.store_weights:  # never forms (T, S)
+            out = BlockedAttention.apply(q, k, v, mask, block_size=self.block_size)
+        else:
+            out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
+            if self.store_weights:
+                self.last_weights = ctx.probs  # (B, H, T, S)
         out = MergeHeads.apply(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)
         return self.w_o(out)
 
     def extra_repr(self) -> str:
         extra = "" if self.scale else ", scale=False"
+        extra += "" if self.block_size is None else f", block_size={self.block_size}"
         return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}{extra}"

@@ -1,0 +1,175 @@
+"""Lesson 15's exercise checks tell right from wrong: the reference solutions pass, the
+placeholders are "not attempted", the mistakes a learner makes fail, and other valid forms
+(another shift, float32, a log-space merge, a (T,) shaped m and l) pass. The notebook ships
+placeholders and calls each check once."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+LESSONS = Path(__file__).resolve().parents[1] / "lessons"
+sys.path.insert(0, str(LESSONS))
+checks = importlib.import_module("checks")
+solutions = importlib.import_module("solutions.lesson15")
+
+
+def placeholder(*args, **kwargs):
+    raise NotImplementedError("exercise: your code here")
+
+
+# ----------------------------------------------------------------- exercise 1: merge
+def _shift(m):
+    return np.where(np.isneginf(m), 0.0, m)
+
+
+def merge_no_acc_rescale(a, b):  # l rescaled, acc forgotten
+    m = np.maximum(a[0], b[0])
+    wa, wb = np.exp(a[0] - _shift(m)), np.exp(b[0] - _shift(m))
+    return m, wa * a[1] + wb * b[1], a[2] + b[2]
+
+
+def merge_keeps_first_max(a, b):  # shift to a's max: exp of a positive difference overflows
+    wb = np.exp(b[0] - a[0])
+    return a[0], a[1] + wb * b[1], a[2] + wb * b[2]
+
+
+def merge_nan_on_empty(a, b):  # no care for m = -inf
+    m = np.maximum(a[0], b[0])
+    wa, wb = np.exp(a[0] - m), np.exp(b[0] - m)
+    return m, wa * a[1] + wb * b[1], wa * a[2] + wb * b[2]
+
+
+def merge_wrong_sign(a, b):
+    m = np.maximum(a[0], b[0])
+    wa, wb = np.exp(_shift(m) - a[0]), np.exp(_shift(m) - b[0])
+    return m, wa * a[1] + wb * b[1], wa * a[2] + wb * b[2]
+
+
+def merge_adds(a, b):  # states added as they are
+    return np.maximum(a[0], b[0]), a[1] + b[1], a[2] + b[2]
+
+
+def merge_normalised_average(a, b):  # averages the two outputs with equal weight
+    m = np.maximum(a[0], b[0])
+    wa, wb = np.exp(a[0] - _shift(m)), np.exp(b[0] - _shift(m))
+    l = wa * a[1] + wb * b[1]
+    with np.errstate(invalid="ignore"):
+        out = 0.5 * (a[2] / a[1] + b[2] / b[2])
+    return m, l, np.nan_to_num(out) * l
+
+
+def merge_in_log_space(a, b):
+    """Another valid form: shift = the union's log-sum-exp, so l = 1 (or 0 with no key)."""
+    with np.errstate(divide="ignore"):
+        la, lb = a[0] + np.log(a[1]), b[0] + np.log(b[1])
+    lse = np.logaddexp(la, lb)
+    shift = np.where(np.isneginf(lse), 0.0, lse)
+    wa = np.where(a[1] > 0, np.exp(la - shift) / np.where(a[1] > 0, a[1], 1), 0.0)
+    wb = np.where(b[1] > 0, np.exp(lb - shift) / np.where(b[1] > 0, b[1], 1), 0.0)
+    return lse, wa * a[1] + wb * b[1], wa * a[2] + wb * b[2]
+
+
+def merge_flat(a, b):
+    """Valid, with m and l returned as (T,) vectors and as a list."""
+    m, l, acc = solutions.merge(a, b)
+    return [m.ravel(), l.ravel(), acc]
+
+
+def merge_float32(a, b):
+    return tuple(np.asarray(x, np.float32) for x in solutions.merge(a, b))
+
+
+# --------------------------------------------------------- exercise 2: block_probs
+def probs_block_softmax(q, k, lse):  # normalised within the block
+    s = q @ k.T / np.sqrt(q.shape[-1])
+    e = np.exp(s - s.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def probs_unscaled(q, k, lse):
+    return np.exp(q @ k.T - lse)
+
+
+def probs_ratio(q, k, lse):  # exp(s) / exp(L): overflows for large scores
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.exp(q @ k.T / np.sqrt(q.shape[-1])) / np.exp(lse)
+
+
+def probs_plus(q, k, lse):
+    return np.exp(q @ k.T / np.sqrt(q.shape[-1]) + lse)
+
+
+def probs_float32(q, k, lse):
+    return solutions.block_probs(q, k, lse).astype(np.float32)
+
+
+def probs_einsum(q, k, lse):
+    s = np.einsum("td,bd->tb", q, k) * q.shape[-1] ** -0.5
+    return np.exp(s - np.reshape(lse, (-1, 1)))
+
+
+def test_solutions_pass():
+    assert checks.check_15_1(solutions.merge) == checks.CORRECT
+    assert checks.check_15_2(solutions.block_probs) == checks.CORRECT
+
+
+def test_placeholders_are_not_attempted(capsys):
+    assert checks.check_15_1(placeholder) == checks.NOT_ATTEMPTED
+    assert checks.check_15_2(placeholder) == checks.NOT_ATTEMPTED
+    assert capsys.readouterr().out.count("not attempted yet") == 2
+
+
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        merge_no_acc_rescale,
+        merge_keeps_first_max,
+        merge_nan_on_empty,
+        merge_wrong_sign,
+        merge_adds,
+        merge_normalised_average,
+    ],
+)
+def test_wrong_merges_fail(wrong):
+    with np.errstate(all="ignore"), pytest.raises(AssertionError):
+        checks.check_15_1(wrong)
+
+
+@pytest.mark.parametrize("valid", [merge_in_log_space, merge_flat, merge_float32])
+def test_other_valid_merges_pass(valid):
+    assert checks.check_15_1(valid) == checks.CORRECT
+
+
+@pytest.mark.parametrize("wrong", [probs_block_softmax, probs_unscaled, probs_ratio, probs_plus])
+def test_wrong_block_probs_fail(wrong):
+    with np.errstate(all="ignore"), pytest.raises(AssertionError):
+        checks.check_15_2(wrong)
+
+
+@pytest.mark.parametrize("valid", [probs_float32, probs_einsum])
+def test_other_valid_block_probs_pass(valid):
+    assert checks.check_15_2(valid) == checks.CORRECT
+
+
+def test_failure_messages_do_not_state_the_formula():
+    for fn, wrong in ((checks.check_15_1, merge_no_acc_rescale), (checks.check_15_2, probs_ratio)):
+        with np.errstate(all="ignore"), pytest.raises(AssertionError) as info:
+            fn(wrong)
+        assert "exp(m" not in str(info.value) and "exp(s" not in str(info.value)
+
+
+def test_notebook_ships_placeholders_and_calls_every_check():
+    nb = json.loads(next(LESSONS.glob("15_*.ipynb")).read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    text = "\n".join(cells)
+    for name in ("check_15_1", "check_15_2"):
+        assert text.count(f"checks.{name}(") == 1, name
+    for name in ("merge", "block_probs"):
+        defining = [c for c in cells if f"def {name}(" in c]
+        assert len(defining) == 1 and "NotImplementedError(" in defining[0], name
