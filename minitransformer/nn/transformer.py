@@ -225,6 +225,9 @@ class Transformer(Module):
             None if cfg.tie_embeddings else Linear(D, cfg.tgt_vocab, bias=False, generator=gen)
         )
         self.scale = math.sqrt(D)
+        for module in self.modules():  # cfg.attention_block_size: None = the fused op
+            if isinstance(module, MultiHeadAttention):
+                module.block_size = cfg.attention_block_size
         self.to(dtype=cfg.dtype)
 
     # ------------------------------------------------------------------ the three passes
