@@ -176,6 +176,9 @@ REDUCED_EMPTY = {
     "attention with d_k = 0": lambda: F.scaled_dot_product_attention(
         f32(1, 2, 0), f32(1, 3, 0), f32(1, 3, 4)
     ),
+    "blocked attention with S = 0 keys": lambda: F.scaled_dot_product_attention(
+        f32(1, 2, 4), f32(1, 0, 4), f32(1, 0, 4), block_size=2
+    ),
     "cross_entropy over V = 0": lambda: F.cross_entropy(f32(2, 0), ints(2)),
     "MultiHeadAttention with S = 0": lambda: nn.MultiHeadAttention(4, 2)(
         f32(1, 2, 4), f32(1, 0, 4), f32(1, 0, 4)
@@ -195,6 +198,12 @@ EMPTY_BUT_FINE = {
     "layer_norm of no rows": (lambda: F.layer_norm(f32(0, 3), f32(3), f32(3)), np.zeros((0, 3))),
     "attention with T = 0 queries": (
         lambda: F.scaled_dot_product_attention(f32(1, 0, 4), f32(1, 3, 4), f32(1, 3, 4)),
+        np.zeros((1, 0, 4)),
+    ),
+    "blocked attention with T = 0 queries": (
+        lambda: F.scaled_dot_product_attention(
+            f32(1, 0, 4), f32(1, 3, 4), f32(1, 3, 4), block_size=2
+        ),
         np.zeros((1, 0, 4)),
     ),
 }
@@ -237,6 +246,13 @@ BAD_OPTIONS = {
     "layer_norm 0-d": (lambda: F.layer_norm(mt.tensor(1.0), f32(1), f32(1)), ShapeError, "x"),
     "attention mask ragged": (lambda: F.scaled_dot_product_attention(
         f32(1, 2, 4), f32(1, 3, 4), f32(1, 3, 4), mask=[[True], [True, False]]),
+        ShapeError, "mask"),
+    "attention block_size 0": (lambda: F.scaled_dot_product_attention(
+        f32(1, 2, 4), f32(1, 3, 4), f32(1, 3, 4), block_size=0), ArgumentError, "block_size"),
+    "attention block_size str": (lambda: F.scaled_dot_product_attention(
+        f32(1, 2, 4), f32(1, 3, 4), f32(1, 3, 4), block_size="2"), ArgumentError, "block_size"),
+    "blocked attention mask ragged": (lambda: F.scaled_dot_product_attention(
+        f32(1, 2, 4), f32(1, 3, 4), f32(1, 3, 4), mask=[[True], [True, False]], block_size=2),
         ShapeError, "mask"),
     "embedding ids str": (lambda: F.embedding(["a"], f32(5, 4)), DTypeError, "ids"),
     "cross_entropy target None": (lambda: F.cross_entropy(f32(2, 5), None), DTypeError, "target"),
