@@ -66,13 +66,16 @@ def check_01_2(Sigmoid: type) -> None:
         try:
             big = Sigmoid.apply(mt.tensor(extremes)).numpy()
         except RuntimeWarning as w:
-            hint = "which sign of the exponent can never overflow?"
-            if "where" in _source_of(Sigmoid.forward):
-                hint = (
-                    "np.where(cond, a, b) receives a and b already computed for EVERY element "
-                    "(Python evaluates the arguments first), so the branch it discards still "
-                    "overflows; every exponent you compute must be safe, not only the ones kept"
-                )
+            where = (
+                "np.where(cond, a, b) receives a and b already computed for EVERY element "
+                "(Python evaluates the arguments first), so the branch it discards still "
+                "overflows; every exponent you compute must be safe, not only the ones kept"
+            )
+            sign = "which sign of the exponent can never overflow?"
+            source = _source_of(Sigmoid.forward)
+            hint = where if "where" in source else sign
+            if not source:  # the source cannot be read: give both
+                hint = f"{sign} And if you use np.where: {where}"
             raise AssertionError(f"NumPy warned: {w}; hint: {hint}") from None
     assert np.allclose(big, [0.0, 0.5, 1.0]), f"sigmoid(-1000, 0, 1000) gave {big}"
 
