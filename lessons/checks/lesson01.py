@@ -9,6 +9,7 @@ See the package docstring (``checks/__init__.py``) for what a check does.
 
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from collections.abc import Callable
@@ -59,15 +60,31 @@ def check_01_2(Sigmoid: type) -> None:
         raise AssertionError(
             f"backward is wrong: {err}; hint: write the derivative in terms of the output"
         ) from None
+    extremes = np.array([-1000.0, 0.0, 1000.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an overflow warning becomes an error
         try:
-            big = Sigmoid.apply(mt.tensor(np.array([-1000.0, 0.0, 1000.0]))).numpy()
+            big = Sigmoid.apply(mt.tensor(extremes)).numpy()
         except RuntimeWarning as w:
-            raise AssertionError(
-                f"NumPy warned: {w}; hint: which sign of the exponent can never overflow?"
-            ) from None
+            where = (
+                "np.where(cond, a, b) receives a and b already computed for EVERY element "
+                "(Python evaluates the arguments first), so the branch it discards still "
+                "overflows; every exponent you compute must be safe, not only the ones kept"
+            )
+            sign = "which sign of the exponent can never overflow?"
+            source = _source_of(Sigmoid.forward)
+            hint = where if "where" in source else sign
+            if not source:  # the source cannot be read: give both
+                hint = f"{sign} And if you use np.where: {where}"
+            raise AssertionError(f"NumPy warned: {w}; hint: {hint}") from None
     assert np.allclose(big, [0.0, 0.5, 1.0]), f"sigmoid(-1000, 0, 1000) gave {big}"
+
+
+def _source_of(fn: Callable) -> str:
+    try:
+        return inspect.getsource(fn)
+    except (OSError, TypeError):  # defined where no source is kept
+        return ""
 
 
 def _fd_error_f32(eps: float, x0: float) -> float:

@@ -76,7 +76,15 @@ def check_03_3(ce_grad: Callable) -> None:
         mine = np.asarray(ce_grad(xc, tc, 0.2, -100))
         assert mine.shape == (N, V), f"the gradient has the logits' shape {(N, V)}"
         assert np.allclose(mine[trial], 0), "hint: what do ignored rows contribute to the loss?"
+        kept = xt.grad[tc != -100]
+        ratio = np.sum(mine[tc != -100] * kept) / np.sum(kept * kept)
+        if not np.allclose(mine, xt.grad) and np.allclose(mine, ratio * xt.grad):
+            raise AssertionError(
+                f"right direction, wrong size (yours is {ratio:.3g} times the library's); "
+                "hint: see the section 'Cross-entropy, fused': which rows does the mean count?"
+            )
         assert np.allclose(mine, xt.grad), (
-            "hint: the fused gradient is (prediction - target distribution), and a mean "
-            "divides by the number of rows that count"
+            "the gradient differs from the library's; hint: see the sections 'Cross-entropy, "
+            "fused' and 'Label smoothing' of this lesson: which target does a smoothed row "
+            "aim at?"
         )

@@ -22,12 +22,26 @@ from ._shared import _exercise, _rng
 @_exercise("Exercise 1 (RMSNorm)")
 def check_04_1(RMSNorm: type) -> None:
     rng = _rng(7)
-    xr = mt.tensor(rng.standard_normal((2, 3, 5)) * 2, requires_grad=True, dtype="float64")
+    # rows of very different sizes: where mean(x^2) is near eps, where eps sits matters
+    scale = np.array([2.0, 1e-3, 3e-3])[None, :, None]
+    xr = mt.tensor(rng.standard_normal((2, 3, 5)) * scale, requires_grad=True, dtype="float64")
     gr = mt.tensor(rng.uniform(0.5, 1.5, 5), requires_grad=True, dtype="float64")
-    yr = RMSNorm.apply(xr, gr).numpy()
+    y, ctx = RMSNorm.run(xr, gr)
     x = xr.numpy()
     expected = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * gr.numpy()
-    assert np.allclose(yr, expected), "forward is wrong: y = gamma * x / sqrt(mean(x^2) + eps)"
+    assert np.allclose(y.numpy(), expected), (
+        "forward is wrong (look at the rows whose mean(x^2) is close to eps); hint: reread "
+        "the definition of r in the exercise, bracket by bracket"
+    )
+    grads = RMSNorm.backward(ctx, rng.standard_normal(x.shape))
+    assert isinstance(grads, tuple | list) and len(grads) >= 2, (
+        "backward must return one gradient per input: (dx, dgamma)"
+    )
+    assert np.shape(grads[0]) == x.shape and np.shape(grads[1]) == (5,), (
+        f"backward returned shapes {np.shape(grads[0])} and {np.shape(grads[1])}, need "
+        f"{x.shape} and (5,); hint: a parameter's gradient has the parameter's shape -- gamma "
+        "is shared by every row"
+    )
     try:
         mt.gradcheck(RMSNorm.apply, xr, gr)
     except mt.GradcheckError as err:
@@ -58,7 +72,10 @@ def check_04_2(max_gain: Callable) -> None:
 @_exercise("Exercise 3 (gamma and beta gradients)")
 def check_04_3(ln_param_grads: Callable) -> None:
     rng = _rng(9)
-    x0, g0 = rng.standard_normal((3, 4, 6)) * 2 + 0.5, rng.standard_normal((3, 4, 6))
+    # rows of very different spreads: where the variance is near eps, where eps sits matters
+    spread = np.array([2.0, 3e-3, 1e-2, 1.0])[None, :, None]
+    x0 = rng.standard_normal((3, 4, 6)) * spread + 0.5
+    g0 = rng.standard_normal((3, 4, 6))
     gt = mt.tensor(rng.uniform(0.5, 2, 6), requires_grad=True, dtype="float64")
     bt = mt.tensor(rng.standard_normal(6), requires_grad=True, dtype="float64")
     F.layer_norm(mt.tensor(x0, dtype="float64"), gt, bt).backward(g0)
@@ -68,5 +85,6 @@ def check_04_3(ln_param_grads: Callable) -> None:
     )
     assert np.allclose(dbeta, bt.grad), "dbeta is wrong; hint: beta is added to every row"
     assert np.allclose(dgamma, gt.grad), (
-        "dgamma is wrong; hint: gamma multiplies the normalized x, not the output"
+        "dgamma is wrong (look at the rows whose variance is close to eps); hint: gamma "
+        "multiplies the normalized x -- recompute x_hat exactly as the lesson's forward does"
     )

@@ -45,18 +45,22 @@ def check_07_2(recover_offset: Callable, d_model: int = 64) -> None:
 @_exercise("Exercise 3 (permutation equivariance)")
 def check_07_3(is_permutation_equivariant: Callable) -> None:
     D, h, T = 16, 4, 6
-    mha = mt.nn.MultiHeadAttention(D, h)
-    enc = mt.nn.EncoderLayer(D, h, d_ff=32)
+    gen = mt.backend.Generator(16)
+    mha32 = mt.nn.MultiHeadAttention(D, h, generator=gen)  # float32, the library's default
+    mha = mt.nn.MultiHeadAttention(D, h, generator=gen)
+    enc = mt.nn.EncoderLayer(D, h, d_ff=32, generator=gen)
     pos = mt.nn.PositionalEncoding(D, 32)
     for module in (mha, enc, pos):
         module.to(dtype="float64")
 
-    def attn(a, mask=None):
+    def attn(a, mask=None, layer=mha):
         t = mt.tensor(a)
-        return mha(t, t, t, mask).numpy()
+        return layer(t, t, t, mask).numpy()
 
     x = _rng(16).standard_normal((2, T, D))
+    x32 = x.astype(np.float32)
     perm = np.array([3, 0, 5, 1, 4, 2])
+    weak = 1e-3 * mt.nn.sinusoid_table(T, D)  # a faint position signal: differences ~1e-3
     cases = [
         (attn, True, "self-attention without PE"),
         (lambda a: enc(mt.tensor(a)).numpy(), True, "an encoder layer without PE"),
@@ -70,12 +74,30 @@ def check_07_3(is_permutation_equivariant: Callable) -> None:
         (lambda a: np.roll(a, 1, axis=1), False, "shifting the positions by one"),
         (lambda a: np.sort(a, axis=1), False, "sorting each feature over the positions"),
         (lambda a: a + a.mean(axis=1, keepdims=True), True, "adding the mean over positions"),
+        # a small but real dependence on position, far above rounding: a loose tolerance
+        # (0.1, 0.01) calls these equivariant
+        (lambda a: attn(a + weak), False, "self-attention with a faint PE (float64)"),
+        (lambda a: a + weak, False, "adding a faint PE (float64)"),
     ]
     for f, expected, name in cases:
         got = is_permutation_equivariant(f, x, perm)
         assert got == expected, (
             f"{name}: expected {expected}, got {got}; hint: compare the outputs row by row, "
-            "not a summary of them"
+            "not a summary of them, with a tolerance the size of the rounding of x's dtype"
+        )
+    cases32 = [  # float32: rounding differences of ~1e-7 must not count, ~1e-3 must
+        (lambda a: attn(a, layer=mha32), True, "self-attention without PE (float32)"),
+        (
+            lambda a: attn(a + weak.astype(np.float32), layer=mha32),
+            False,
+            "self-attention with a faint PE (float32)",
+        ),
+    ]
+    for f, expected, name in cases32:
+        got = is_permutation_equivariant(f, x32, perm)
+        assert got == expected, (
+            f"{name}: expected {expected}, got {got}; hint: float32 keeps about 7 digits "
+            "(np.finfo(np.float32)); is your tolerance suited to the dtype of the outputs?"
         )
     assert is_permutation_equivariant(lambda a: a[:, ::-1], x, np.arange(T)), (
         "the identity permutation changes nothing: any f passes"

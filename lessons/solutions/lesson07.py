@@ -18,6 +18,9 @@ def recover_offset(pe_a, pe_b, d_model):
     return int(np.round((angle_b - angle_a) / omega))
 
 
-# Exercise 3: compare element by element (a sum over positions is blind to their order)
+# Exercise 3: compare element by element (a sum over positions is blind to their order), with
+# a tolerance a little above the rounding of the outputs' dtype (float32 ~1e-7, float64 ~1e-16)
 def is_permutation_equivariant(f, x, perm):
-    return bool(np.allclose(f(x[:, perm]), f(x)[:, perm], atol=1e-6))
+    a, b = np.asarray(f(x[:, perm])), np.asarray(f(x)[:, perm])
+    tol = 1e3 * np.finfo(np.result_type(a, b)).eps * max(1.0, float(np.abs(b).max()))
+    return bool(np.abs(a - b).max() <= tol)
