@@ -37,7 +37,8 @@ class Sigmoid(Function):
         return grad * y * (1 - y)
 
 
-# Exercise 3: minimise eps^2/6 |f'''| + u |f| / eps  ->  eps ~ u^(1/3)
+# Exercise 3: one-sided: minimise eps/2 |f''| + 2u |f| / eps (each of f(x+eps), f(x) carries
+# a rounding error u|f|)  ->  eps = 2 sqrt(u |f| / |f''|) ~ 2 sqrt(u) for |f|, |f''| of order 1
 def best_eps_float32():
     u = np.finfo(np.float32).eps / 2
-    return u ** (1 / 3)
+    return 2 * np.sqrt(u)
