@@ -692,15 +692,15 @@ def _ring_via_rank0(buffers, send):  # everything to rank 0 and back: not a ring
 
 
 CASES_12_14 = {
-    "12_1": (
+    "12_1": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_12.py
         checks.check_12_1,
-        lambda: s12.rnn_path,
+        lambda: s12.attention_stops_cheaper,
         lambda: placeholder,
         [
-            lambda: lambda S, j, t: (S - 1 - j) + t,  # the emitting decoder step forgotten
-            lambda: lambda S, j, t: abs(t - j),  # a distance in positions, not steps
-            lambda: lambda S, j, t: S - j,  # the encoder's part only
-            lambda: lambda S, j, t: 2 * t + 1,  # only right on the reverse task
+            lambda: lambda d, g: g * d,  # the projections left out: section 7's core count
+            lambda: lambda d, g: max(1, (g - 2) * d - 1),  # the last cheaper n, not the first
+            lambda: lambda d, g: (g - 2) * d,  # 0 or negative where attention is never cheaper
+            lambda: lambda d, g: d,  # section 7's n = d, only right for a GRU
         ],
     ),
     "12_2": (

@@ -1,6 +1,7 @@
 """Lesson 12 (why attention): the checks of its exercises.
 
-- ``check_12_1``: Exercise 1 (path length through a recurrent encoder-decoder)
+- ``check_12_1``: Exercise 1 (the projections, counted: the n where attention stops being
+  cheaper than a recurrent layer with g gates)
 - ``check_12_2``: Exercise 2 (layers of a dilated convolution stack)
 - ``check_12_3``: Exercise 3 (additive attention scores)
 
@@ -18,33 +19,58 @@ import minitransformer as mt
 from ._shared import _exercise, _rng
 
 
-@_exercise("Exercise 1 (path length through a recurrent encoder-decoder)")
-def check_12_1(rnn_path: Callable) -> None:
-    for S in (1, 4, 9, 16):
-        for t in range(S):
-            j = S - 1 - t  # the reverse task: output t needs source token S - 1 - t
-            got = rnn_path(S, j, t)
-            assert got == 2 * t + 1, (
-                f"rnn_path({S}, {j}, {t}) = {got}, but on the reverse task the distance plotted "
-                f"in section 5 is {2 * t + 1}. Hint: count the encoder steps that still follow "
-                "x_j, then the decoder steps up to and including the one that emits output t."
+def _macs_attention(n: int, d: int) -> int:
+    """One self-attention layer with its projections: x x^T and a V (n^2 d each), and the
+    four (n, d) @ (d, d) projections."""
+    return 2 * n * n * d + 4 * n * d * d
+
+
+def _macs_recurrent(n: int, d: int, g: int) -> int:
+    """A recurrent layer with g gates: per position and gate, one input and one recurrent
+    (1, d) @ (d, d) product."""
+    return 2 * g * n * d * d
+
+
+def _whole_number(got: object, where: str) -> int:
+    """An answer n as an int, from an int, a NumPy integer or an integral float (not a bool,
+    not a string)."""
+    value = np.asarray(got) if not isinstance(got, str | bytes) else np.asarray(None)
+    ok = value.ndim == 0 and value.dtype.kind in "iuf"
+    assert ok and np.isfinite(value) and value == np.round(value), (
+        f"{where}: you return {got!r}; return a whole number of positions n (an int)"
+    )
+    return int(value)
+
+
+@_exercise("Exercise 1 (the projections, counted: a new crossover)")
+def check_12_1(attention_stops_cheaper: Callable) -> None:
+    """Against a search over n with the exercise's counts, for several widths and gates."""
+    for d in (1, 2, 8, 64, 100, 512):
+        for g in (1, 2, 3, 4, 5, 8):
+            where = f"attention_stops_cheaper(d={d}, g={g})"
+            n = _whole_number(attention_stops_cheaper(d, g), where)
+            expected = 1
+            while _macs_attention(expected, d) < _macs_recurrent(expected, d, g):
+                expected += 1
+            if n == expected:
+                continue
+            assert n >= 1, (
+                f"{where} = {n}, but n counts positions, so it is at least 1. Hint: when "
+                "attention is cheaper at no length, it has 'stopped' being cheaper at the "
+                "first one."
             )
-        for j in range(S):
-            got = rnn_path(S, j, j)
-            assert got == S, (
-                f"copy task: rnn_path({S}, {j}, {j}) = {got}; hint: on the copy task every "
-                "token is equally far from the output that repeats it"
+            assert _macs_attention(n, d) >= _macs_recurrent(n, d, g), (
+                f"{where} = {n}: at that n the attention layer still needs fewer "
+                "multiply-adds than the recurrent one, so it has not stopped being cheaper. "
+                "Hint: count every gate's two products at every position, and each "
+                "projection once."
             )
-    rng = _rng(22)
-    for _ in range(20):
-        S = int(rng.integers(2, 40))
-        j, t = int(rng.integers(0, S)), int(rng.integers(0, 50))
-        expected = (S - 1 - j) + (t + 1)
-        got = rnn_path(S, j, t)
-        assert got == expected, (
-            f"rnn_path({S}, {j}, {t}) = {got}, expected {expected}; hint: the target may be "
-            "longer than the source, and the two counts add up"
-        )
+            raise AssertionError(
+                f"{where} = {n}: attention already needs at least as many multiply-adds at "
+                f"n = {n - 1}, so {n} is not the first such n. Hint: did you add all four "
+                "projections to section 7's core count, and does equality count as no "
+                "longer cheaper in your comparison?"
+            )
 
 
 @_exercise("Exercise 2 (layers of a dilated convolution stack)")

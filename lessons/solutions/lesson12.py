@@ -3,10 +3,12 @@
 import numpy as np
 
 
-# Exercise 1: S - 1 - j encoder steps after x_j reach h_S; then t + 1 decoder steps
-# (h_S -> h_1 ... h_{t+1}, which emits output t)
-def rnn_path(S, j, t):
-    return (S - 1 - j) + (t + 1)
+# Exercise 1: attention with projections 2 n^2 d + 4 n d^2, a recurrent layer with g gates
+# 2 g n d^2. Attention costs at least as much when 2 n^2 d + 4 n d^2 >= 2 g n d^2, i.e.
+# n + 2d >= g d, i.e. n >= (g - 2) d; n is at least 1 (for g <= 2 attention is never cheaper).
+# At d = 512: never cheaper than Table 1's RNN (g = 1), n < 512 against a GRU, n < 1024 an LSTM.
+def attention_stops_cheaper(d, g):
+    return max(1, (g - 2) * d)
 
 
 # Exercise 2: layer l has dilation k^(l-1), so L layers see k^L positions; in integers,

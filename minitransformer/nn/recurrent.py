@@ -10,17 +10,34 @@ Backward through a step is the chain rule through these ops (tanh' = 1 - y^2,
 sigmoid' = y (1 - y), ops/activations.py); through k steps it is a product of k Jacobians
 dh_t/dh_{t-1}, which is why gradients to distant tokens shrink (or blow up).
 
-RNNSeq2Seq(src_vocab, tgt_vocab, cell="gru", attention=None | "additive" | "dot"):
+RNNSeq2Seq(src_vocab, tgt_vocab, cell="gru", attention=None | "additive" | "dot",
+           bidirectional=False):
     src (B, S) ─ embed ─ encoder cell, S sequential steps ─► memory (B, S, H), h_S (B, H)
     tgt_in (B, T) ─ embed ─ decoder cell from h_S, T sequential steps ─► logits (B, T, V)
 Without attention the whole source reaches the decoder through h_S alone: the path from
-source token j to output t is (S - j) + t recurrent steps. With attention (Bahdanau et al.,
-2015) each decoder step t first reads a context c_t = sum_s a_ts memory_s, with
+source token j to output t is (S - 1 - j) + (t + 1) recurrent steps. With attention
+(Bahdanau et al., 2015) each decoder step t first reads a context c_t = sum_s a_ts memory_s,
+with
     additive ("Bahdanau")  score(q, k_s) = v^T tanh(q W_q + k_s W_k)
     dot ("scaled dot")     score(q, k_s) = (q W_q) . k_s / sqrt(H)
 a_t = softmax_s(score(h_{t-1}, memory_s)) over real (non-pad) source tokens; then
 h_t = cell([y_{t-1}; c_t], h_{t-1}) and logits_t = [h_t; c_t] W_o + b_o. The path from
-source token j to output t is then 2 steps, whatever the distance.
+source token j to output t is then 2 steps (the encoder step that reads x_j and writes
+memory_j, then the decoder step that reads memory_j through attention and emits output t),
+whatever the distance.
+
+Bidirectional encoder (Bahdanau et al. used one): a second cell reads the source backwards,
+    fwd_j = cell_f(x_j, fwd_{j-1})  (fwd_{-1} = 0),   bwd_j = cell_b(x_j, bwd_{j+1})  (bwd_S = 0),
+so memory_j = fwd_j + bwd_j (B, S, H) sees the whole source around j, and the decoder starts
+from fwd_{S-1} + bwd_0 (B, H): both directions' states after reading every token. The two
+are summed (Bahdanau concatenated them), so every size downstream stays H. Padding at the
+end of a row (pad_id) is skipped by both: the backward cell stays at 0 until it meets the
+row's last real token. Backward is the chain rule through both unrolled loops (a sum's
+gradient goes to both terms; the time reversal is a slice, its gradient the reversed slice).
+
+``attention_weights(True)`` keeps the last forward's attention weights a (B, T, S) in
+``last_weights`` (a raw array, for heatmaps); ``greedy_decode(src, max_len)`` is the
+decoder's own step loop at inference: one cell step per output token.
 
 The loops over time are inherent to recurrence (step t needs h_{t-1}); what does not depend
 on h is hoisted out of them: the input projection of the embedding table (each step then
@@ -35,10 +52,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from .. import backend
+from .. import backend, checks
 from .. import functional as F
-from ..errors import ConfigError, ShapeError
-from ..tensor import Tensor
+from ..errors import ArgumentError, ConfigError, ShapeError
+from ..tensor import Tensor, no_grad
 from .inputs import check_ids
 from .layers import Embedding, Linear
 from .module import Module
@@ -168,8 +185,12 @@ class _Attention(Module):
 
     def forward(self, query: Tensor, memory: Tensor, keys: Tensor, bias: Any) -> Tensor:
         """query (B, Hq), memory (B, S, Hk), bias (B, S) 0 / -1e9 -> context (B, Hk)."""
-        a = F.softmax(self.scores(query, keys) + bias, axis=-1)  # (B, S)
+        a = self.weights(query, keys, bias)  # (B, S)
         return F.matmul(a[:, None], memory)[:, 0]  # (B, 1, S) @ (B, S, Hk) -> (B, Hk)
+
+    def weights(self, query: Tensor, keys: Any, bias: Any) -> Tensor:
+        """a = softmax_s(score(query, key_s) + bias_s) (B, S): each row sums to 1."""
+        return F.softmax(self.scores(query, keys) + bias, axis=-1)
 
 
 class AdditiveAttention(_Attention):
@@ -222,6 +243,7 @@ class RNNSeq2Seq(Module):
         attention: str | None = None,
         pad_id: int = 0,
         seed: int = 0,
+        bidirectional: bool = False,
     ):
         super().__init__()
         _positive_ints(
@@ -235,12 +257,17 @@ class RNNSeq2Seq(Module):
             raise ConfigError(f"attention={attention!r}; choose one of {ATTENTIONS}")
         if not isinstance(pad_id, int) or not 0 <= pad_id < min(src_vocab, tgt_vocab):
             raise ConfigError(f"pad_id={pad_id!r} must be an id inside both vocabularies")
+        if not isinstance(bidirectional, bool):
+            raise ConfigError(f"bidirectional={bidirectional!r} must be True or False")
         gen = backend.Generator(seed, "cpu")
         self.src_vocab, self.tgt_vocab, self.pad_id = src_vocab, tgt_vocab, pad_id
         self.cell_name, self.attention_name = cell, attention
         H = d_hidden
         self.src_embed = Embedding(src_vocab, d_embed, generator=gen)
         self.encoder = make_cell(cell, d_embed, H, gen)
+        self.bidirectional = bidirectional
+        if bidirectional:
+            self.encoder_back = make_cell(cell, d_embed, H, gen)  # reads the source backwards
         self.tgt_embed = Embedding(tgt_vocab, d_embed, generator=gen)
         self.decoder = make_cell(cell, d_embed, H, gen)
         if attention is not None:
@@ -251,16 +278,34 @@ class RNNSeq2Seq(Module):
             )
             self.w_c = Linear(H, self.decoder.n_gates * H, bias=False, generator=gen)
         self.out = Linear(2 * H if attention else H, tgt_vocab, generator=gen)
+        self.store_weights, self.last_weights = False, None
 
     def encode(self, src: Any) -> tuple[Tensor, Tensor, Any]:
-        """src (B, S) ids -> memory (B, S, H), final state (B, H), keep (B, S) float 1/0."""
+        """src (B, S) ids -> memory (B, S, H), final state (B, H), keep (B, S) float 1/0.
+        Bidirectional: memory = fwd + bwd (B, S, H), final state fwd_{S-1} + bwd_0."""
         src = check_ids("src", src, self.src_vocab, sys.maxsize, self.device)
         xp, w = backend.namespace(src), self.out.weight
         keep = xp.astype(src != self.pad_id, w.dtype)  # (B, S)
+        B, S = src.shape
         xw = looked_up(src, self.src_embed, self.encoder.w_x)  # t -> (B, G*H)
-        h0 = self.encoder.zero_state(src.shape[0])
-        memory, h = run_cell(self.encoder, xw, src.shape[1], h0, keep)
+        memory, h = run_cell(self.encoder, xw, S, self.encoder.zero_state(B), keep)
+        if self.bidirectional:  # step t of the backward cell reads position S - 1 - t
+            xb = looked_up(src, self.src_embed, self.encoder_back.w_x)
+            h0 = self.encoder_back.zero_state(B)
+            back, h_b = run_cell(self.encoder_back, lambda t: xb(S - 1 - t), S, h0, keep[:, ::-1])
+            memory, h = memory + back[:, ::-1], h + h_b  # back[:, ::-1][:, j] = bwd_j
         return memory, h, keep
+
+    def _step(self, yw: Tensor, h: Tensor, memory: Tensor, keys: Any, bias: Any) -> tuple:
+        """One decoder step: yw (B, G*H) the input projection of y_{t-1}, h = h_{t-1} ->
+        (h_t (B, H), features (B, 2H or H) for the output layer, weights a_t (B, S) or None)."""
+        if self.attention_name is None:
+            h = self.decoder.step(yw, h)
+            return h, h, None
+        a = self.attention.weights(h, keys, bias)  # (B, S)
+        c = F.matmul(a[:, None], memory)[:, 0]  # (B, H)
+        h = self.decoder.step(yw + self.w_c(c), h)
+        return h, F.concat([h, c], axis=-1), a
 
     def forward(self, src: Any, tgt_in: Any) -> Tensor:
         """src (B, S), tgt_in (B, T) ids -> logits (B, T, tgt_vocab)."""
@@ -274,12 +319,54 @@ class RNNSeq2Seq(Module):
             return self.out(states)  # (B, T, V)
         keys = self.attention.keys(memory)
         bias = (keep - 1) * 1e9  # (B, S): 0 for tokens, -1e9 for padding
-        outs = []
+        outs, weights = [], []
         for t in range(tgt.shape[1]):  # sequential: the query is h_{t-1}
-            c = self.attention(h, memory, keys, bias)  # (B, H)
-            h = self.decoder.step(yw(t) + self.w_c(c), h)
-            outs.append(F.concat([h, c], axis=-1)[:, None])  # (B, 1, 2H)
+            h, feats, a = self._step(yw(t), h, memory, keys, bias)
+            outs.append(feats[:, None])  # (B, 1, 2H)
+            if self.store_weights:
+                weights.append(a.data[:, None])
+        if self.store_weights:
+            self.last_weights = backend.namespace(bias).concat(weights, axis=1)  # (B, T, S)
         return self.out(F.concat(outs, axis=1))  # (B, T, 2H) -> (B, T, V)
+
+    def attention_weights(self, on: bool = True) -> None:
+        """Keep (on=True) the attention weights of the last forward in ``.last_weights``
+        (B, T, S), a raw array; models without attention keep None."""
+        self.store_weights = checks.flag("attention_weights", "on", on)
+        self.last_weights = None
+
+    def greedy_decode(
+        self, src: Any, max_len: int, bos_id: int = 1, eos_id: int = 2
+    ) -> list[list[int]]:
+        """src (B, S) ids -> B output id lists (no BOS/EOS): the arg-max token at each step,
+        fed back as the next input. Encodes once, then one decoder step per token: the
+        state h carries the prefix, so step t costs the same for every t."""
+        max_len = checks.positive_int("greedy_decode", "max_len", max_len)
+        for name, tok in (("bos_id", bos_id), ("eos_id", eos_id)):
+            if not checks.is_int(tok) or not 0 <= tok < self.tgt_vocab:
+                raise ArgumentError(f"greedy_decode: {name}={tok!r} is not a target id")
+        with no_grad():
+            memory, h, keep = self.encode(src)
+            xp = backend.namespace(keep)
+            keys = None if self.attention_name is None else self.attention.keys(memory)
+            bias = (keep - 1) * 1e9
+            table = self.decoder.w_x(self.tgt_embed.weight)  # (V, G*H): a lookup per step
+            y = xp.full((h.shape[0],), bos_id, dtype=xp.int64, device=keep.device)
+            done = xp.zeros((h.shape[0],), dtype=xp.bool, device=keep.device)
+            rows = []
+            for _ in range(max_len):  # sequential: step t needs y_{t-1} and h_{t-1}
+                h, feats, _ = self._step(
+                    F.embedding(y, table, validate=False), h, memory, keys, bias
+                )
+                y = xp.astype(xp.argmax(self.out(feats).data, axis=-1), xp.int64)  # (B,)
+                rows.append(y)
+                done = done | (y == eos_id)
+                if bool(xp.all(done)):
+                    break
+        out = []
+        for row in backend.to_numpy(xp.stack(rows, axis=1)).tolist():  # (B, steps)
+            out.append(row[: row.index(eos_id)] if eos_id in row else row)
+        return out
 
     def loss(self, logits: Tensor, tgt_out: Any, label_smoothing: float = 0.0) -> Tensor:
         """Mean cross-entropy over non-pad targets."""
@@ -289,4 +376,5 @@ class RNNSeq2Seq(Module):
 
     def extra_repr(self) -> str:
         H = self.encoder.d_hidden
-        return f"cell={self.cell_name!r}, attention={self.attention_name!r}, d_hidden={H}"
+        bi = ", bidirectional=True" if self.bidirectional else ""
+        return f"cell={self.cell_name!r}, attention={self.attention_name!r}, d_hidden={H}{bi}"
