@@ -1,7 +1,7 @@
 """Lesson 13 (ablations): the checks of its exercises.
 
 - ``check_13_1``: Exercise 1 (dropout's variance)
-- ``check_13_2``: Exercise 2 (counting dropout layers)
+- ``check_13_2``: Exercise 2 (ablate model.eval(): perplexity in eval and training mode)
 - ``check_13_3``: Exercise 3 (your own ablation)
 
 See the package docstring (``checks/__init__.py``) for what a check does.
@@ -9,7 +9,6 @@ See the package docstring (``checks/__init__.py``) for what a check does.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -21,64 +20,94 @@ import minitransformer.functional as F
 from ._shared import _exercise, _rng
 
 
+def _tolerance(value: Any) -> float:
+    """Relative tolerance for a float answer: float32 (or narrower) carries ~7 digits, a
+    Python float or float64 ~16."""
+    dtype = np.asarray(value).dtype
+    if dtype.kind != "f":
+        return 1e-9  # ints and the like: compared as float64
+    return 1e-9 if np.finfo(dtype).eps < 1e-10 else 50 * float(np.finfo(dtype).eps)
+
+
 @_exercise("Exercise 1 (dropout's variance)")
 def check_13_1(dropout_variance: Callable) -> None:
     for x, p in [(1.0, 0.1), (2.0, 0.5), (-3.0, 0.3), (0.5, 0.0), (-1.5, 0.9)]:
         keep = 1 - p
         expected = x**2 / keep - x**2  # E[y^2] - E[y]^2
-        got = float(dropout_variance(x, p))
+        answer = dropout_variance(x, p)
+        try:
+            got = float(np.asarray(answer).reshape(()))
+        except (TypeError, ValueError):
+            raise AssertionError(
+                f"dropout_variance({x}, {p}) returned {answer!r}: return one number"
+            ) from None
+        rtol = _tolerance(answer)
         draws = F.dropout(mt.tensor(np.full(20_000, x), dtype="float64"), p).numpy()
-        assert np.isclose(got, expected, rtol=1e-9, atol=1e-12), (
+        assert np.isclose(got, expected, rtol=rtol, atol=1e-12), (
             f"dropout_variance({x}, {p}) = {got:.4f}, but 20,000 draws of the library's "
             f"dropout give {draws.var():.4f}. Hint: Var[y] = E[y²] − E[y]²; what values does "
             "y take, and how often?"
         )
 
 
-def _dropout_calls(run: Callable) -> int:
-    """How many times a Dropout layer with p > 0 acts while ``run()`` runs."""
-    from minitransformer.nn import layers
+def _pairs(rng: np.random.Generator, n: int, vocab: int) -> list[tuple[list[int], list[int]]]:
+    """n (source, target) pairs of 2..8 ids each (no BOS/EOS/PAD ids): lengths differ, so a
+    batch of them is padded."""
+    return [
+        tuple(rng.integers(3, vocab, int(rng.integers(2, 9))).tolist() for _ in range(2))
+        for _ in range(n)
+    ]
 
-    calls = []
-    original = layers.Dropout.forward
 
-    def counting(self, x, _orig=original):
-        if self.p > 0:
-            calls.append(1)
-        return _orig(self, x)
-
-    layers.Dropout.forward = counting
+def _call_in_mode(perplexity: Callable, model: Any, pairs: list, training: bool,
+                  **kwargs: Any) -> float:  # fmt: skip
+    """``perplexity(model, pairs, **kwargs)`` with the model found in ``training`` mode;
+    asserts the answer leaves it in that mode and returns one finite number."""
+    model.train(training)
+    answer = perplexity(model, pairs, **kwargs)
+    mode = "training" if training else "eval"
+    assert model.training is training, (
+        f"the model was in {mode} mode when perplexity() was called and is in "
+        f"{'training' if model.training else 'eval'} mode after it: put back the mode you "
+        "found (model.training), as Trainer.evaluate and ablate.score do"
+    )
     try:
-        run()
-    finally:
-        layers.Dropout.forward = original
-    return len(calls)
+        got = float(np.asarray(answer).reshape(()))
+    except (TypeError, ValueError, AttributeError):
+        raise AssertionError(f"perplexity() returned {answer!r}: return one number") from None
+    assert np.isfinite(got), f"perplexity() returned {got}: expected a finite number"
+    return got
 
 
-@_exercise("Exercise 2 (counting dropout layers)")
-def check_13_2(n_dropout_places: Callable) -> None:
-    """Counts the library's dropout calls in encode() of an N_enc-layer model and in
-    decode() of an N_dec-layer one."""
-    rng = _rng(25)
-    src, tgt = rng.integers(3, 20, (1, 4)), rng.integers(3, 20, (1, 3))
-    for N_enc, N_dec in [(1, 1), (2, 3), (3, 1), (6, 6)]:
-        counts = []
-        for N, part in ((N_enc, "encode"), (N_dec, "decode")):
-            cfg = mt.TransformerConfig(
-                src_vocab=20, tgt_vocab=20, d_model=8, h=2, N=N, d_ff=16, dropout=0.1
-            )
-            m = mt.nn.Transformer(cfg, seed=0)
-            if part == "encode":
-                run = functools.partial(m.encode, src)
-            else:
-                run = functools.partial(m.decode, tgt, m.encode(src), src)
-            counts.append(_dropout_calls(run))
-        got = n_dropout_places(N_enc, N_dec)
-        assert got == sum(counts), (
-            f"n_dropout_places({N_enc}, {N_dec}) = {got}, but one forward pass applies dropout "
-            f"{sum(counts)} times ({counts[0]} in the encoder, {counts[1]} in the decoder). "
-            "Hint: dropout sits on every sub-layer's output before the residual add (how many "
-            "sub-layers has each kind of layer?), and once more on each stack's input."
+@_exercise("Exercise 2 (ablate model.eval())")
+def check_13_2(perplexity: Callable) -> None:
+    """``perplexity(model, pairs)`` equals ablate.score's held-out perplexity (per target
+    token, teacher forcing, no label smoothing, eval mode), from either mode, and leaves the
+    mode as found; ``eval_mode=False`` measures in training mode (a different number)."""
+    from minitransformer import ablate
+
+    rng = _rng(26)
+    cfg = mt.TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, h=2, N=1, d_ff=32,
+                               dropout=0.3, max_len=16)  # fmt: skip
+    model = mt.nn.Transformer(cfg, seed=3)
+    pairs = _pairs(rng, 130, 20)  # more than 100: a chunked answer has unequal chunks
+    expected = ablate.score(model, pairs, None, None)["ppl"]
+    for training in (True, False):
+        got = _call_in_mode(perplexity, model, pairs, training)
+        rtol = max(_tolerance(got), 2e-5)  # the model computes in float32
+        assert np.isclose(got, expected, rtol=rtol), (
+            f"perplexity(model, pairs) = {got:.5f} with the model found in "
+            f"{'training' if training else 'eval'} mode; the held-out perplexity is "
+            f"{expected:.5f}. Hint: which mode must the model be in to measure, which target "
+            "positions count (padding?), and is it one average over all target tokens, "
+            "without label smoothing, then exp?"
+        )
+    for training in (True, False):
+        noisy = _call_in_mode(perplexity, model, pairs, training, eval_mode=False)
+        assert not np.isclose(noisy, expected, rtol=1e-4), (
+            f"perplexity(model, pairs, eval_mode=False) = {noisy:.5f}, the eval-mode value: "
+            "with eval_mode=False, measure with dropout on (training mode), then put back "
+            "the mode you found"
         )
 
 
