@@ -59,6 +59,7 @@ VARIANCES = {
     "0-d array": lambda x, p: np.asarray(x**2 * p / (1 - p)),
     "E[y^2] - E[y]^2": lambda x, p: (x / (1 - p)) ** 2 * (1 - p) - x**2,
     "Python float": lambda x, p: math.pow(x, 2) * p / (1 - p),
+    "library Tensor": lambda x, p: mt.tensor(x**2 * p / (1 - p)),
 }
 
 

@@ -20,13 +20,20 @@ import minitransformer.functional as F
 from ._shared import _exercise, _rng
 
 
-def _tolerance(value: Any) -> float:
-    """Relative tolerance for a float answer: float32 (or narrower) carries ~7 digits, a
-    Python float or float64 ~16."""
-    dtype = np.asarray(value).dtype
-    if dtype.kind != "f":
-        return 1e-9  # ints and the like: compared as float64
-    return 1e-9 if np.finfo(dtype).eps < 1e-10 else 50 * float(np.finfo(dtype).eps)
+def _number(answer: Any, what: str) -> tuple[float, float]:
+    """(value, relative tolerance) of a one-number answer: a Python or NumPy scalar, a 0-d
+    or one-element array, or a one-element library Tensor. The tolerance follows the
+    answer's precision: float32 (or narrower) carries ~7 significant digits, float64 ~16."""
+    if isinstance(answer, mt.Tensor):
+        answer = answer.numpy()
+    try:
+        array = np.asarray(answer)
+        value = float(array.reshape(()))
+    except (TypeError, ValueError):
+        raise AssertionError(f"{what} returned {answer!r}: return one number") from None
+    if array.dtype.kind == "f" and np.finfo(array.dtype).eps > 1e-10:
+        return value, 50 * float(np.finfo(array.dtype).eps)
+    return value, 1e-9
 
 
 @_exercise("Exercise 1 (dropout's variance)")
@@ -34,14 +41,7 @@ def check_13_1(dropout_variance: Callable) -> None:
     for x, p in [(1.0, 0.1), (2.0, 0.5), (-3.0, 0.3), (0.5, 0.0), (-1.5, 0.9)]:
         keep = 1 - p
         expected = x**2 / keep - x**2  # E[y^2] - E[y]^2
-        answer = dropout_variance(x, p)
-        try:
-            got = float(np.asarray(answer).reshape(()))
-        except (TypeError, ValueError):
-            raise AssertionError(
-                f"dropout_variance({x}, {p}) returned {answer!r}: return one number"
-            ) from None
-        rtol = _tolerance(answer)
+        got, rtol = _number(dropout_variance(x, p), f"dropout_variance({x}, {p})")
         draws = F.dropout(mt.tensor(np.full(20_000, x), dtype="float64"), p).numpy()
         assert np.isclose(got, expected, rtol=rtol, atol=1e-12), (
             f"dropout_variance({x}, {p}) = {got:.4f}, but 20,000 draws of the library's "
@@ -71,10 +71,7 @@ def _call_in_mode(perplexity: Callable, model: Any, pairs: list, training: bool,
         f"{'training' if model.training else 'eval'} mode after it: put back the mode you "
         "found (model.training), as Trainer.evaluate and ablate.score do"
     )
-    try:
-        got = float(np.asarray(answer).reshape(()))
-    except (TypeError, ValueError, AttributeError):
-        raise AssertionError(f"perplexity() returned {answer!r}: return one number") from None
+    got, _ = _number(answer, "perplexity()")
     assert np.isfinite(got), f"perplexity() returned {got}: expected a finite number"
     return got
 
@@ -94,13 +91,12 @@ def check_13_2(perplexity: Callable) -> None:
     expected = ablate.score(model, pairs, None, None)["ppl"]
     for training in (True, False):
         got = _call_in_mode(perplexity, model, pairs, training)
-        rtol = max(_tolerance(got), 2e-5)  # the model computes in float32
-        assert np.isclose(got, expected, rtol=rtol), (
+        assert np.isclose(got, expected, rtol=2e-5), (  # the model computes in float32
             f"perplexity(model, pairs) = {got:.5f} with the model found in "
             f"{'training' if training else 'eval'} mode; the held-out perplexity is "
-            f"{expected:.5f}. Hint: which mode must the model be in to measure, which target "
-            "positions count (padding?), and is it one average over all target tokens, "
-            "without label smoothing, then exp?"
+            f"{expected:.5f}. Hint: look at the mode the model measures in, at which target "
+            "positions count, at how the tokens of different sentences are averaged, and at "
+            "whether your loss is the training loss or section 5's metric"
         )
     for training in (True, False):
         noisy = _call_in_mode(perplexity, model, pairs, training, eval_mode=False)
