@@ -1,7 +1,7 @@
 """Lesson 13 (ablations): the checks of its exercises.
 
 - ``check_13_1``: Exercise 1 (dropout's variance)
-- ``check_13_2``: Exercise 2 (counting dropout layers)
+- ``check_13_2``: Exercise 2 (ablate model.eval(): perplexity in eval and training mode)
 - ``check_13_3``: Exercise 3 (your own ablation)
 
 See the package docstring (``checks/__init__.py``) for what a check does.
@@ -9,7 +9,6 @@ See the package docstring (``checks/__init__.py``) for what a check does.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -21,64 +20,90 @@ import minitransformer.functional as F
 from ._shared import _exercise, _rng
 
 
+def _number(answer: Any, what: str) -> tuple[float, float]:
+    """(value, relative tolerance) of a one-number answer: a Python or NumPy scalar, a 0-d
+    or one-element array, or a one-element library Tensor. The tolerance follows the
+    answer's precision: float32 (or narrower) carries ~7 significant digits, float64 ~16."""
+    if isinstance(answer, mt.Tensor):
+        answer = answer.numpy()
+    try:
+        array = np.asarray(answer)
+        value = float(array.reshape(()))
+    except (TypeError, ValueError):
+        raise AssertionError(f"{what} returned {answer!r}: return one number") from None
+    if array.dtype.kind == "f" and np.finfo(array.dtype).eps > 1e-10:
+        return value, 50 * float(np.finfo(array.dtype).eps)
+    return value, 1e-9
+
+
 @_exercise("Exercise 1 (dropout's variance)")
 def check_13_1(dropout_variance: Callable) -> None:
     for x, p in [(1.0, 0.1), (2.0, 0.5), (-3.0, 0.3), (0.5, 0.0), (-1.5, 0.9)]:
         keep = 1 - p
         expected = x**2 / keep - x**2  # E[y^2] - E[y]^2
-        got = float(dropout_variance(x, p))
+        got, rtol = _number(dropout_variance(x, p), f"dropout_variance({x}, {p})")
         draws = F.dropout(mt.tensor(np.full(20_000, x), dtype="float64"), p).numpy()
-        assert np.isclose(got, expected, rtol=1e-9, atol=1e-12), (
+        assert np.isclose(got, expected, rtol=rtol, atol=1e-12), (
             f"dropout_variance({x}, {p}) = {got:.4f}, but 20,000 draws of the library's "
             f"dropout give {draws.var():.4f}. Hint: Var[y] = E[y²] − E[y]²; what values does "
             "y take, and how often?"
         )
 
 
-def _dropout_calls(run: Callable) -> int:
-    """How many times a Dropout layer with p > 0 acts while ``run()`` runs."""
-    from minitransformer.nn import layers
-
-    calls = []
-    original = layers.Dropout.forward
-
-    def counting(self, x, _orig=original):
-        if self.p > 0:
-            calls.append(1)
-        return _orig(self, x)
-
-    layers.Dropout.forward = counting
-    try:
-        run()
-    finally:
-        layers.Dropout.forward = original
-    return len(calls)
+def _pairs(rng: np.random.Generator, n: int, vocab: int) -> list[tuple[list[int], list[int]]]:
+    """n (source, target) pairs of 2..8 ids each (no BOS/EOS/PAD ids): lengths differ, so a
+    batch of them is padded."""
+    return [
+        tuple(rng.integers(3, vocab, int(rng.integers(2, 9))).tolist() for _ in range(2))
+        for _ in range(n)
+    ]
 
 
-@_exercise("Exercise 2 (counting dropout layers)")
-def check_13_2(n_dropout_places: Callable) -> None:
-    """Counts the library's dropout calls in encode() of an N_enc-layer model and in
-    decode() of an N_dec-layer one."""
-    rng = _rng(25)
-    src, tgt = rng.integers(3, 20, (1, 4)), rng.integers(3, 20, (1, 3))
-    for N_enc, N_dec in [(1, 1), (2, 3), (3, 1), (6, 6)]:
-        counts = []
-        for N, part in ((N_enc, "encode"), (N_dec, "decode")):
-            cfg = mt.TransformerConfig(
-                src_vocab=20, tgt_vocab=20, d_model=8, h=2, N=N, d_ff=16, dropout=0.1
-            )
-            m = mt.nn.Transformer(cfg, seed=0)
-            if part == "encode":
-                run = functools.partial(m.encode, src)
-            else:
-                run = functools.partial(m.decode, tgt, m.encode(src), src)
-            counts.append(_dropout_calls(run))
-        got = n_dropout_places(N_enc, N_dec)
-        assert got == sum(counts), (
-            f"n_dropout_places({N_enc}, {N_dec}) = {got}, but one forward pass applies dropout "
-            f"{sum(counts)} times ({counts[0]} in the encoder, {counts[1]} in the decoder). "
-            "Hint: dropout sits on every sub-layer's output before the residual add (how many "
-            "sub-layers has each kind of layer?), and once more on each stack's input."
+def _call_in_mode(perplexity: Callable, model: Any, pairs: list, training: bool,
+                  **kwargs: Any) -> float:  # fmt: skip
+    """``perplexity(model, pairs, **kwargs)`` with the model found in ``training`` mode;
+    asserts the answer leaves it in that mode and returns one finite number."""
+    model.train(training)
+    answer = perplexity(model, pairs, **kwargs)
+    mode = "training" if training else "eval"
+    assert model.training is training, (
+        f"the model was in {mode} mode when perplexity() was called and is in "
+        f"{'training' if model.training else 'eval'} mode after it: put back the mode you "
+        "found (model.training), as Trainer.evaluate and ablate.score do"
+    )
+    got, _ = _number(answer, "perplexity()")
+    assert np.isfinite(got), f"perplexity() returned {got}: expected a finite number"
+    return got
+
+
+@_exercise("Exercise 2 (ablate model.eval())")
+def check_13_2(perplexity: Callable) -> None:
+    """``perplexity(model, pairs)`` equals ablate.score's held-out perplexity (per target
+    token, teacher forcing, no label smoothing, eval mode), from either mode, and leaves the
+    mode as found; ``eval_mode=False`` measures in training mode (a different number)."""
+    from minitransformer import ablate
+
+    rng = _rng(26)
+    cfg = mt.TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, h=2, N=1, d_ff=32,
+                               dropout=0.3, max_len=16)  # fmt: skip
+    model = mt.nn.Transformer(cfg, seed=3)
+    pairs = _pairs(rng, 130, 20)  # more than 100: a chunked answer has unequal chunks
+    expected = ablate.score(model, pairs, None, None)["ppl"]
+    for training in (True, False):
+        got = _call_in_mode(perplexity, model, pairs, training)
+        assert np.isclose(got, expected, rtol=2e-5), (  # the model computes in float32
+            f"perplexity(model, pairs) = {got:.5f} with the model found in "
+            f"{'training' if training else 'eval'} mode; the held-out perplexity is "
+            f"{expected:.5f}. Hint: look at the mode the model measures in, at which target "
+            "positions count, at how the tokens of different sentences are averaged, and at "
+            "whether your loss is the training loss or section 5's metric"
+        )
+    for training in (True, False):
+        noisy = _call_in_mode(perplexity, model, pairs, training, eval_mode=False)
+        assert not np.isclose(noisy, expected, rtol=1e-4), (
+            f"perplexity(model, pairs, eval_mode=False) = {noisy:.5f}, the eval-mode value: "
+            "with eval_mode=False, measure with dropout on (training mode), then put back "
+            "the mode you found"
         )
 
 
