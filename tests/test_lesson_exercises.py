@@ -25,6 +25,7 @@ from minitransformer.function import Function
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
+through_rank0 = importlib.import_module("test_lesson_exercises_14")._through_rank0  # not a ring
 
 
 def solutions(n: int):
@@ -734,17 +735,6 @@ def _ring_scatter_only(buffers, send):  # the reduce-scatter half: buffers not s
             chunks[(r + 1) % N][(r - k) % N] += send(r, (r + 1) % N, (r - k) % N)
 
 
-def _ring_via_rank0(buffers, send):  # everything to rank 0 and back: not a ring
-    N = len(buffers)
-    chunks = [np.array_split(b, N) for b in buffers]
-    for r in range(1, N):
-        for c in range(N):
-            chunks[0][c] += send(r, 0, c)
-    for r in range(1, N):
-        for c in range(N):
-            chunks[r][c][...] = send(0, r, c)
-
-
 CASES_12_14 = {
     "12_1": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_12.py
         checks.check_12_1,
@@ -843,7 +833,7 @@ CASES_12_14 = {
         [
             lambda: _ring_sum_everywhere,
             lambda: _ring_scatter_only,
-            lambda: _ring_via_rank0,
+            lambda: through_rank0,
         ],
     ),
     "14_3": (

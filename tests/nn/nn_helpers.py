@@ -64,3 +64,24 @@ def sampled_gradcheck(loss_fn, params, per_param: int | None = 4, eps=1e-6, rtol
                 f"param {index} {p.shape} at {pos}: backward {analytic[pos]:.10g}, "
                 f"finite differences {numeric:.10g}"
             )
+
+
+def f64(module, device: str = "cpu"):
+    """The module in float64 on ``device`` with its parameters nudged off their init (the
+    zero biases would hide a transposed gradient)."""
+    module.to(device, "float64")
+    rng = np.random.default_rng(1)
+    for p in module.parameters():
+        p.data = mt.backend.asarray(to_np(p) + 0.3 * rng.standard_normal(p.shape), device=device)
+    return module
+
+
+def rnn_batch(device: str = "cpu"):
+    """For the RNN encoder-decoder: src (2, 5) with padding at the end of the second row,
+    tgt_in and tgt_out (2, 4), int64 on ``device``."""
+    src = np.array([[3, 4, 5, 6, 2], [7, 8, 2, 0, 0]])
+    tgt_in = np.array([[1, 6, 5, 4], [1, 8, 7, 0]])
+    tgt_out = np.array([[6, 5, 4, 2], [8, 7, 2, 0]])
+    return tuple(
+        mt.backend.asarray(a, dtype="int64", device=device) for a in (src, tgt_in, tgt_out)
+    )

@@ -15,32 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from nn_helpers import sampled_gradcheck, to_np
+from nn_helpers import f64, sampled_gradcheck, to_np
+from nn_helpers import rnn_batch as batch
 
 import minitransformer as mt
 from minitransformer.errors import ArgumentError, ConfigError
 from minitransformer.nn import RNNSeq2Seq
 
 V = 9
-
-
-def f64(module, device="cpu"):
-    """The module in float64 on ``device`` with its parameters nudged off their init."""
-    module.to(device, "float64")
-    rng = np.random.default_rng(1)
-    for p in module.parameters():
-        p.data = mt.backend.asarray(to_np(p) + 0.3 * rng.standard_normal(p.shape), device=device)
-    return module
-
-
-def batch(device="cpu"):
-    """src (2, 5) with padding at the end of the second row, tgt_in and tgt_out (2, 4)."""
-    src = np.array([[3, 4, 5, 6, 2], [7, 8, 2, 0, 0]])
-    tgt_in = np.array([[1, 6, 5, 4], [1, 8, 7, 0]])
-    tgt_out = np.array([[6, 5, 4, 2], [8, 7, 2, 0]])
-    return tuple(
-        mt.backend.asarray(a, dtype="int64", device=device) for a in (src, tgt_in, tgt_out)
-    )
 
 
 def _rnn_states(cell, xs: np.ndarray) -> np.ndarray:
