@@ -8,6 +8,7 @@ for ever)."""
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -51,7 +52,7 @@ def test_a_stuck_rank_prints_one_line_and_its_watcher_ends_the_other_ranks():
     done = subprocess.run([sys.executable, "-c", LAUNCHER], capture_output=True, text=True,
                           env=env, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
-    code0, err0, code1, out1, bystander_alive = eval(done.stdout.strip().splitlines()[-1])
+    code0, err0, code1, out1, bystander_alive = ast.literal_eval(done.stdout.splitlines()[-1])
     assert code0 == 1
     assert err0 == startup.message(1.0, "TEST_TIMEOUT")  # one line, no traceback
     assert (code1, out1.strip()) == (143, "SIGTERM")  # ended by the watcher, gracefully
