@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from tiny_runs import DP_TINY as TINY
+from tiny_runs import MPIEXEC, needs_mpi
 from tiny_runs import rank_pids as _rank_pids
 
 from minitransformer import checkpoint, distributed
@@ -24,20 +25,6 @@ from minitransformer.data.batching import make_batch
 from minitransformer.train import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
-MPIEXEC = Path(sys.executable).with_name("mpiexec")
-
-
-def _have_mpi() -> bool:
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return MPIEXEC.exists()
-
-
-needs_mpi = pytest.mark.skipif(
-    not _have_mpi(), reason='mpi4py / mpiexec not installed (pip install -e ".[mpi]")'
-)
 
 
 def _env() -> dict[str, str]:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from tiny_runs import DP_TINY as TINY
+from tiny_runs import MPIEXEC, needs_mpi
 from tiny_runs import rank_pids as _rank_pids
 
 from minitransformer import checkpoint
@@ -26,22 +27,8 @@ from minitransformer.distributed import agreement, waiting
 from minitransformer.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
-MPIEXEC = Path(sys.executable).with_name("mpiexec")
 PY = [sys.executable, "-m", "minitransformer", "train"]
 TIMEOUT_S = 4  # the collective timeout these jobs run with
-
-
-def _have_mpi() -> bool:
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return False
-    return MPIEXEC.exists()
-
-
-needs_mpi = pytest.mark.skipif(
-    not _have_mpi(), reason='mpi4py / mpiexec not installed (pip install -e ".[mpi]")'
-)
 
 
 def _env(timeout: float | None = TIMEOUT_S) -> dict[str, str]:

@@ -5,7 +5,10 @@ One place for them, so a test file does not carry its own copy of the same flags
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import pytest
 
 KNOBS = dict(n_train=200, n_valid=16, n_test=16, max_len=6)
 """Task knobs of a copy task small enough to train in a second."""
@@ -40,3 +43,21 @@ def rank_pids(mpiexec_pid: int) -> list[int]:
                 continue
             children.setdefault(ppid, []).append(int(entry.name))
     return sorted(g for c in children.get(mpiexec_pid, []) for g in children.get(c, []))
+
+
+MPIEXEC = Path(sys.executable).with_name("mpiexec")
+"""MPICH's mpiexec of this environment (pip install -e ".[mpi]" puts it beside python)."""
+
+
+def _have_mpi() -> bool:
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return MPIEXEC.exists()
+
+
+needs_mpi = pytest.mark.skipif(
+    not _have_mpi(), reason='mpi4py / mpiexec not installed (pip install -e ".[mpi]")'
+)
+"""Skips a test that starts real MPI jobs where mpi4py or mpiexec is missing."""
