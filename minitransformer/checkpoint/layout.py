@@ -39,23 +39,23 @@ _FIX = (
 
 def model_layout(cfg: TransformerConfig) -> Layout:
     """Every weight of ``Transformer(cfg)``: ``{name: (shape, dtype)}`` in state_dict order."""
-    D, F, h = cfg.d_model, cfg.d_ff, cfg.h
-    qk = h * cfg.d_k  # the query/key width (key_dim may differ from d_model / h)
+    D = cfg.d_model
     out: dict[str, tuple[int, ...]] = {"src_embed.weight": (cfg.src_vocab, D)}
     if not cfg.tie_embeddings:
         out["tgt_embed.weight"] = (cfg.tgt_vocab, D)
     if cfg.learned_positions:
         out["positions.table"] = (cfg.max_len, D)
 
-    def attention(prefix: str) -> None:
+    def attention(prefix: str, h: int) -> None:
+        qk = h * (cfg.key_dim or D // h)  # the query/key width (key_dim may differ from D / h)
         for name, width in (("w_q", qk), ("w_k", qk), ("w_v", D), ("w_o", D)):
             fan_in = width if name == "w_o" else D
             out[f"{prefix}.{name}.weight"] = (fan_in, D if name == "w_o" else width)
             out[f"{prefix}.{name}.bias"] = (D if name == "w_o" else width,)
 
-    def layer(prefix: str, attentions: tuple[str, ...]) -> None:
+    def layer(prefix: str, attentions: tuple[str, ...], h: int, F: int) -> None:
         for name in attentions:
-            attention(f"{prefix}.{name}")
+            attention(f"{prefix}.{name}", h)
         out[f"{prefix}.ffn.w_1.weight"], out[f"{prefix}.ffn.w_1.bias"] = (D, F), (F,)
         out[f"{prefix}.ffn.w_2.weight"], out[f"{prefix}.ffn.w_2.bias"] = (F, D), (D,)
         for block in range(1, len(attentions) + 2):
@@ -66,12 +66,15 @@ def model_layout(cfg: TransformerConfig) -> Layout:
         ("encoder", ("self_attn",)),
         ("decoder", ("self_attn", "cross_attn")),
     ):
-        for i in range(cfg.N):
-            layer(f"{stack}.layers.{i}", attentions)
+        N, h, F = cfg.sizes(stack)
+        for i in range(N):
+            layer(f"{stack}.layers.{i}", attentions, h, F)
         if cfg.pre_norm:
             out[f"{stack}.norm.gamma"], out[f"{stack}.norm.beta"] = (D,), (D,)
     if not cfg.tie_embeddings:
         out["out_proj.weight"] = (D, cfg.tgt_vocab)
+    if cfg.logits_bias:
+        out["logits_bias"] = (cfg.tgt_vocab,)
     return {name: (shape, cfg.dtype) for name, shape in out.items()}
 
 

@@ -371,7 +371,7 @@ def check_config(
 
 
 _MISSING = object()
-ADDED = {"attention_block_size": None}  # fields newer than some checkpoints: absent = this
+ADDED = {k: getattr(TransformerConfig, k) for k in TransformerConfig.ADDED}  # absent: default
 
 
 def _plain(value: Any) -> Any:

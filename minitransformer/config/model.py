@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from ..checks import is_int, is_real
 from ..errors import ConfigError
@@ -31,6 +31,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 _DTYPES = ("float32", "float64")
+ACTIVATIONS = ("relu", "gelu", "swish")  # the feed-forward's nonlinearity; the paper's is relu
+POSITION_LAYOUTS = ("interleaved", "halves")  # sin, cos, sin, ... (paper) | all sines, then cosines
 MAX_LEN = 65_536  # positions; sentences are hundreds of tokens, the paper's table is 5,000
 MAX_PARAMETER_GIB = 16  # float32 weights; the paper's big model is ~0.8 GiB
 
@@ -62,7 +64,20 @@ class TransformerConfig:
             attention layer runs the memory-efficient blocked op (keys in blocks of b, an
             online softmax; ops/blocked_attention.py). Same outputs and gradients up to
             rounding, without the (B, H, T, S) weights in memory.
-        pad_id, bos_id, eos_id: the special token ids (padding builds the masks).
+        activation: the feed-forward's nonlinearity, "relu" (the paper's max(0, x)),
+            "gelu" (x Φ(x)) or "swish" (x σ(x), also called SiLU; Marian's opus-mt models).
+        position_layout: where the sinusoids sit in the positional vector: "interleaved"
+            (the paper: sin, cos, sin, cos, ...) or "halves" (Marian: every sine first, then
+            every cosine; the same frequencies, the features in another order).
+        scale_embedding: multiply the embedded tokens by √d_model (paper section 3.4); False
+            adds the positions to the raw embedding rows.
+        logits_bias: a learned bias (tgt_vocab,) added to the logits (Marian's
+            final_logits_bias); the paper's output projection has none.
+        decoder_N, decoder_h, decoder_d_ff: the decoder's layers, heads and inner width when
+            they differ from the encoder's; None (default) = N, h, d_ff.
+        pad_id, bos_id, eos_id: the special token ids (padding builds the masks). bos_id is
+            the decoder's start token; it may equal pad_id (Marian starts from the pad id),
+            and then the decoder masks the future only: a start token is never padding.
         dtype: "float32" (default) or "float64" (for gradient checks).
     """
 
@@ -81,10 +96,23 @@ class TransformerConfig:
     key_dim: int | None = None
     scale_attention: bool = True
     attention_block_size: int | None = None
+    activation: str = "relu"
+    position_layout: str = "interleaved"
+    scale_embedding: bool = True
+    logits_bias: bool = False
+    decoder_N: int | None = None
+    decoder_h: int | None = None
+    decoder_d_ff: int | None = None
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
     dtype: str = "float32"
+
+    # Fields newer than the first checkpoints: a checkpoint without one has its default.
+    ADDED: ClassVar[tuple[str, ...]] = (
+        "attention_block_size", "activation", "position_layout", "scale_embedding",
+        "logits_bias", "decoder_N", "decoder_h", "decoder_d_ff",
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
         self.validate()  # a bad field fails here, not later inside a layer or after training
@@ -93,6 +121,16 @@ class TransformerConfig:
     def d_k(self) -> int:
         """Width of one head's queries and keys: key_dim if set, else d_model / h."""
         return self.key_dim if self.key_dim is not None else self.d_model // self.h
+
+    def sizes(self, stack: str) -> tuple[int, int, int]:
+        """(layers, heads, d_ff) of the "encoder" or the "decoder" (decoder_* or the same)."""
+        if stack == "encoder":
+            return self.N, self.h, self.d_ff
+        if stack != "decoder":
+            raise ConfigError(f"sizes: stack must be 'encoder' or 'decoder', got {stack!r}")
+        pick = [d if d is not None else e for d, e in ((self.decoder_N, self.N),
+                (self.decoder_h, self.h), (self.decoder_d_ff, self.d_ff))]  # fmt: skip
+        return pick[0], pick[1], pick[2]
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> TransformerConfig:
@@ -125,16 +163,22 @@ class TransformerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 problems.append(f"{name} must be a positive int, got {value!r}")
-        if not problems:
-            problems += self._size_problems()
-        if not problems and self.d_model % self.h != 0:
-            problems.append(
-                f"d_model ({self.d_model}) must be divisible by h ({self.h}) so that each "
-                f"head gets d_k = d_model / h; pick e.g. d_model = {self.h * max(1, self.d_k)}"
-            )
+        for name in ("decoder_N", "decoder_h", "decoder_d_ff"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value <= 0):
+                problems.append(f"{name} must be a positive int or None (= {name[8:]}), got "
+                                f"{value!r}")  # fmt: skip
         key_dim = self.key_dim
         if key_dim is not None and (type(key_dim) is not int or key_dim <= 0):
             problems.append(f"key_dim must be an int > 0 or None (= d_model/h), got {key_dim!r}")
+        if not problems:
+            problems += self._size_problems()
+        for h in dict.fromkeys((self.h, self.decoder_h or self.h)) if not problems else ():
+            if self.d_model % h != 0:
+                problems.append(
+                    f"d_model ({self.d_model}) must be divisible by h ({h}) so that each head "
+                    f"gets d_k = d_model / h; pick e.g. d_model = {h * max(1, self.d_model // h)}"
+                )
         block = self.attention_block_size
         if block is not None and (type(block) is not int or block <= 0):
             problems.append(
@@ -145,14 +189,22 @@ class TransformerConfig:
             value = getattr(self, name)
             if not (is_real(value) and 0.0 <= value < 1.0):  # NaN fails 0 <= value
                 problems.append(f"{name} must be in [0, 1) (a number), got {value!r}")
-        for name in ("pre_norm", "tie_embeddings", "learned_positions", "scale_attention"):
+        for name, choices in (("activation", ACTIVATIONS), ("position_layout", POSITION_LAYOUTS)):
+            if not isinstance(getattr(self, name), str) or getattr(self, name) not in choices:
+                problems.append(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
+        flags = ("pre_norm", "tie_embeddings", "learned_positions", "scale_attention")
+        for name in (*flags, "scale_embedding", "logits_bias"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 problems.append(f"{name} must be True or False, got {value!r}")
         sizes_ok = not problems
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
-        if len({repr(v) for v in ids.values()}) != 3:
-            problems.append(f"pad_id, bos_id and eos_id must be distinct, got {ids}")
+        distinct = {repr(v) for v in ids.values()}
+        if len(distinct) < (2 if repr(self.bos_id) == repr(self.pad_id) else 3):
+            problems.append(
+                f"pad_id, bos_id and eos_id must be distinct (only bos_id may equal pad_id, "
+                f"as in Marian's decoder start), got {ids}"
+            )
         vocab = min(self.src_vocab, self.tgt_vocab) if sizes_ok else None
         for name, value in ids.items():
             if not is_int(value) or value < 0:
@@ -178,11 +230,19 @@ class TransformerConfig:
 
     def num_parameters(self) -> int:
         """Trainable scalars of the model this config builds (tied matrices once)."""
-        D, F, N = self.d_model, self.d_ff, self.N
-        ffn = 2 * D * F + F + D
-        enc = N * (4 * (D * D + D) + ffn + 2 * 2 * D)  # self-attn, FFN, 2 LayerNorms
-        dec = N * (8 * (D * D + D) + ffn + 3 * 2 * D)  # + cross-attn, 3 LayerNorms
+        D, (N, h, F), (N_dec, h_dec, F_dec) = self.d_model, *map(self.sizes, ("encoder", "decoder"))
+
+        def attention(heads: int) -> int:  # w_q, w_k (D, heads d_k), w_v, w_o (D, D), biases
+            qk = heads * (self.key_dim or D // heads)
+            return 2 * (D * qk + qk) + 2 * (D * D + D)
+
+        def ffn(F: int) -> int:
+            return 2 * D * F + F + D
+
+        enc = N * (attention(h) + ffn(F) + 2 * 2 * D)  # self-attn, FFN, 2 LayerNorms
+        dec = N_dec * (2 * attention(h_dec) + ffn(F_dec) + 3 * 2 * D)  # + cross, 3 LayerNorms
         final_norms = 2 * 2 * D if self.pre_norm else 0
+        final_norms += self.tgt_vocab if self.logits_bias else 0
         embed = self.src_vocab * D
         if not self.tie_embeddings:
             embed += 2 * self.tgt_vocab * D  # target embedding and output projection

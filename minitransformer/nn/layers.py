@@ -13,6 +13,7 @@ import math
 
 from .. import backend, checks
 from .. import functional as F
+from ..errors import ConfigError
 from ..ops.checks import not_a_tensor
 from ..tensor import Tensor
 from .module import Module, Parameter
@@ -120,13 +121,18 @@ class Dropout(Module):
 
 
 class PositionwiseFeedForward(Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2, applied to each position alone (paper eq. 2).
+    """FFN(x) = act(x W1 + b1) W2 + b2, applied to each position alone (paper eq. 2).
 
     Shapes: x (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model).
-    ``dropout`` is an optional dropout on the hidden ReLU activations (PyTorch's
+    ``activation``: "relu" (the paper's max(0, x), default), "gelu" (x Φ(x)) or "swish"
+    (x σ(x), SiLU: Marian's opus-mt models); each an op with its own backward
+    (ops/elementwise.py, ops/smooth_relu.py).
+    ``dropout`` is an optional dropout on the hidden activations (PyTorch's
     nn.Transformer and the Annotated Transformer use one); the default 0.0 is the paper's
     formula, and the model uses that.
     """
+
+    FUNCTIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu"}  # name -> F.<function>
 
     def __init__(
         self,
@@ -134,15 +140,26 @@ class PositionwiseFeedForward(Module):
         d_ff: int,
         dropout: float = 0.0,
         generator: backend.Generator | None = None,
+        activation: str = "relu",
     ):
         super().__init__()
         where = "PositionwiseFeedForward"
         checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
         checks.positive_int(where, "d_ff", d_ff, "the inner width, e.g. 4 * d_model")
         checks.probability(where, "dropout", dropout)
+        if not isinstance(activation, str) or activation not in self.FUNCTIONS:
+            raise ConfigError(
+                f"{where}: activation must be one of {sorted(self.FUNCTIONS)}, got "
+                f"{activation!r}; the paper's is 'relu'"
+            )
+        self.activation = activation
+        self.act = getattr(F, self.FUNCTIONS[activation])
         self.w_1 = Linear(d_model, d_ff, generator=generator)
         self.w_2 = Linear(d_ff, d_model, generator=generator)
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.dropout(F.relu(self.w_1(x))))
+        return self.w_2(self.dropout(self.act(self.w_1(x))))
+
+    def extra_repr(self) -> str:
+        return "" if self.activation == "relu" else f"activation={self.activation}"

@@ -7,9 +7,14 @@ its position. The paper's sinusoids, for position pos and i = 0 .. d_model/2 - 1
     PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
 
 Each pair of coordinates is a rotation at its own wavelength (2 pi to 10000 * 2 pi), so
-PE(pos + k) is a linear function of PE(pos) for every offset k. The table (max_len, D)
-is a non-persistent buffer (the config determines it, so checkpoints need not store it).
-With ``learned=True`` the table is a Parameter instead, initialised with the sinusoids.
+PE(pos + k) is a linear function of PE(pos) for every offset k. ``layout="halves"`` puts
+the same values in another order, every sine first and then every cosine
+(PE(pos, i) = sin(angle_i), PE(pos, ceil(D/2) + i) = cos(angle_i)): Marian's opus-mt models
+were trained with that table. The two layouts give the same family of models up to a fixed
+reordering of the features, but a pretrained model needs the table it was trained with.
+The table (max_len, D) is a non-persistent buffer (the config determines it, so
+checkpoints need not store it). With ``learned=True`` the table is a Parameter instead,
+initialised with the sinusoids.
 """
 
 from __future__ import annotations
@@ -17,18 +22,24 @@ from __future__ import annotations
 import math
 
 from .. import backend, checks
-from ..errors import ShapeError, TokenIdError
+from ..errors import ConfigError, ShapeError, TokenIdError
 from ..tensor import Tensor
 from .layers import Dropout
 from .module import Module, Parameter
 
 
-def sinusoid_table(max_len: int, d_model: int) -> backend.Array:
-    """The (max_len, d_model) float64 host array of sines and cosines above."""
+def sinusoid_table(max_len: int, d_model: int, layout: str = "interleaved") -> backend.Array:
+    """The (max_len, d_model) float64 host array of sines and cosines above, in ``layout``
+    "interleaved" (sin, cos, sin, cos, ...: the paper) or "halves" (sines, then cosines)."""
     xp = backend.namespace_for_device("cpu")
     pos = xp.reshape(xp.arange(max_len, dtype=xp.float64), (max_len, 1))  # (L, 1)
     two_i = xp.arange(0, d_model, 2, dtype=xp.float64)  # (ceil(D/2),)
     angle = pos * xp.exp(two_i * (-math.log(10000.0) / d_model))  # (L, ceil(D/2))
+    if layout == "halves":  # (L, D): ceil(D/2) sines, then floor(D/2) cosines
+        return xp.concat([xp.sin(angle), xp.cos(angle)[:, : d_model // 2]], axis=1)
+    if layout != "interleaved":
+        raise ConfigError(f"sinusoid_table: layout must be 'interleaved' or 'halves', got "
+                          f"{layout!r}")  # fmt: skip
     pairs = xp.stack([xp.sin(angle), xp.cos(angle)], axis=-1)  # (L, ceil(D/2), 2)
     return xp.reshape(pairs, (max_len, -1))[:, :d_model]  # (L, D): sin, cos, sin, cos ...
 
@@ -40,7 +51,14 @@ class PositionalEncoding(Module):
     one new token arrives at a time).
     """
 
-    def __init__(self, d_model: int, max_len: int, dropout: float = 0.0, learned: bool = False):
+    def __init__(
+        self,
+        d_model: int,
+        max_len: int,
+        dropout: float = 0.0,
+        learned: bool = False,
+        layout: str = "interleaved",
+    ):
         super().__init__()
         where = "PositionalEncoding"
         d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
@@ -50,7 +68,8 @@ class PositionalEncoding(Module):
         learned = checks.flag(where, "learned", learned)
         checks.probability(where, "dropout", dropout)
         self.d_model, self.max_len, self.learned = d_model, max_len, learned
-        table = sinusoid_table(max_len, d_model)
+        table = sinusoid_table(max_len, d_model, layout)  # checks layout
+        self.layout = layout
         if learned:
             self.table = Parameter(table, dtype="float32")
         else:
@@ -58,7 +77,7 @@ class PositionalEncoding(Module):
                 "table",
                 Tensor(table, dtype="float32"),
                 persistent=False,
-                build=lambda: sinusoid_table(max_len, d_model),  # to(dtype=) recomputes
+                build=lambda: sinusoid_table(max_len, d_model, layout),  # to(dtype=) recomputes
             )
         self.dropout = Dropout(dropout)
 
@@ -79,4 +98,5 @@ class PositionalEncoding(Module):
         return self.dropout(x + self.table[offset : offset + T])  # (B, T, D) + (T, D)
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, max_len={self.max_len}, learned={self.learned}"
+        extra = "" if self.layout == "interleaved" else f", layout={self.layout}"
+        return f"d_model={self.d_model}, max_len={self.max_len}, learned={self.learned}{extra}"

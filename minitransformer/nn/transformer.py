@@ -32,7 +32,7 @@ from .attention import KVCache, MultiHeadAttention
 from .inputs import check_ids, check_memory
 from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward
 from .masks import causal_mask, padding_mask
-from .module import Module, ModuleList
+from .module import Module, ModuleList, Parameter
 from .positional import PositionalEncoding
 
 
@@ -64,10 +64,13 @@ class EncoderLayer(Module):
         generator: backend.Generator | None = None,
         d_k: int | None = None,
         scale: bool = True,
+        activation: str = "relu",
     ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, generator=generator)
+        self.ffn = PositionwiseFeedForward(
+            d_model, d_ff, generator=generator, activation=activation
+        )
         self.block1 = _Residual(d_model, dropout, pre_norm)
         self.block2 = _Residual(d_model, dropout, pre_norm)
 
@@ -93,11 +96,14 @@ class DecoderLayer(Module):
         generator: backend.Generator | None = None,
         d_k: int | None = None,
         scale: bool = True,
+        activation: str = "relu",
     ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
         self.cross_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
-        self.ffn = PositionwiseFeedForward(d_model, d_ff, generator=generator)
+        self.ffn = PositionwiseFeedForward(
+            d_model, d_ff, generator=generator, activation=activation
+        )
         self.block1 = _Residual(d_model, dropout, pre_norm)
         self.block2 = _Residual(d_model, dropout, pre_norm)
         self.block3 = _Residual(d_model, dropout, pre_norm)
@@ -132,6 +138,7 @@ class _Stack(Module):
         generator: backend.Generator | None = None,
         d_k: int | None = None,
         scale: bool = True,
+        activation: str = "relu",
     ):
         super().__init__()
         where = type(self).__name__
@@ -139,7 +146,8 @@ class _Stack(Module):
         checks.probability(where, "dropout", dropout)
         pre_norm = checks.flag(where, "pre_norm", pre_norm)
         args = (d_model, h, d_ff, dropout, pre_norm, generator)
-        layers = [self.layer_class(*args, d_k=d_k, scale=scale) for _ in range(N)]
+        kwargs = dict(d_k=d_k, scale=scale, activation=activation)
+        layers = [self.layer_class(*args, **kwargs) for _ in range(N)]
         self.layers = ModuleList(layers)
         self.norm = LayerNorm(d_model) if pre_norm else None
 
@@ -212,19 +220,25 @@ class Transformer(Module):
         seed = checks.non_negative_int("Transformer", "seed", seed, "pass e.g. seed=0")
         self.cfg = cfg.validate()
         gen = backend.Generator(seed, "cpu")
-        D, layer_args = cfg.d_model, (cfg.d_model, cfg.h, cfg.d_ff, cfg.dropout, cfg.pre_norm)
+        D = cfg.d_model
         self.src_embed = Embedding(cfg.src_vocab, D, generator=gen)
         self.tgt_embed = (
             self.src_embed if cfg.tie_embeddings else Embedding(cfg.tgt_vocab, D, generator=gen)
         )
-        self.positions = PositionalEncoding(D, cfg.max_len, cfg.dropout, cfg.learned_positions)
-        attn = dict(d_k=cfg.key_dim, scale=cfg.scale_attention)  # None: d_model / h
-        self.encoder = Encoder(cfg.N, *layer_args, generator=gen, **attn)
-        self.decoder = Decoder(cfg.N, *layer_args, generator=gen, **attn)
+        self.positions = PositionalEncoding(
+            D, cfg.max_len, cfg.dropout, cfg.learned_positions, cfg.position_layout
+        )
+        kwargs = dict(d_k=cfg.key_dim, scale=cfg.scale_attention, activation=cfg.activation)
+        for name, stack in (("encoder", Encoder), ("decoder", Decoder)):
+            N, h, d_ff = cfg.sizes(name)  # cfg.decoder_* where the decoder differs
+            args = (N, D, h, d_ff, cfg.dropout, cfg.pre_norm)
+            setattr(self, name, stack(*args, generator=gen, **kwargs))
         self.out_proj = (
             None if cfg.tie_embeddings else Linear(D, cfg.tgt_vocab, bias=False, generator=gen)
         )
-        self.scale = math.sqrt(D)
+        zeros = backend.namespace_for_device("cpu").zeros(cfg.tgt_vocab)
+        self.logits_bias = Parameter(zeros, dtype="float32") if cfg.logits_bias else None
+        self.scale = math.sqrt(D) if cfg.scale_embedding else None  # None: no multiply
         for module in self.modules():  # cfg.attention_block_size: None = the fused op
             if isinstance(module, MultiHeadAttention):
                 module.block_size = cfg.attention_block_size
@@ -272,7 +286,8 @@ class Transformer(Module):
 
     def _encode(self, src: Any, src_keep: Any) -> Tensor:
         """Checked src (B, S) and its padding mask (B, 1, 1, S) -> memory (B, S, D)."""
-        x = self.positions(self.src_embed(src, validate=False) * self.scale)  # (B, S, D)
+        x = self.src_embed(src, validate=False)  # (B, S, D)
+        x = self.positions(x * self.scale if self.scale is not None else x)
         return self.encoder(x, src_keep)
 
     def _decode(
@@ -281,24 +296,30 @@ class Transformer(Module):
         """Checked tgt (B, T), memory (B, S, D), src padding mask -> logits (B, T, V)."""
         cfg = self.cfg
         offset = cache.offset if cache is not None else 0
-        keep = padding_mask(tgt, cfg.pad_id)  # (B, 1, 1, T)
-        if cache is not None:
-            if cache.tgt_keep is not None:
-                keep = backend.namespace(keep).concat([cache.tgt_keep, keep], axis=-1)
-            cache.tgt_keep = keep  # (B, 1, 1, offset + T)
         T = tgt.shape[1]
-        tgt_mask = causal_mask(T, tgt.device, offset) & keep  # (B, 1, T, offset + T)
-        x = self.positions(self.tgt_embed(tgt, validate=False) * self.scale, offset=offset)
+        tgt_mask = causal_mask(T, tgt.device, offset)  # (1, 1, T, offset + T)
+        if cfg.bos_id != cfg.pad_id:  # else the start token is the pad id: the future only
+            keep = padding_mask(tgt, cfg.pad_id)  # (B, 1, 1, T)
+            if cache is not None:
+                if cache.tgt_keep is not None:
+                    keep = backend.namespace(keep).concat([cache.tgt_keep, keep], axis=-1)
+                cache.tgt_keep = keep  # (B, 1, 1, offset + T)
+            tgt_mask = tgt_mask & keep  # (B, 1, T, offset + T)
+        x = self.tgt_embed(tgt, validate=False)  # (B, T, D)
+        x = self.positions(x * self.scale if self.scale is not None else x, offset=offset)
         x = self.decoder(x, memory, src_keep, tgt_mask, cache)
         if cache is not None:
             cache.offset += T
         return self.project(x)
 
     def project(self, x: Tensor) -> Tensor:
-        """Decoder output (B, T, D) -> logits (B, T, tgt_vocab): x Eᵀ when tied, else x W."""
+        """Decoder output (B, T, D) -> logits (B, T, tgt_vocab): x Eᵀ when tied, else x W;
+        plus the logits bias b (tgt_vocab,) when cfg.logits_bias."""
         if self.out_proj is not None:
-            return self.out_proj(x)
-        return F.linear(x, self.tgt_embed.weight, transpose_weight=True)  # (B,T,D) @ (D,V)
+            logits = self.out_proj(x)
+            return logits + self.logits_bias if self.logits_bias is not None else logits
+        weight, bias = self.tgt_embed.weight, self.logits_bias
+        return F.linear(x, weight, bias, transpose_weight=True)  # (B,T,D) @ (D,V) + b
 
     # ------------------------------------------------------------------ helpers
     def loss(self, logits: Tensor, tgt_out: Any) -> Tensor:
@@ -312,7 +333,7 @@ class Transformer(Module):
 
     def new_cache(self) -> DecoderCache:
         """An empty cache for cached (incremental) decoding; one per batch being decoded."""
-        N = self.cfg.N
+        N = self.cfg.sizes("decoder")[0]
         return DecoderCache(
             self_attn=[KVCache(static=False) for _ in range(N)],
             cross_attn=[KVCache(static=True) for _ in range(N)],
