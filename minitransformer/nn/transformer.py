@@ -20,7 +20,9 @@ its logits equal those of a full recomputation.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .. import backend, checks
@@ -31,6 +33,7 @@ from ..tensor import Tensor
 from .attention import KVCache, MultiHeadAttention
 from .inputs import check_ids, check_memory
 from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward
+from .marian_weights import read_marian, write_marian
 from .masks import causal_mask, padding_mask
 from .module import Module, ModuleList, Parameter
 from .positional import PositionalEncoding
@@ -320,6 +323,22 @@ class Transformer(Module):
             return logits + self.logits_bias if self.logits_bias is not None else logits
         weight, bias = self.tgt_embed.weight, self.logits_bias
         return F.linear(x, weight, bias, transpose_weight=True)  # (B,T,D) @ (D,V) + b
+
+    # ------------------------------------------------------------------ Marian's files
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike[str], dtype: str = "float32") -> Transformer:
+        """The model of a Hugging Face Marian folder (Helsinki-NLP/opus-mt-*: config.json and
+        model.safetensors), in eval mode; ``model(src, tgt_in)`` gives MarianMTModel's logits.
+        Every field and array is checked first (nn/marian_config.py, nn/marian_weights.py)."""
+        cfg, state = read_marian(path, dtype)
+        model = cls(cfg)
+        model.load_state_dict(state)
+        return model.eval()
+
+    def save_pretrained(self, path: str | os.PathLike[str], overwrite: bool = False) -> Path:
+        """Write this model as a Marian folder that transformers.MarianMTModel.from_pretrained
+        reads with the same logits; returns the folder. Existing files need ``overwrite``."""
+        return write_marian(self, path, checks.flag("save_pretrained", "overwrite", overwrite))
 
     # ------------------------------------------------------------------ helpers
     def loss(self, logits: Tensor, tgt_out: Any) -> Tensor:

@@ -1,0 +1,210 @@
+"""Marian's ``config.json`` <-> ``TransformerConfig``: each field mapped, checked or refused.
+
+The Helsinki-NLP opus-mt models are Marian encoder-decoders in Hugging Face's layout. Their
+architecture is the paper's, with five differences that are switches of TransformerConfig:
+
+    config.json                          TransformerConfig
+    d_model                              d_model
+    encoder_layers, decoder_layers       N, decoder_N
+    encoder_attention_heads, decoder_..  h, decoder_h
+    encoder_ffn_dim, decoder_ffn_dim     d_ff, decoder_d_ff
+    vocab_size, decoder_vocab_size       src_vocab, tgt_vocab
+    max_position_embeddings              max_len
+    dropout                              dropout
+    pad_token_id, eos_token_id           pad_id, eos_id
+    decoder_start_token_id               bos_id (Marian starts the decoder from the pad id)
+    activation_function                  activation ("swish"/"silu", "gelu", "relu")
+    scale_embedding                      scale_embedding (√d_model; opus-mt: true)
+    share_encoder_decoder_embeddings     tie_embeddings (with tie_word_embeddings, both equal)
+    (always)                             position_layout "halves", logits_bias True
+
+Fields that must hold one value (``FIXED``: Marian's post-LN stack without extra norms, no
+attention or activation dropout, no layer drop) are checked; fields that do not change the
+translation (``NO_EFFECT``: bookkeeping and generation defaults) are accepted and named
+there with the reason; any other field is refused by name, so nothing is silently ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..checks import is_int
+from ..config import TransformerConfig
+from ..errors import ConfigError
+
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}
+SIZES = {  # config.json name -> TransformerConfig name (a positive int each)
+    "d_model": "d_model",
+    "encoder_layers": "N",
+    "decoder_layers": "decoder_N",
+    "encoder_attention_heads": "h",
+    "decoder_attention_heads": "decoder_h",
+    "encoder_ffn_dim": "d_ff",
+    "decoder_ffn_dim": "decoder_d_ff",
+    "vocab_size": "src_vocab",
+    "max_position_embeddings": "max_len",
+}
+IDS = {"pad_token_id": "pad_id", "eos_token_id": "eos_id", "decoder_start_token_id": "bos_id"}
+FIXED: dict[str, Any] = {  # what this library's model computes; another value is refused
+    "model_type": "marian",
+    "is_encoder_decoder": True,
+    "is_decoder": False,
+    "attention_dropout": 0.0,  # the model drops sublayer outputs only (paper 5.4)
+    "activation_dropout": 0.0,
+    "encoder_layerdrop": 0.0,
+    "decoder_layerdrop": 0.0,
+    "normalize_before": False,  # post-LN
+    "normalize_embedding": False,
+    "add_final_layer_norm": False,
+    "add_bias_logits": False,
+    "static_position_embeddings": True,
+}
+NO_EFFECT = {  # accepted: they do not change the logits (the reason given)
+    "_name_or_path": "where it was saved",
+    "transformers_version": "the writer's version",
+    "architectures": "checked: must name MarianMTModel",
+    "dtype": "the caller's dtype argument decides",
+    "torch_dtype": "the caller's dtype argument decides",
+    "use_cache": "decoding always caches keys and values",
+    "init_std": "initialisation of new weights only",
+    "gradient_checkpointing": "memory/time trade-off in training",
+    "id2label": "classification heads, not in a translation model",
+    "label2id": "classification heads, not in a translation model",
+    "_num_labels": "classification heads, not in a translation model",
+    "classif_dropout": "classification heads, not in a translation model",
+    "classifier_dropout": "classification heads, not in a translation model",
+    "num_hidden_layers": "checked: must equal encoder_layers",
+    "bos_token_id": "unused by Marian (decoder_start_token_id starts the decoder)",
+    "forced_eos_token_id": "generation default",
+    "bad_words_ids": "generation default (the decoders never emit pad)",
+    "num_beams": "generation default (--beam chooses)",
+    "max_length": "generation default (max_len bounds it)",
+    "output_attentions": "what forward returns, not what it computes",
+    "output_hidden_states": "what forward returns, not what it computes",
+    "return_dict": "what forward returns, not what it computes",
+}
+
+
+def config_from_marian(d: Any, where: str = "config.json", dtype: str = "float32"):
+    """A ``TransformerConfig`` of Marian's ``config.json`` dict ``d``; ConfigError naming
+    every field that is missing, of the wrong type, another value than ``FIXED`` or unknown."""
+    if not isinstance(d, dict):
+        raise ConfigError(f"{where}: must be a JSON object, got {type(d).__name__}")
+    known = {
+        *SIZES,
+        *IDS,
+        *FIXED,
+        *NO_EFFECT,
+        "decoder_vocab_size",
+        "activation_function",
+        "dropout",
+    }
+    known |= {"scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings"}
+    problems = [f"unsupported field {k!r} = {_short(d[k])}" for k in sorted(set(d) - known)]
+    for key, want in FIXED.items():
+        if key in d and (d[key] != want or type(d[key]) is not type(want) and want != 0):
+            problems.append(f"{key} = {_short(d[key])} (this library computes {want!r})")
+    fields: dict[str, Any] = {"position_layout": "halves", "logits_bias": True, "dtype": dtype}
+    for key, name in {**SIZES, **IDS}.items():
+        low = 0 if key in IDS else 1
+        if key not in d and key in ("decoder_layers", "decoder_attention_heads"):
+            continue  # the encoder's
+        if not is_int(d.get(key)) or d[key] < low:
+            problems.append(f"{key} must be an int >= {low}, got {_short(d.get(key, '<missing>'))}")
+        else:
+            fields[name] = int(d[key])
+    for key in ("scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings"):
+        if not isinstance(d.get(key, True), bool):
+            problems.append(f"{key} must be true or false, got {_short(d[key])}")
+    share = d.get("share_encoder_decoder_embeddings", True)
+    if share != d.get("tie_word_embeddings", True):
+        problems.append(
+            f"share_encoder_decoder_embeddings = {share} with tie_word_embeddings = "
+            f"{d.get('tie_word_embeddings')}: only both true (one matrix) or both false "
+            "(three) are supported"
+        )
+    activation = d.get("activation_function", "gelu")  # MarianConfig's default
+    if activation not in ACTIVATIONS:
+        problems.append(
+            f"activation_function {_short(activation)} (supported: {list(ACTIVATIONS)})"
+        )
+    if "num_hidden_layers" in d and d["num_hidden_layers"] != d.get("encoder_layers"):
+        problems.append(f"num_hidden_layers = {_short(d['num_hidden_layers'])} != encoder_layers")
+    names = d.get("architectures", ["MarianMTModel"])
+    if not isinstance(names, list) or "MarianMTModel" not in names:
+        problems.append(f"architectures = {_short(names)} (this reads MarianMTModel checkpoints)")
+    if not isinstance(d.get("dropout", 0.1), (int, float)) or isinstance(d.get("dropout"), bool):
+        problems.append(f"dropout must be a number, got {_short(d['dropout'])}")
+    if problems:
+        raise ConfigError(f"{where}: " + "; ".join(problems) + _FIX)
+    fields["tgt_vocab"] = d.get("decoder_vocab_size") or fields["src_vocab"]
+    fields.update(
+        activation=ACTIVATIONS[activation],
+        scale_embedding=d.get("scale_embedding", False),  # MarianConfig's default
+        tie_embeddings=share,
+        dropout=float(d.get("dropout", 0.1)),
+    )
+    try:
+        return TransformerConfig(**fields)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: these values make no valid model: {err}") from None
+
+
+def marian_config(cfg: TransformerConfig) -> dict[str, Any]:
+    """The ``config.json`` dict of a model of ``cfg`` in Marian's layout (save_pretrained).
+
+    A model with the paper's interleaved positions is saved with its features reordered
+    (see marian_weights.py), so the layout needs no field. Refused (ConfigError): what Marian
+    cannot compute, pre-LN, learned positions, a key_dim or unscaled attention.
+    """
+    unsupported = {
+        "pre_norm": (cfg.pre_norm, False),
+        "learned_positions": (cfg.learned_positions, False),
+        "key_dim": (cfg.key_dim, None),
+        "scale_attention": (cfg.scale_attention, True),
+    }
+    bad = [f"{k}={v!r}" for k, (v, ok) in unsupported.items() if v != ok]
+    if bad:
+        raise ConfigError(
+            f"save_pretrained: Marian's layout has no place for {', '.join(bad)}; only a "
+            "post-LN model with sinusoidal positions and d_k = d_model / h can be saved in it"
+        )
+    (N, h, d_ff), (N_dec, h_dec, d_ff_dec) = cfg.sizes("encoder"), cfg.sizes("decoder")
+    return {
+        "architectures": ["MarianMTModel"],
+        "model_type": "marian",
+        "d_model": cfg.d_model,
+        "encoder_layers": N,
+        "decoder_layers": N_dec,
+        "encoder_attention_heads": h,
+        "decoder_attention_heads": h_dec,
+        "encoder_ffn_dim": d_ff,
+        "decoder_ffn_dim": d_ff_dec,
+        "vocab_size": cfg.src_vocab,
+        "decoder_vocab_size": cfg.tgt_vocab,
+        "max_position_embeddings": cfg.max_len,
+        "activation_function": cfg.activation,
+        "scale_embedding": cfg.scale_embedding,
+        "share_encoder_decoder_embeddings": cfg.tie_embeddings,
+        "tie_word_embeddings": cfg.tie_embeddings,
+        "pad_token_id": cfg.pad_id,
+        "eos_token_id": cfg.eos_id,
+        "decoder_start_token_id": cfg.bos_id,
+        "forced_eos_token_id": cfg.eos_id,
+        "dropout": cfg.dropout,
+        **{k: v for k, v in FIXED.items() if k in ("attention_dropout", "activation_dropout")},
+        "is_encoder_decoder": True,
+        "dtype": cfg.dtype,
+    }
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+_FIX = (
+    ". This reads Hugging Face MarianMTModel folders (Helsinki-NLP/opus-mt-*); a field this "
+    "library does not compute is refused rather than ignored: remove or fix it, or load the "
+    "model with transformers instead"
+)
