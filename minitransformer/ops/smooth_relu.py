@@ -10,7 +10,7 @@ as x grows: near x for large x (like relu), near 0 for very negative x, smooth a
 
 This GELU is the exact one (PyTorch's ``gelu(approximate="none")``, Hugging Face's
 ``ACT2FN["gelu"]``), not the tanh approximation. erf comes from ``backend.special``.
-Forward saves x and the gate (Φ or σ); backward needs nothing else but one exp for φ.
+Forward saves x and the gate (Φ or σ); backward needs only these (and GELU one exp, for φ).
 Limits, kept finite for any x: as x -> +inf, y -> x and dy/dx -> 1; as x -> -inf, y -> 0
 and dy/dx -> 0 (from below: both dip below 0 for negative x before rising back to 0).
 σ is computed from z = e^-|x|, which never overflows (as in ``activations.Sigmoid``).
