@@ -20,6 +20,7 @@ from .ops.loss import cross_entropy
 from .ops.matmul import linear, matmul
 from .ops.reduce import max, mean, sum
 from .ops.shape import permute, reshape, transpose
+from .ops.smooth_relu import gelu, silu, swish
 from .ops.softmax import log_softmax, softmax
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "dropout",
     "embedding",
     "exp",
+    "gelu",
     "getitem",
     "layer_norm",
     "linear",
@@ -48,11 +50,13 @@ __all__ = [
     "reshape",
     "scaled_dot_product_attention",
     "sigmoid",
+    "silu",
     "softmax",
     "split_heads",
     "sqrt",
     "sub",
     "sum",
+    "swish",
     "tanh",
     "to_device",
     "transpose",

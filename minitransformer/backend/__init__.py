@@ -12,11 +12,13 @@ as gradcheck's finite differences, uses NumPy itself.)
   ``to_device``), the dtype/data checks of ``mt.tensor``, ``scatter_add``.
 - ``random.py``   ``Generator`` (seeded, counter-based dropout draws on the device),
   ``manual_seed``, ``default_generator``.
+- ``special.py``  ``erf`` (for GELU): CuPy's own on a GPU, FDLIBM's in array-API calls
+  elsewhere.
 
-Beyond the standard, the library needs three things the array API does not have; they live
+Beyond the standard, the library needs four things the array API does not have; they live
 here: a random generator that lives on the device, scatter-add (for the embedding
-gradient), and conversion to NumPy. Machine facts and process tuning (BLAS threads, malloc)
-are not here: see ``minitransformer/host.py``.
+gradient), conversion to NumPy, and the error function erf (for GELU). Machine facts and
+process tuning (BLAS threads, malloc) are not here: see ``minitransformer/host.py``.
 """
 
 from .arrays import (
@@ -49,6 +51,7 @@ from .devices import (
     synchronize,
 )
 from .random import Generator, counter_bits, counter_uniform, default_generator, manual_seed
+from .special import erf
 
 __all__ = [
     "DTYPES",
@@ -64,6 +67,7 @@ __all__ = [
     "device_of",
     "device_of_array_device",
     "dtype_name",
+    "erf",
     "get_default_device",
     "host_array_with_default_dtype",
     "host_numbers",

@@ -21,6 +21,7 @@ from .elementwise import add, div, exp, log, mul, neg, pow, relu, sqrt, sub
 from .matmul import matmul
 from .reduce import max, mean, sum
 from .shape import getitem, permute, reshape, transpose
+from .smooth_relu import gelu, silu
 from .softmax import log_softmax, softmax
 
 
@@ -72,6 +73,7 @@ TENSOR_METHODS = {
     "__matmul__": matmul, "__rmatmul__": _rmatmul,
     "__neg__": neg, "__pow__": pow, "__getitem__": getitem,
     "exp": exp, "log": log, "sqrt": sqrt, "relu": relu, "tanh": tanh, "sigmoid": sigmoid,
+    "gelu": gelu, "silu": silu,
     "sum": sum, "mean": mean, "max": max,
     "reshape": _reshape, "transpose": transpose, "permute": _permute,
     "softmax": softmax, "log_softmax": log_softmax,
