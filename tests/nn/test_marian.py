@@ -76,13 +76,19 @@ def torch_logits(model, src, tgt):
 
 
 def float64(model):
-    """The torch model in float64, its sinusoid tables computed in float64 (transformers
-    builds them in float32 at init; .double() would keep that rounding)."""
+    """The torch model in float64 with its sinusoid tables in float64 (transformers rounds
+    them through float32 even then: torch.FloatTensor in create_weight). The table is
+    MarianSinusoidalPositionalEmbedding.create_weight's formula, written out here in NumPy."""
     model = model.double()
-    with torch.no_grad():
-        for stack in (model.model.encoder, model.model.decoder):
-            table = stack.embed_positions
-            table.weight.copy_(table.create_weight())
+    for stack in (model.model.encoder, model.model.decoder):
+        n_pos, dim = stack.embed_positions.weight.shape
+        j = np.arange(dim)
+        angle = np.arange(n_pos)[:, None] / np.power(10000, 2 * (j // 2) / dim)[None, :]
+        half = dim // 2 + dim % 2
+        table = np.concatenate([np.sin(angle[:, 0::2]), np.cos(angle[:, 1::2])], axis=1)
+        assert table[:, :half].shape[1] == half
+        with torch.no_grad():
+            stack.embed_positions.weight.copy_(torch.from_numpy(table))
     return model
 
 
