@@ -217,7 +217,8 @@ def test_weights_that_do_not_fit_are_refused(tmp_path):
     marian(tmp_path)
     good = load_file(tmp_path / "model.safetensors")
     cases = [
-        ({k: v for k, v in good.items() if "fc2.bias" not in k}, "missing model.decoder.layers.0.fc2.bias; missing model.enc"),
+        ({k: v for k, v in good.items() if "fc2.bias" not in k},
+         "missing model.decoder.layers.0.fc2.bias; missing model.enc"),
         ({**good, "model.extra.weight": np.ones(2, "float32")}, "unexpected model.extra"),
         ({**good, "final_logits_bias": np.ones((1, 5), "float32")}, r"F32\[1, 5\]"),
         ({**good, "model.encoder.embed_positions.weight": np.ones((32, 16), "float32")},
