@@ -25,7 +25,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("cli",),
     ("bench", "ablate", "callcount"),
     ("train", "translator"),
-    ("viz", "decode", "distributed"),
+    ("viz", "decode", "distributed", "pretrained"),
     ("runs",),
     ("checkpoint",),
     ("optim",),

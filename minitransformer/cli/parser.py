@@ -175,14 +175,11 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
 def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> None:
     """The ``translate`` and ``evaluate`` sub-parsers (both read a checkpoint)."""
     tr = sub.add_parser(
-        "translate", help="translate sentences with a trained checkpoint", parents=[debug]
+        "translate",
+        help="translate sentences with a trained checkpoint or a pretrained model",
+        parents=[debug],
     )
-    tr.add_argument(
-        "--checkpoint",
-        required=True,
-        type=flags.path_text,
-        help="a run directory or checkpoint file",
-    )
+    _add_model_source(tr)
     tr.add_argument(
         "--beam", type=flags.positive_int, default=1, help="beam size (default: 1 = greedy)"
     )
@@ -196,12 +193,7 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     ev = sub.add_parser(
         "evaluate", help="BLEU / exact match on the held-out split", parents=[debug]
     )
-    ev.add_argument(
-        "--checkpoint",
-        required=True,
-        type=flags.path_text,
-        help="a run directory or checkpoint file",
-    )
+    _add_model_source(ev)
     ev.add_argument("--split", choices=("valid", "test"), default="test", help="default: test")
     ev.add_argument(
         "--samples", type=flags.positive_int, help="only the first N sentences (default: all)"
@@ -217,6 +209,20 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     ev.add_argument(
         "--json", action="store_true",
         help="print the result as JSON (split, decoding, sentences, metrics) instead of a line",
+    )  # fmt: skip
+
+
+def _add_model_source(command: argparse.ArgumentParser) -> None:
+    """--checkpoint RUN (a model trained here) or --pretrained DIR (a Marian folder)."""
+    source = command.add_mutually_exclusive_group(required=True)
+    source.add_argument(
+        "--checkpoint", type=flags.path_text, help="a run directory or checkpoint file"
+    )
+    source.add_argument(
+        "--pretrained", type=flags.path_text, metavar="DIR",
+        help="a Hugging Face Marian folder (opus-mt: config.json, model.safetensors, "
+        "source.spm, target.spm, vocab.json), or a Hub id such as Helsinki-NLP/opus-mt-en-es, "
+        "downloaded once (needs: pip install 'minitransformer[hf]')",
     )  # fmt: skip
 
 
