@@ -67,7 +67,7 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
         raise CheckpointError(
             f"--pretrained {name}: the Hub repository has no model.safetensors (older repos "
             "hold only pytorch_model.bin, a pickle this library never opens). Convert it once "
-            "with transformers: python -c \"from transformers import MarianMTModel as M, "
+            'with transformers: python -c "from transformers import MarianMTModel as M, '
             f"MarianTokenizer as T; n = '{name}'; M.from_pretrained(n).save_pretrained("
             "'opus-local'); T.from_pretrained(n).save_pretrained('opus-local')\" and pass "
             "--pretrained opus-local"

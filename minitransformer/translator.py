@@ -20,6 +20,7 @@ from . import backend, checkpoint
 from .config import TrainConfig
 from .data.batching import pad
 from .data.metrics import bleu, exact_match
+from .data.sentencepiece import SentencePieceTokenizer
 from .data.tasks import make_task, tokenizer_from_dict
 from .decode import beam_search, greedy_decode
 from .errors import CheckpointError, MiniTransformerError
@@ -76,6 +77,30 @@ class Translator:
         model.to(device)  # weights are loaded on the host: any saving device loads anywhere
         return cls(model, tokenizer, meta)
 
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: str = "cpu") -> Translator:
+        """A Hugging Face Marian folder (opus-mt): its model (``Transformer.from_pretrained``)
+        and its SentencePiece tokenizer (source.spm, target.spm, vocab.json). ``evaluate``
+        scores it on this library's English-Spanish test set."""
+        model = Transformer.from_pretrained(path)
+        tokenizer = SentencePieceTokenizer.from_pretrained(path)
+        cfg, sizes = model.cfg, (len(tokenizer.vocab), len(tokenizer.target_vocab))
+        if sizes[0] > cfg.src_vocab or sizes[1] > cfg.tgt_vocab:
+            raise CheckpointError(
+                f"{path}: the tokenizer's vocabularies ({sizes[0]:,} and {sizes[1]:,} tokens) "
+                f"are larger than the model's ({cfg.src_vocab:,}, {cfg.tgt_vocab:,}); the "
+                "folder mixes files of two models"
+            )
+        ids = (tokenizer.pad_id, tokenizer.eos_id)
+        if ids != (cfg.pad_id, cfg.eos_id):
+            raise CheckpointError(
+                f"{path}: the tokenizer's pad and eos ids {ids} are not config.json's "
+                f"{(cfg.pad_id, cfg.eos_id)}; the folder mixes files of two models"
+            )
+        languages = (tokenizer.source_lang, tokenizer.target_lang)
+        meta = {"pretrained": str(path), "languages": languages}
+        return cls(model.to(device), tokenizer, meta)
+
     def tokenize(self, text: str) -> list[int]:
         """One text -> ids, cut to the model's max_len (with a warning); blank -> []."""
         if not isinstance(text, str):
@@ -100,8 +125,9 @@ class Translator:
 
         A blank text becomes one PAD (the model needs a position); its output is "".
         """
-        rows = [self.tokenize(text) or [self.model.cfg.pad_id] for text in sentences]
-        return backend.asarray(pad(rows), device=self.model.device)
+        pad_id = self.model.cfg.pad_id
+        rows = [self.tokenize(text) or [pad_id] for text in sentences]
+        return backend.asarray(pad(rows, pad_id=pad_id), device=self.model.device)
 
     def translate(
         self,
@@ -130,7 +156,8 @@ class Translator:
             keep = [i for i, row in enumerate(rows) if row]  # blank inputs are not decoded
             ids: list[list[int]] = [[] for _ in chunk]
             if keep:
-                src = backend.asarray(pad([rows[i] for i in keep]), device=self.model.device)
+                src = pad([rows[i] for i in keep], pad_id=self.model.cfg.pad_id)
+                src = backend.asarray(src, device=self.model.device)
                 if beam_size > 1:
                     decoded = beam_search(self.model, src, beam_size, alpha)
                 else:
@@ -152,8 +179,11 @@ class Translator:
     def evaluate(
         self, split: str = "test", samples: int | None = None, beam_size: int = 1, alpha=0.6
     ) -> dict[str, float]:
-        """Exact match (and BLEU for translation tasks) on a held-out split of the run's task."""
+        """Exact match (and BLEU for translation tasks) on a held-out split of the run's task;
+        a pretrained model (``from_pretrained``) on English-Spanish, with its natural case."""
         train_cfg = self.meta.get("train_config") or {}
+        if "pretrained" in self.meta:
+            train_cfg = _pretrained_task(self.meta)
         if "task" not in train_cfg:
             raise CheckpointError(
                 "evaluate: this checkpoint does not say which task it was trained on (no "
@@ -178,3 +208,22 @@ class Translator:
         if task.name.startswith("translate"):
             metrics["bleu"] = bleu(hyps, refs)
         return metrics
+
+
+def _pretrained_task(meta: dict[str, Any]) -> dict[str, Any]:
+    """The test set of a pretrained model: English -> Spanish, when the model says that is
+    its pair (tokenizer_config.json's source_lang and target_lang) or says nothing."""
+    source, target = meta.get("languages") or (None, None)
+    if (source, target) == (None, None):
+        warnings.warn(
+            f"{meta['pretrained']}: tokenizer_config.json names no languages; evaluating as "
+            "English -> Spanish",
+            stacklevel=3,
+        )
+    elif (source, target) != ("en", "es"):
+        raise CheckpointError(
+            f"evaluate: this library's test set is English -> Spanish, but the model at "
+            f"{meta['pretrained']} translates {source} -> {target}; translate with it instead, "
+            "or evaluate an opus-mt-en-es folder"
+        )
+    return {"task": "translate-en-es", "task_knobs": {"lowercase": False}}

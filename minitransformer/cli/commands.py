@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import ablate, bench, checkpoint, host, runs, viz
 from ..errors import ConfigError
+from ..pretrained import pretrained_folder
 from ..train import TrainConfig, Trainer
 from ..translator import Translator
 from . import flags
@@ -156,8 +157,7 @@ def _sentences(args: argparse.Namespace) -> list[str]:
 def translate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``translate``: the given sentences (or stdin's lines) with a trained checkpoint."""
     del parser
-    path = _checkpoint_path("--checkpoint", args.checkpoint)
-    translator = Translator.from_checkpoint(path, device=args.device)
+    translator = _translator(args)
     sentences = _sentences(args)
     for line in translator.translate(sentences, beam_size=args.beam, alpha=args.alpha):
         print(line)
@@ -168,8 +168,7 @@ def evaluate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     """``evaluate``: BLEU / exact match of a checkpoint on a held-out split: one line saying
     what was measured (split, sentences, decoding) and the scores, or ``--json``."""
     del parser
-    path = _checkpoint_path("--checkpoint", args.checkpoint)
-    translator = Translator.from_checkpoint(path, device=args.device)
+    translator = _translator(args)
     metrics = translator.evaluate(args.split, args.samples, beam_size=args.beam, alpha=args.alpha)
     decoding = "greedy" if args.beam == 1 else f"beam {args.beam} (alpha {args.alpha:g})"
     if args.json:
@@ -180,6 +179,14 @@ def evaluate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
         return 0
     print(evaluation_line(args.split, decoding, metrics))
     return 0
+
+
+def _translator(args: argparse.Namespace) -> Translator:
+    """The model of --checkpoint (trained here) or of --pretrained (a Marian folder or Hub id)."""
+    if args.pretrained is not None:
+        return Translator.from_pretrained(pretrained_folder(args.pretrained), args.device)
+    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    return Translator.from_checkpoint(path, device=args.device)
 
 
 def evaluation_line(split: str, decoding: str, metrics: dict[str, float]) -> str:

@@ -43,9 +43,10 @@ class Batch:
         return self.src.shape[0]
 
 
-def pad(seqs: Sequence[Sequence[int]], width: int | None = None) -> np.ndarray:
-    """Left-aligned (len(seqs), width) int64 array, PAD-filled; width defaults to the
-    longest sequence (at least 1)."""
+def pad(seqs: Sequence[Sequence[int]], width: int | None = None, pad_id: int = PAD) -> np.ndarray:
+    """Left-aligned (len(seqs), width) int64 array, filled with ``pad_id`` (this library's
+    PAD; a pretrained model's own, Marian's last id, where it has another); width defaults
+    to the longest sequence (at least 1)."""
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     if width is None:
         width = max(int(lengths.max(initial=0)), 1)
@@ -54,7 +55,7 @@ def pad(seqs: Sequence[Sequence[int]], width: int | None = None) -> np.ndarray:
     )
     if flat.size and flat.min() < 0:
         raise TokenIdError(f"negative token id {int(flat.min())} in a batch; ids must be >= 0.")
-    out = np.full((len(seqs), width), PAD, dtype=np.int64)
+    out = np.full((len(seqs), width), pad_id, dtype=np.int64)
     out[np.arange(width) < lengths[:, None]] = flat  # row-major: fills each row's prefix
     return out
 
