@@ -95,6 +95,8 @@ def _peak_rss_mb(code: str) -> tuple[float, str]:
         dict(tie_embeddings=False, tgt_vocab=31),
         dict(pre_norm=True, learned_positions=True, key_dim=8),
         dict(N=3, d_model=32, h=8, d_ff=48, dtype="float64"),
+        dict(logits_bias=True, decoder_N=3, decoder_h=2, decoder_d_ff=40, activation="swish"),
+        dict(logits_bias=True, tie_embeddings=False, tgt_vocab=31, decoder_N=1, key_dim=4),
     ],
 )
 def test_model_layout_is_the_state_dict_of_a_built_model(changes):
@@ -107,6 +109,7 @@ def test_model_layout_is_the_state_dict_of_a_built_model(changes):
     assert model_layout(cfg) == built and list(model_layout(cfg)) == list(built)
     # the optimizer's state index i is the i-th parameter: the layout's order
     assert [tuple(p.shape) for p in model.parameters()] == [s for s, _ in built.values()]
+    assert cfg.num_parameters() == model.num_parameters()  # the closed form of the config
 
 
 # --- the header --------------------------------------------------------------------------------

@@ -73,8 +73,8 @@ def model_layout(cfg: TransformerConfig) -> Layout:
             out[f"{stack}.norm.gamma"], out[f"{stack}.norm.beta"] = (D,), (D,)
     if not cfg.tie_embeddings:
         out["out_proj.weight"] = (D, cfg.tgt_vocab)
-    if cfg.logits_bias:
-        out["logits_bias"] = (cfg.tgt_vocab,)
+    if cfg.logits_bias:  # the model's own parameter: state_dict lists it before its modules'
+        out = {"logits_bias": (cfg.tgt_vocab,), **out}
     return {name: (shape, cfg.dtype) for name, shape in out.items()}
 
 
