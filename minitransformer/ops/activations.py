@@ -19,6 +19,14 @@ from ..tensor import Tensor
 from .checks import floats
 
 
+def stable_sigmoid(xp, x):
+    """σ(x) = 1 / (1 + e^-x) on a raw array, from z = e^-|x| in (0, 1] (no overflow for any
+    x): 1/(1+z) for x >= 0 and z/(1+z) for x < 0. Sigmoid and SiLU (smooth_relu.py) use it."""
+    z = xp.exp(-xp.abs(x))
+    inv = 1 / (1 + z)
+    return xp.where(x >= 0, inv, z * inv)
+
+
 class Tanh(Function):
     """y = tanh(x);  dx = g * (1 - y^2)."""
 
@@ -43,10 +51,7 @@ class Sigmoid(Function):
 
     @staticmethod
     def forward(ctx, x):
-        xp = ctx.xp
-        z = xp.exp(-xp.abs(x))  # in (0, 1]: no overflow for any x
-        inv = 1 / (1 + z)
-        y = xp.where(x >= 0, inv, z * inv)
+        y = stable_sigmoid(ctx.xp, x)
         ctx.save_for_backward(y)
         return y
 

@@ -23,6 +23,7 @@ import math
 from .. import backend
 from ..function import Function
 from ..tensor import Tensor
+from .activations import stable_sigmoid
 from .checks import floats
 
 _SQRT_HALF = math.sqrt(0.5)  # 1/√2, as PyTorch multiplies (not divides) by it
@@ -60,10 +61,7 @@ class SiLU(Function):
 
     @staticmethod
     def forward(ctx, x):
-        xp = ctx.xp
-        z = xp.exp(-xp.abs(x))  # in (0, 1]: no overflow for any x
-        inv = 1 / (1 + z)
-        sig = xp.where(x >= 0, inv, z * inv)
+        sig = stable_sigmoid(ctx.xp, x)  # no overflow for any x
         ctx.save_for_backward(x, sig)
         return x * sig
 
