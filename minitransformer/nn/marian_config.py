@@ -58,6 +58,7 @@ FIXED: dict[str, Any] = {  # what this library's model computes; another value i
     "add_final_layer_norm": False,
     "add_bias_logits": False,
     "static_position_embeddings": True,
+    "do_blenderbot_90_layernorm": False,
 }
 NO_EFFECT = {  # accepted: they do not change the logits (the reason given)
     "_name_or_path": "where it was saved",
@@ -75,13 +76,37 @@ NO_EFFECT = {  # accepted: they do not change the logits (the reason given)
     "classifier_dropout": "classification heads, not in a translation model",
     "num_hidden_layers": "checked: must equal encoder_layers",
     "bos_token_id": "unused by Marian (decoder_start_token_id starts the decoder)",
-    "forced_eos_token_id": "generation default",
-    "bad_words_ids": "generation default (the decoders never emit pad)",
-    "num_beams": "generation default (--beam chooses)",
-    "max_length": "generation default (max_len bounds it)",
+    "unk_token_id": "the tokenizer's (vocab.json)",
+    "sep_token_id": "the tokenizer's",
+    "tokenizer_class": "the tokenizer's (tokenizer_config.json decides)",
+    "extra_pos_embeddings": "BART's offset for learned positions; Marian's are fixed sinusoids",
+    "output_past": "an old name of use_cache",
+    "problem_type": "classification heads, not in a translation model",
     "output_attentions": "what forward returns, not what it computes",
     "output_hidden_states": "what forward returns, not what it computes",
     "return_dict": "what forward returns, not what it computes",
+    **dict.fromkeys(
+        (
+            "forced_eos_token_id",
+            "bad_words_ids",
+            "num_beams",
+            "max_length",
+            "min_length",
+            "length_penalty",
+            "no_repeat_ngram_size",
+            "early_stopping",
+            "do_sample",
+            "temperature",
+            "top_k",
+            "top_p",
+            "repetition_penalty",
+            "num_return_sequences",
+            "force_bos_token_to_be_generated",
+            "task_specific_params",
+            "prefix",
+        ),
+        "a generation default (the decoders ban pad; --beam and max_len decide the rest)",
+    ),  # fmt: skip
 }
 
 

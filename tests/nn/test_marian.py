@@ -107,6 +107,31 @@ def test_logits_match_marian(tmp_path, name):
     assert np.abs(got64 - want64).max() <= 1e-10 * np.abs(want64).max()
 
 
+def test_an_opus_mt_config_json_is_accepted_as_published(tmp_path):
+    # The fields of Helsinki-NLP/opus-mt-en-es's config.json (sizes shrunk, values as there).
+    marian(tmp_path)
+    published = dict(
+        _name_or_path="/tmp/Helsinki-NLP/opus-mt-en-es", _num_labels=3, activation_dropout=0.0,
+        activation_function="swish", add_bias_logits=False, add_final_layer_norm=False,
+        architectures=["MarianMTModel"], attention_dropout=0.0, bad_words_ids=[[PAD]],
+        bos_token_id=0, classif_dropout=0.0, classifier_dropout=0.0, d_model=16,
+        decoder_attention_heads=2, decoder_ffn_dim=24, decoder_layerdrop=0.0,
+        decoder_layers=1, decoder_start_token_id=PAD, decoder_vocab_size=V, dropout=0.1,
+        encoder_attention_heads=2, encoder_ffn_dim=24, encoder_layerdrop=0.0,
+        encoder_layers=1, eos_token_id=EOS, extra_pos_embeddings=V, forced_eos_token_id=EOS,
+        gradient_checkpointing=False, id2label={"0": "LABEL_0"}, init_std=0.02,
+        is_encoder_decoder=True, label2id={"LABEL_0": 0}, max_length=512,
+        max_position_embeddings=32, model_type="marian", normalize_before=False,
+        normalize_embedding=False, num_beams=4, num_hidden_layers=1, output_past=True,
+        pad_token_id=PAD, scale_embedding=True, share_encoder_decoder_embeddings=True,
+        static_position_embeddings=True, torch_dtype="float32",
+        transformers_version="4.34.0.dev0", use_cache=True, vocab_size=V,
+    )  # fmt: skip
+    (tmp_path / "config.json").write_text(json.dumps(published))
+    cfg = mt.nn.Transformer.from_pretrained(tmp_path).cfg
+    assert (cfg.activation, cfg.N, cfg.d_model, cfg.src_vocab) == ("swish", 1, 16, V)
+
+
 def test_config_switches_follow_config_json(tmp_path):
     marian(tmp_path, **CONFIGS["silu-untied-ffn"])
     cfg = mt.nn.Transformer.from_pretrained(tmp_path).cfg
@@ -195,7 +220,8 @@ def test_pickle_weights_are_refused_unopened(tmp_path):
     [
         ({"normalize_before": True}, r"normalize_before = True \(this library computes False\)"),
         ({"attention_dropout": 0.1}, "attention_dropout = 0.1"),
-        ({"add_cross_attention": True}, "unsupported field 'add_cross_attention'"),
+        ({"layernorm_embedding": True}, "unsupported field 'layernorm_embedding'"),
+        ({"do_blenderbot_90_layernorm": True}, "do_blenderbot_90_layernorm = True"),
         ({"activation_function": "gelu_new"}, "activation_function 'gelu_new'"),
         ({"d_model": "16"}, "d_model must be an int >= 1, got '16'"),
         ({"model_type": "bart"}, "model_type = 'bart'"),
