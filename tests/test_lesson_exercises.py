@@ -906,3 +906,35 @@ def test_lesson15_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)
     test_wrong_answer_fails(name, 0)
+
+
+# ------------------------------------ lesson 16 (more cases: tests/test_lesson_exercises_16.py)
+s16 = solutions(16)
+CASES_16 = {
+    "16_1": (
+        checks.check_16_1,
+        lambda: s16.count_parameters,
+        lambda: placeholder,
+        [lambda: lambda c: s16.count_parameters(c) - c["vocab_size"]],  # no logits bias
+    ),
+    "16_2": (
+        checks.check_16_2,
+        lambda: s16.halves_table,
+        lambda: placeholder,
+        [lambda: lambda L, D: mt.nn.sinusoid_table(L, D)],  # the paper's interleaved table
+    ),
+    "16_3": (
+        checks.check_16_3,
+        lambda: s16.marian_ffn,
+        lambda: placeholder,
+        [lambda: lambda x, w1, b1, w2, b2: np.maximum(x @ w1.T + b1, 0) @ w2.T + b2],  # relu
+    ),
+}
+CASES.update(CASES_16)  # so test_every_exercise_has_a_case sees them
+
+
+@pytest.mark.parametrize("name", CASES_16)
+def test_lesson16_cases(name, capsys):
+    test_solution_passes(name, capsys)
+    test_placeholder_is_not_attempted(name, capsys)
+    test_wrong_answer_fails(name, 0)
