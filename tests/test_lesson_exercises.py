@@ -901,13 +901,6 @@ CASES_15 = {
 CASES.update(CASES_15)  # so test_every_exercise_has_a_case sees them
 
 
-@pytest.mark.parametrize("name", CASES_15)
-def test_lesson15_cases(name, capsys):
-    test_solution_passes(name, capsys)
-    test_placeholder_is_not_attempted(name, capsys)
-    test_wrong_answer_fails(name, 0)
-
-
 # ------------------------------------ lesson 16 (more cases: tests/test_lesson_exercises_16.py)
 s16 = solutions(16)
 CASES_16 = {
@@ -933,8 +926,8 @@ CASES_16 = {
 CASES.update(CASES_16)  # so test_every_exercise_has_a_case sees them
 
 
-@pytest.mark.parametrize("name", CASES_16)
-def test_lesson16_cases(name, capsys):
+@pytest.mark.parametrize("name", [*CASES_15, *CASES_16])
+def test_lesson15_16_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)
     test_wrong_answer_fails(name, 0)

@@ -96,18 +96,6 @@ COUNT_VALID = {
 }
 
 
-@pytest.mark.parametrize("name", COUNT_WRONG)
-def test_16_1_catches(name):
-    with pytest.raises(AssertionError):
-        checks.check_16_1(COUNT_WRONG[name])
-
-
-@pytest.mark.parametrize("name", COUNT_VALID)
-def test_16_1_accepts(name, capsys):
-    assert checks.check_16_1(COUNT_VALID[name]) == CORRECT
-    assert "✓" in capsys.readouterr().out
-
-
 def test_16_1_counts_opus_mt_en_es():
     """The count the lesson shows: opus-mt-en-es's config.json, read by the library."""
     assert checks._expected_count(checks.OPUS_MT_EN_ES) == 77_484_009
@@ -163,17 +151,6 @@ TABLE_VALID = {
 }
 
 
-@pytest.mark.parametrize("name", TABLE_WRONG)
-def test_16_2_catches(name):
-    with pytest.raises(AssertionError):
-        checks.check_16_2(TABLE_WRONG[name])
-
-
-@pytest.mark.parametrize("name", TABLE_VALID)
-def test_16_2_accepts(name):
-    assert checks.check_16_2(TABLE_VALID[name]) == CORRECT
-
-
 # ------------------------------------------------------------------ 16.3: marian_ffn
 def _silu(x):
     return x / (1 + np.exp(-x))
@@ -225,23 +202,28 @@ FFN_VALID = {
 }
 
 
-@pytest.mark.parametrize("name", FFN_WRONG)
-def test_16_3_catches(name):
-    with pytest.raises(AssertionError):
-        checks.check_16_3(FFN_WRONG[name])
-
-
-@pytest.mark.parametrize("name", FFN_VALID)
-def test_16_3_accepts(name):
-    assert checks.check_16_3(FFN_VALID[name]) == CORRECT
-
-
 # ------------------------------------------------------------------ every check
 CHECKS = {
     "16_1": (checks.check_16_1, s16.count_parameters),
     "16_2": (checks.check_16_2, s16.halves_table),
     "16_3": (checks.check_16_3, s16.marian_ffn),
 }
+
+
+WRONG = {"16_1": COUNT_WRONG, "16_2": TABLE_WRONG, "16_3": FFN_WRONG}
+VALID = {"16_1": COUNT_VALID, "16_2": TABLE_VALID, "16_3": FFN_VALID}
+
+
+@pytest.mark.parametrize(("name", "case"), [(n, c) for n in WRONG for c in WRONG[n]])
+def test_catches(name, case):
+    with pytest.raises(AssertionError):
+        CHECKS[name][0](WRONG[name][case])
+
+
+@pytest.mark.parametrize(("name", "case"), [(n, c) for n in VALID for c in VALID[n]])
+def test_accepts(name, case, capsys):
+    assert CHECKS[name][0](VALID[name][case]) == CORRECT
+    assert "✓" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", CHECKS)
