@@ -128,9 +128,7 @@ class TransformerConfig:
             return self.N, self.h, self.d_ff
         if stack != "decoder":
             raise ConfigError(f"sizes: stack must be 'encoder' or 'decoder', got {stack!r}")
-        pick = [d if d is not None else e for d, e in ((self.decoder_N, self.N),
-                (self.decoder_h, self.h), (self.decoder_d_ff, self.d_ff))]  # fmt: skip
-        return pick[0], pick[1], pick[2]
+        return self.decoder_N or self.N, self.decoder_h or self.h, self.decoder_d_ff or self.d_ff
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> TransformerConfig:

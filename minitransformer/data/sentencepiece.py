@@ -25,11 +25,11 @@ import io
 import json
 import os
 import re
-import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from minitransformer.data.folder_files import read_capped, read_json, write_replacing
 from minitransformer.errors import ArgumentError, CheckpointError, TokenIdError
 
 MAX_SPM_BYTES = 64 << 20  # opus-mt's models are about 0.8 MB each
@@ -54,39 +54,9 @@ def _sentencepiece():
     return sentencepiece
 
 
-def _read(path: Path, cap: int, fix: str) -> bytes:
-    """A regular file's bytes, its size checked against `cap` before anything is read."""
-    try:
-        st = os.stat(path)
-    except OSError as err:  # missing, most often
-        raise CheckpointError(f"{path}: cannot be read ({err.strerror}); {fix}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise CheckpointError(f"{path}: not a regular file; {fix}")
-    if st.st_size > cap:
-        raise CheckpointError(f"{path}: {st.st_size:,} bytes, above the cap of {cap:,}; {fix}")
-    with open(path, "rb") as f:
-        data = f.read(cap + 1)
-    if len(data) > cap:
-        raise CheckpointError(f"{path}: grew past the cap of {cap:,} bytes while read; {fix}")
-    return data
-
-
-def _read_json(path: Path, cap: int, fix: str) -> Any:
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        d = dict(pairs)
-        if len(d) != len(pairs):
-            raise ValueError("a key appears twice")
-        return d
-
-    try:
-        return json.loads(_read(path, cap, fix).decode("utf-8"), object_pairs_hook=no_duplicates)
-    except (ValueError, RecursionError) as err:
-        raise CheckpointError(f"{path}: not valid JSON ({err}); {fix}") from None
-
-
 def _check_vocab(path: Path, fix: str) -> dict[str, int]:
     """vocab.json: a dict of str -> int whose ids are 0..n-1, each once."""
-    vocab = _read_json(path, MAX_VOCAB_BYTES, fix)
+    vocab = read_json(path, MAX_VOCAB_BYTES, fix)
     if not isinstance(vocab, dict) or not vocab:
         raise CheckpointError(f"{path}: expected a non-empty JSON object token -> id; {fix}")
     for token, i in vocab.items():
@@ -183,8 +153,8 @@ class SentencePieceTokenizer:
         config: dict[str, Any] = {}
         if (folder / "tokenizer_config.json").exists():
             config = _check_config(folder / "tokenizer_config.json")
-        source = _read(folder / "source.spm", MAX_SPM_BYTES, fix)
-        target = _read(folder / "target.spm", MAX_SPM_BYTES, fix)
+        source = read_capped(folder / "source.spm", MAX_SPM_BYTES, fix)
+        target = read_capped(folder / "target.spm", MAX_SPM_BYTES, fix)
         vocab = _check_vocab(folder / "vocab.json", fix)
         target_vocab = None
         if config.get("separate_vocabs"):
@@ -230,9 +200,7 @@ class SentencePieceTokenizer:
                     "or pass overwrite=True to replace it"
                 )
         for name, data in files.items():
-            temp = folder / f".{name}.tmp{os.getpid()}"
-            temp.write_bytes(data)
-            os.replace(temp, folder / name)
+            write_replacing(folder / name, data)
         return [folder / name for name in files]
 
     @classmethod
@@ -376,7 +344,7 @@ class SentencePieceTokenizer:
 
 def _check_config(path: Path) -> dict[str, Any]:
     """tokenizer_config.json: every field known and of the right kind; returns them."""
-    raw = _read_json(path, MAX_CONFIG_BYTES, "fix or delete the file")
+    raw = read_json(path, MAX_CONFIG_BYTES, "fix or delete the file")
     if not isinstance(raw, dict):
         raise CheckpointError(f"{path}: expected a JSON object; fix or delete the file")
     for key, value in raw.items():

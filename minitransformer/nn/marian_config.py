@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..checks import is_int
+from ..checks import is_int, short
 from ..config import TransformerConfig
 from ..errors import ConfigError
 
@@ -125,22 +125,22 @@ def config_from_marian(d: Any, where: str = "config.json", dtype: str = "float32
         "dropout",
     }
     known |= {"scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings"}
-    problems = [f"unsupported field {k!r} = {_short(d[k])}" for k in sorted(set(d) - known)]
+    problems = [f"unsupported field {k!r} = {short(d[k])}" for k in sorted(set(d) - known)]
     for key, want in FIXED.items():
         if key in d and (d[key] != want or type(d[key]) is not type(want) and want != 0):
-            problems.append(f"{key} = {_short(d[key])} (this library computes {want!r})")
+            problems.append(f"{key} = {short(d[key])} (this library computes {want!r})")
     fields: dict[str, Any] = {"position_layout": "halves", "logits_bias": True, "dtype": dtype}
     for key, name in {**SIZES, **IDS}.items():
         low = 0 if key in IDS else 1
         if key not in d and key in ("decoder_layers", "decoder_attention_heads"):
             continue  # the encoder's
         if not is_int(d.get(key)) or d[key] < low:
-            problems.append(f"{key} must be an int >= {low}, got {_short(d.get(key, '<missing>'))}")
+            problems.append(f"{key} must be an int >= {low}, got {short(d.get(key, '<missing>'))}")
         else:
             fields[name] = int(d[key])
     for key in ("scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings"):
         if not isinstance(d.get(key, True), bool):
-            problems.append(f"{key} must be true or false, got {_short(d[key])}")
+            problems.append(f"{key} must be true or false, got {short(d[key])}")
     share = d.get("share_encoder_decoder_embeddings", True)
     if share != d.get("tie_word_embeddings", True):
         problems.append(
@@ -150,16 +150,14 @@ def config_from_marian(d: Any, where: str = "config.json", dtype: str = "float32
         )
     activation = d.get("activation_function", "gelu")  # MarianConfig's default
     if activation not in ACTIVATIONS:
-        problems.append(
-            f"activation_function {_short(activation)} (supported: {list(ACTIVATIONS)})"
-        )
+        problems.append(f"activation_function {short(activation)} (supported: {list(ACTIVATIONS)})")
     if "num_hidden_layers" in d and d["num_hidden_layers"] != d.get("encoder_layers"):
-        problems.append(f"num_hidden_layers = {_short(d['num_hidden_layers'])} != encoder_layers")
+        problems.append(f"num_hidden_layers = {short(d['num_hidden_layers'])} != encoder_layers")
     names = d.get("architectures", ["MarianMTModel"])
     if not isinstance(names, list) or "MarianMTModel" not in names:
-        problems.append(f"architectures = {_short(names)} (this reads MarianMTModel checkpoints)")
+        problems.append(f"architectures = {short(names)} (this reads MarianMTModel checkpoints)")
     if not isinstance(d.get("dropout", 0.1), (int, float)) or isinstance(d.get("dropout"), bool):
-        problems.append(f"dropout must be a number, got {_short(d['dropout'])}")
+        problems.append(f"dropout must be a number, got {short(d['dropout'])}")
     if problems:
         raise ConfigError(f"{where}: " + "; ".join(problems) + _FIX)
     fields["tgt_vocab"] = d.get("decoder_vocab_size") or fields["src_vocab"]
@@ -221,11 +219,6 @@ def marian_config(cfg: TransformerConfig) -> dict[str, Any]:
         "is_encoder_decoder": True,
         "dtype": cfg.dtype,
     }
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 _FIX = (

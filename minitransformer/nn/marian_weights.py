@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import backend
 from ..config import TransformerConfig
+from ..data.folder_files import read_json, write_replacing
 from ..errors import CheckpointError, ConfigError
 from .marian_config import config_from_marian, marian_config
 from .positional import sinusoid_table
@@ -90,7 +91,9 @@ def read_marian(path: str | os.PathLike[str], dtype: str = "float32"):
     """(TransformerConfig, {our name: array}) of a Marian folder, every file and array checked
     (names, shapes and dtypes before any array is read); see the module docstring."""
     folder = _folder(path)
-    cfg = config_from_marian(_read_json(folder / "config.json"), f"{folder}/config.json", dtype)
+    fix = "a Marian folder needs config.json as transformers writes it"
+    config = read_json(folder / "config.json", MAX_CONFIG_BYTES, fix)
+    cfg = config_from_marian(config, f"{folder}/config.json", dtype)
     weights = folder / "model.safetensors"
     if not weights.is_file():
         found = [n for n in _NOT_SAFETENSORS if (folder / n).exists()]
@@ -200,24 +203,10 @@ def write_marian(model: Any, path: str | os.PathLike[str], overwrite: bool = Fal
     }
     from safetensors.numpy import save
 
-    _write(folder / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    _write(folder / "generation_config.json", json.dumps(generation, indent=2).encode())
-    _write(folder / "config.json", json.dumps(config, indent=2).encode())  # last: complete
+    write_replacing(folder / "model.safetensors", save(tensors, metadata={"format": "pt"}))
+    write_replacing(folder / "generation_config.json", json.dumps(generation, indent=2).encode())
+    write_replacing(folder / "config.json", json.dumps(config, indent=2).encode())  # last: complete
     return folder
-
-
-def _write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a new temporary file beside ``path`` (never through a link), then
-    rename it over ``path``: a reader sees the old file or the new one, never half of one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _folder(path: Any) -> Path:
@@ -233,21 +222,6 @@ def _folder(path: Any) -> Path:
         )  # fmt: skip
         raise CheckpointError(f"from_pretrained: {str(path)!r} is not a folder{hub}")
     return folder
-
-
-def _read_json(path: Path) -> Any:
-    """A small JSON file, its size checked before it is read."""
-    if not path.is_file():
-        raise CheckpointError(f"{path} is missing: a Marian folder needs config.json")
-    size = path.stat().st_size
-    if size > MAX_CONFIG_BYTES:
-        raise CheckpointError(
-            f"{path} is {size:,} bytes, more than a config ({MAX_CONFIG_BYTES:,})"
-        )
-    try:
-        return json.loads(path.read_bytes())
-    except (ValueError, UnicodeDecodeError) as err:
-        raise CheckpointError(f"{path} is not valid JSON ({err}); download it again") from None
 
 
 _TIED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")

@@ -269,7 +269,7 @@ def test_folder_problems_say_what_to_do(tmp_path):
     with pytest.raises(CheckpointError, match="not valid JSON"):
         mt.nn.Transformer.from_pretrained(tmp_path)
     (tmp_path / "config.json").write_bytes(b" " * (2 << 20))
-    with pytest.raises(CheckpointError, match="more than a config"):
+    with pytest.raises(CheckpointError, match="above the cap of 1,048,576"):
         mt.nn.Transformer.from_pretrained(tmp_path)
     with pytest.raises(ConfigError, match="must be a folder path"):
         mt.nn.Transformer.from_pretrained(3)
