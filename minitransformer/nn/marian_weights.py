@@ -127,11 +127,11 @@ def _read_weights(f: Any, cfg: TransformerConfig, weights: Path) -> dict[str, An
         also.update({n: (cfg.src_vocab, D) for n in copies if n not in expected})
     problems = [f"unexpected {n}" for n in sorted(names - set(expected) - set(also))]
     problems += [f"missing {n}" for n in sorted(set(expected) - names - {"final_logits_bias"})]
-    for name in sorted(names - {n for n in problems}):
+    for name in sorted(names & (set(expected) | set(also))):  # the known names' headers
         piece = f.get_slice(name)
         shape, kind = tuple(piece.get_shape()), piece.get_dtype()
-        want = expected[name][2] if name in expected else also.get(name)
-        if want is not None and (shape != want or kind not in DTYPES):
+        want = expected[name][2] if name in expected else also[name]
+        if shape != want or kind not in DTYPES:
             problems.append(f"{name} is {kind}{list(shape)}, expected F32{list(want)}")
     if problems:
         raise CheckpointError(
