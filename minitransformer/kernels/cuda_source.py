@@ -1,0 +1,64 @@
+"""The CUDA C sources of the GPU kernels (``kernels/cuda/*.cu``), and their one-time build.
+
+Each fused GPU kernel is readable CUDA C in a file of its own under ``kernels/cuda/``, named
+after the reference it replaces (``layer_norm.cu`` beside ``ops/layernorm.py``). The files
+are plain CUDA C with ``extern "C"`` entry points and no ``#include``: the same text is
+compiled by CuPy's NVRTC at run time (``kernel``) and by ``nvcc -ptx`` in the tests, so a
+typo fails CI on a machine with no GPU.
+
+    kernel("layer_norm.cu", "layer_norm_forward_f32")   # a cupy.RawKernel, built once
+
+Floors: imports NumPy and (lazily, on a GPU) CuPy only.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Any
+
+SOURCES = Path(__file__).parent / "cuda"
+
+# the C++ standard NVRTC and nvcc compile the sources with (the same for both)
+OPTIONS = ("--std=c++17",)
+
+_ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
+
+
+def files() -> list[str]:
+    """The names of the CUDA source files (``layer_norm.cu``, ...), sorted."""
+    return sorted(p.name for p in SOURCES.glob("*.cu"))
+
+
+def source(file: str) -> str:
+    """The text of ``kernels/cuda/<file>``."""
+    return (SOURCES / file).read_text(encoding="utf-8")
+
+
+def entry_points(text: str) -> list[str]:
+    """The ``extern "C" __global__`` kernel names a CUDA source defines. A macro that stamps
+    out one kernel per dtype must spell the whole ``extern "C" __global__ void NAME##_f32(``
+    line out per dtype, or list the names in a comment ``// kernels: a_f32 a_f64``, so that
+    the names can be read without a preprocessor."""
+    names = _ENTRY.findall(text)
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("// kernels:"):
+            names += line.split(":", 1)[1].split()
+    return sorted(set(names))
+
+
+@functools.cache
+def _module(file: str) -> Any:
+    import cupy
+
+    return cupy.RawModule(code=source(file), options=OPTIONS)
+
+
+@functools.cache
+def kernel(file: str, name: str) -> Any:
+    """The kernel ``name`` of ``kernels/cuda/<file>`` as a ``cupy.RawKernel``: the file is
+    compiled once per process (NVRTC; CuPy caches the binary on disk), each kernel looked
+    up once."""
+    return _module(file).get_function(name)
