@@ -48,11 +48,17 @@ ranks end quietly (``PeerStopped``, status 0), so mpiexec exits with rank 0's st
 
 mpi4py is imported only by ``World.from_mpi()``, i.e. only with ``--data-parallel``.
 
+On GPUs (``--device cuda``: rank l of a host takes ``cuda:{l mod GPUs}``) the same sum runs
+over NCCL where every rank has its own GPU, through host memory where ranks share one
+(transport.py decides, once, at start; gpu.py does it).
+
 The package: shards.py (the arithmetic, NumPy only), waiting.py (collectives with a
-deadline), agreement.py (the same arguments on every rank), world.py (``World``, ``leave``).
+deadline), agreement.py (the same arguments on every rank), world.py (``World``, ``leave``),
+transport.py (MPI, NCCL or host-staged; which GPU), gpu.py (the NCCL and host-staged sums).
 """
 
 from .shards import checksum, shard_batch, shard_rows, token_count
+from .transport import Placement, choose_transport
 from .waiting import TIMEOUT_ENV, CollectiveTimeout, timeout_from_env
 from .world import (
     DROPOUT_SEED_STRIDE,
@@ -60,6 +66,7 @@ from .world import (
     PeerStopped,
     World,
     blas_threads_per_rank,
+    device_of_rank,
     leave,
     local_size,
 )
@@ -68,4 +75,5 @@ __all__ = [
     "World", "shard_batch", "shard_rows", "token_count", "checksum", "leave",
     "blas_threads_per_rank", "local_size", "CollectiveTimeout", "PeerStopped",
     "timeout_from_env", "TIMEOUT_ENV", "DROPOUT_SEED_STRIDE", "INSTALL_HINT",
+    "device_of_rank", "choose_transport", "Placement",
 ]  # fmt: skip

@@ -24,7 +24,7 @@ from typing import Any
 
 from .. import checkpoint, runs
 from ..errors import ConfigError
-from . import agreement, startup
+from . import agreement, startup, transport
 from .shards import checksum, shard_batch
 from .waiting import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, Waiter, timeout_from_env
 
@@ -63,7 +63,9 @@ class World:
         self.comm, self.MPI = comm, mpi
         self.rank, self.size = int(comm.Get_rank()), int(comm.Get_size())
         self.is_writer = self.rank == 0  # rank 0 alone writes files and prints
-        self.allreduce_time = Timer()
+        self.allreduce_time = Timer()  # host time: with NCCL, only the queueing
+        self.transport = transport.MPI  # how the gradients travel (choose_transport)
+        self.reduce: Callable[[list[Any], str], None] | None = None  # None: MPI on the host
         self.agreed_stop: str | None = None  # set once every rank agreed to stop
         self.ended_together = False  # every rank decided to stop at the same point
         self.trainer: Any = None
@@ -131,6 +133,24 @@ class World:
         generator = backend.default_generator(trainer.cfg.device)
         generator.seed = trainer.cfg.seed + self.rank * DROPOUT_SEED_STRIDE
         self.check_same_weights([g.data for g in trainer.optimizer.groups])
+        self.choose_transport(backend.normalize_device(trainer.cfg.device))
+
+    def choose_transport(self, device: str) -> str:
+        """Gather every rank's placement (host, GPU) and take the transport of the
+        gradient all-reduce once, the same on every rank (transport.py); rank 0 logs it
+        when a GPU is involved. Returns it: ``mpi``, ``nccl`` or ``host-staged``."""
+        from . import gpu
+
+        mine = transport.placement(device, self.MPI.Get_processor_name())
+        everyone = self.waiter.allgather(mine, "start (where each rank's parameters live)")
+        self.transport, reason = transport.choose_transport(everyone)
+        if self.transport == transport.NCCL:
+            self.reduce = gpu.cupy_nccl(self.waiter, device, transport.load_nccl())
+        elif self.transport == transport.HOST_STAGED and device.startswith("cuda"):
+            self.reduce = gpu.cupy_host_staged(self.waiter)
+        if self.is_writer and self.transport != transport.MPI:
+            print(f"gradient all-reduce: {self.transport} ({reason})", file=sys.stderr)
+        return self.transport
 
     def check_same_weights(self, arrays: list[Any]) -> None:
         """Stop every rank (ConfigError on rank 0) unless every rank holds the same weights."""
@@ -198,7 +218,8 @@ class World:
         t0 = time.perf_counter()
         grads[0][:1] += loss * 0
         step = 1 + (self.trainer.step if self.trainer is not None else 0)
-        self.waiter.allreduce(list(grads), f"gradient all-reduce of step {step}")
+        reduce = self.reduce or self.waiter.allreduce  # MPI, NCCL or through the host
+        reduce(list(grads), f"gradient all-reduce of step {step}")
         self.allreduce_time.seconds += time.perf_counter() - t0
         self.allreduce_time.calls += 1
 
@@ -262,3 +283,12 @@ def local_size(world: World) -> int:
     """How many ranks of ``world`` run on this host (their processor names, gathered)."""
     names = world.waiter.allgather(world.MPI.Get_processor_name(), "start (the host names)")
     return names.count(names[world.rank])
+
+
+def device_of_rank(world: World, requested: str | None) -> str | None:
+    """This rank's device for ``--device requested``: a bare ``cuda`` becomes
+    ``cuda:{local rank mod visible GPUs}`` (transport.rank_device); anything else is kept.
+    A collective (the host names): every rank calls it, before building its Trainer."""
+    names = world.waiter.allgather(world.MPI.Get_processor_name(), "start (the host names)")
+    gpus = transport.visible_gpus() if transport.wants_gpu(requested) else 0
+    return transport.rank_device(requested, transport.local_rank(names, world.rank), gpus)
