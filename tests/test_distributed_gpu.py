@@ -6,7 +6,8 @@ the fake's allReduce sums the buffer at the pointer it is given, so a wrong poin
 or dtype code changes the losses), and the host-staged path over real MPI with NumPy
 arrays standing in for the device's: both give the losses of one process with the whole
 batch (dropout 0). On a GPU (skipped here): 2 ranks on one GPU go host-staged, 2 ranks on
-2 GPUs go over NCCL, and both match one process.
+2 GPUs go over NCCL, and both match one process (rtol 1e-4 there: cuBLAS sums a 7-row
+batch and its 4- and 3-row shards in other orders).
 """
 
 from __future__ import annotations
@@ -356,7 +357,7 @@ def test_two_ranks_on_one_gpu_go_host_staged_and_match_one_process(tmp_path):
     two, reports, err = _run(tmp_path, "two", "gpu", device="cuda:0", ranks=2)
     assert [r["transport"] for r in reports] == ["host-staged", "host-staged"]
     assert "gradient all-reduce: host-staged (ranks 0, 1 share one GPU" in err
-    np.testing.assert_allclose(two, one, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(two, one, rtol=1e-4, atol=1e-6)
 
 
 @needs_mpi
@@ -369,4 +370,4 @@ def test_two_ranks_on_two_gpus_go_over_nccl_and_match_one_process(tmp_path):
     assert sorted(r["device"] for r in reports) == ["cuda:0", "cuda:1"]  # local rank mod GPUs
     assert [r["transport"] for r in reports] == ["nccl", "nccl"]
     assert "gradient all-reduce: nccl (2 ranks, each on its own GPU (1 host): NCCL)" in err
-    np.testing.assert_allclose(two, one, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(two, one, rtol=1e-4, atol=1e-6)

@@ -117,6 +117,13 @@ def visible_gpus() -> int:
         return 0
 
 
+def use_gpu(device: str) -> None:
+    """Make GPU ``device`` ("cuda:N") this process's current CUDA device."""
+    import cupy
+
+    cupy.cuda.Device(int(device.split(":")[1])).use()
+
+
 def load_nccl() -> Any:
     """``cupy.cuda.nccl`` if CuPy is installed and built with NCCL, else None."""
     try:

@@ -138,9 +138,13 @@ class World:
     def choose_transport(self, device: str) -> str:
         """Gather every rank's placement (host, GPU) and take the transport of the
         gradient all-reduce once, the same on every rank (transport.py); rank 0 logs it
-        when a GPU is involved. Returns it: ``mpi``, ``nccl`` or ``host-staged``."""
+        when a GPU is involved. Returns it: ``mpi``, ``nccl`` or ``host-staged``. A rank on
+        a GPU makes it its current device (as ``torch.cuda.set_device``): the rank's
+        kernels, streams and NCCL calls all run there."""
         from . import gpu
 
+        if device.startswith("cuda"):
+            transport.use_gpu(device)
         mine = transport.placement(device, self.MPI.Get_processor_name())
         everyone = self.waiter.allgather(mine, "start (where each rank's parameters live)")
         self.transport, reason = transport.choose_transport(everyone)
