@@ -116,6 +116,68 @@ def test_nccl_built_without_the_library_counts_as_absent(monkeypatch):
     assert transport.load_nccl() is fake_nccl
 
 
+# ------------------------------------------------------------------ the World's hook
+def _world(rank: int, everyone: list):
+    """A World of ``len(everyone)`` ranks without MPI: its allgather answers ``everyone``
+    (this rank's own entry replaced by what it sends)."""
+    import types
+
+    from minitransformer.distributed import World
+
+    world = World.__new__(World)
+    world.rank, world.size, world.is_writer = rank, len(everyone), rank == 0
+    world.transport, world.reduce = transport.MPI, None
+    world.MPI = types.SimpleNamespace(Get_processor_name=lambda: "a")
+    world.waiter = types.SimpleNamespace(
+        allgather=lambda mine, what: [mine if r == rank else e for r, e in enumerate(everyone)]
+    )
+    return world
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+@pytest.mark.parametrize("other_bus, expected", [("0:2", "nccl"), ("0:1", "host-staged")])
+def test_the_world_takes_the_transport_once_and_rank_0_logs_it(
+    monkeypatch, capsys, rank, other_bus, expected
+):
+    used = []
+    monkeypatch.setattr(transport, "placement", lambda d, host: Placement(host, d, "0:1", True))
+    monkeypatch.setattr(transport, "use_gpu", used.append)
+    monkeypatch.setattr(transport, "load_nccl", lambda: "NCCL MODULE")
+    monkeypatch.setattr(gpu, "cupy_nccl", lambda waiter, device, nccl: ("NCCL", device, nccl))
+    monkeypatch.setattr(gpu, "cupy_host_staged", lambda waiter: "HOST")
+    other = Placement("a", "cuda:1", other_bus, True)
+    world = _world(rank, [other, other])
+    assert world.choose_transport("cuda:0") == world.transport == expected
+    assert used == ["cuda:0"]  # this rank's GPU made current
+    if expected == "nccl":
+        assert world.reduce == ("NCCL", "cuda:0", "NCCL MODULE")
+    else:
+        assert world.reduce == "HOST"
+    err = capsys.readouterr().err
+    if rank == 0:
+        assert err.startswith(f"gradient all-reduce: {expected} (") and err.count("\n") == 1
+    else:
+        assert err == ""  # rank 0 alone prints
+
+
+def test_a_cpu_world_keeps_the_mpi_path_and_says_nothing(monkeypatch, capsys):
+    world = _world(0, [None, Placement("a", "cpu")])
+    assert world.choose_transport("cpu") == "mpi" and world.reduce is None
+    assert capsys.readouterr().err == ""
+
+
+def test_device_of_rank_counts_the_ranks_of_its_host(monkeypatch):
+    from minitransformer.distributed import device_of_rank
+
+    monkeypatch.setattr(transport, "visible_gpus", lambda: 2)
+    world = _world(2, ["a", "b", "a"])  # rank 2 is the second rank on host a
+    world.MPI.Get_processor_name = lambda: "a"
+    assert device_of_rank(world, "cuda") == "cuda:1"
+    assert device_of_rank(world, "cuda:0") == "cuda:0"
+    monkeypatch.setattr(transport, "visible_gpus", lambda: pytest.fail("no GPU asked for"))
+    assert device_of_rank(world, "cpu") == "cpu"
+
+
 # ------------------------------------------------------------------ fakes of NCCL and MPI
 class FakeNccl:
     """The part of ``cupy.cuda.nccl`` that gpu.NcclAllreduce uses. ``sum_over`` (a
