@@ -45,6 +45,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         from .. import distributed  # here: without --data-parallel, nothing of MPI loads
 
         world = distributed.World.from_mpi()
+        # a collective: every rank calls it (a bare ``cuda`` gives each rank its own GPU)
+        args.device = distributed.device_of_rank(world, args.device)
         host.set_blas_threads(distributed.blas_threads_per_rank(distributed.local_size(world)))
 
     given = {

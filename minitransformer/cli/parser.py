@@ -99,7 +99,11 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
         "--preset", choices=("tiny", "small", "base", "big"),
         help=f"model size ({_per_task('preset')})",
     )  # fmt: skip
-    train.add_argument("--device", help=f"cpu, cuda or cuda:N (default: {_default('device')})")
+    train.add_argument(
+        "--device",
+        help=f"cpu, cuda or cuda:N (default: {_default('device')}); with --data-parallel, "
+        "cuda gives each rank its own GPU (local rank mod GPUs)",
+    )
     train.add_argument(
         "--steps", type=flags.positive_int, metavar="N",
         help=f"training steps ({_per_task('steps')})",
