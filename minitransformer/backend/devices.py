@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import kernels
 from ..errors import DeviceError
 
 _default_device = "cpu"
@@ -74,7 +75,8 @@ def device_of_array_device(dev: Any) -> str:
 
 @functools.cache
 def cupy_module():
-    """CuPy, imported on first use, with one clear sentence when it cannot work."""
+    """CuPy, imported on first use, with one clear sentence when it cannot work. On first
+    use it tells ``kernels.use_cupy`` (the fused CUDA kernels, when ``MT_CUDA_KERNELS=1``)."""
     try:
         import cupy
     except ImportError:
@@ -91,6 +93,7 @@ def cupy_module():
             "device 'cuda' was asked for, but CuPy finds no usable NVIDIA GPU/driver "
             "on this machine: use device='cpu', or run on a machine with a GPU"
         )
+    kernels.use_cupy(cupy)
     return cupy
 
 
