@@ -82,7 +82,8 @@ def cupy_module():
     except ImportError:
         raise DeviceError(
             "device 'cuda' needs CuPy, which is not installed: "
-            "pip install 'minitransformer[gpu]' (or cupy-cuda12x) on a machine with an NVIDIA GPU"
+            "pip install 'minitransformer[gpu]' (CUDA 13; 'minitransformer[gpu-cuda12]' for "
+            "CUDA 12) on a machine with an NVIDIA GPU"
         ) from None
     try:
         available = cupy.cuda.is_available()
@@ -131,7 +132,8 @@ def device_of(x: Any) -> str:
 
 
 def cuda_available() -> bool:
-    """True when CuPy is installed and sees a GPU (never raises)."""
+    """True when CuPy is installed and sees a GPU (never raises, except the ValueError of a
+    malformed ``MT_CUDA_KERNELS``, which names the fix)."""
     try:
         cupy_module()
         return True

@@ -11,6 +11,7 @@ one session fixture; each test reads its result."""
 from __future__ import annotations
 
 import ast
+import fnmatch
 import re
 import shutil
 import subprocess
@@ -162,3 +163,17 @@ def test_every_kernel_the_python_asks_for_is_an_entry_point_of_its_file():
             elif not isinstance(name, str) and not any(name.fullmatch(n) for n in names):
                 problems.append(f"{where}: {file} has no entry point like {name.pattern}")
     assert not problems, "\n".join(problems)
+
+
+def test_the_cuda_sources_are_installed_with_the_package():
+    """pyproject's package-data names kernels/cuda/*.cu (checked once with a wheel build:
+    ``pip wheel . --no-deps``, then ``unzip -l``); every source file matches it."""
+    tomllib = pytest.importorskip("tomllib")
+    root = KERNEL_MODULES.parents[1]
+    with open(root / "pyproject.toml", "rb") as f:
+        globs = tomllib.load(f)["tool"]["setuptools"]["package-data"]["minitransformer"]
+    assert "kernels/cuda/*.cu" in globs
+    package = KERNEL_MODULES.parent
+    for file in cuda_source.files():
+        rel = (cuda_source.SOURCES / file).relative_to(package).as_posix()
+        assert any(fnmatch.fnmatch(rel, g) for g in globs), rel
