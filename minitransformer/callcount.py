@@ -11,6 +11,20 @@ not by its arithmetic. Two counts for one step of the Trainer (the copy task, ``
   library's own internal calls are not counted: on CuPy they launch nothing.
 
     python -m minitransformer.callcount          # prints both counts for one tiny step
+    python -m minitransformer.callcount --device cuda:0   # the same step's CuPy calls on a GPU
+
+On a GPU (``count_cuda_step_calls``) three counts of the same step, each of what it can see:
+
+- ``cupy_calls``: calls from outside CuPy into CuPy that ``sys.setprofile`` sees: CuPy's
+  Python functions (``cupy.sum``, ``cupy.zeros``, ...) and C-level builtins and ndarray
+  methods (``x.reshape``, ``x.astype``). Not seen: ufunc objects (``cupy.exp(x)``) and
+  operators (``a * b``), which Python calls without a profile event.
+- ``allocations``: arrays CuPy's memory pool hands out (a ``MemoryHook``): about one per
+  launch that makes a new array, operators and ufuncs included; in-place ops and views
+  are not counted.
+- ``kernel_launches``: launches the CUDA driver saw (cuLaunchKernel and its kin, cuBLAS's
+  included), counted with CUPTI's callback API through ctypes where ``libcupti`` is found;
+  None with the reason otherwise. The figure the issue's target (<= 400) is about.
 
 ``tests/test_callcount.py`` pins a budget for both, so a regression fails CI. A tool on
 the commands' floor, above the Trainer it measures.
@@ -18,13 +32,21 @@ the commands' floor, above the Trainer it measures.
 
 from __future__ import annotations
 
+import argparse
 import cProfile
+import ctypes
+import ctypes.util
+import os
 import pstats
 import sys
 import tempfile
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
+from . import backend, kernels
+from .backend.devices import cupy_module
+from .errors import DeviceError
 from .train import TrainConfig, Trainer
 
 # Reads of array attributes and the strict library's Device objects: free on a GPU.
@@ -103,8 +125,184 @@ def count_step_calls(dropout: float = 0.1, warmup_steps: int = 3) -> dict[str, A
     return out
 
 
-def main() -> int:
-    """``python -m minitransformer.callcount``: print both counts of one tiny step."""
+# ----------------------------------------------------------------------------- on a GPU
+
+_CUPY = ("cupy", "cupyx", "cupy_backends")
+
+# CUPTI driver-API callback ids of kernel launches (CUDA 13.0's cupti_driver_cbid.h):
+# cuLaunch, cuLaunchGrid, cuLaunchKernel(_ptsz), cuLaunchCooperativeKernel(_ptsz, MultiDevice),
+# cuGraphLaunch(_ptsz), cuLaunchKernelEx(_ptsz)
+_LAUNCH_CBIDS = frozenset({115, 116, 307, 442, 477, 478, 480, 514, 515, 652, 653})
+_CUPTI_DOMAIN_DRIVER_API, _CUPTI_API_ENTER = 1, 0
+
+
+def _libcupti() -> Any:
+    """CUPTI (the CUDA profiling library) through ctypes, or a string saying why not."""
+    names = [ctypes.util.find_library("cupti"), "libcupti.so", "libcupti.so.13", "libcupti.so.12"]
+    for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
+        if root:
+            for sub in ("lib", "lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"):
+                names.append(str(Path(root, sub, "libcupti.so")))
+    for name in names:
+        if name:
+            try:
+                return ctypes.CDLL(name)
+            except OSError:
+                continue
+    return "libcupti not found (set CUDA_PATH to the CUDA toolkit)"
+
+
+class _DriverLaunches:
+    """``with _DriverLaunches() as n:``, then ``n.launches`` (kernel launches the driver saw)
+    and ``n.driver_calls``; ``n.launches`` is None and ``n.why`` says why where CUPTI cannot
+    be used (not found, or another profiler holds its one subscriber)."""
+
+    def __init__(self) -> None:
+        self.launches: int | None = None
+        self.driver_calls = 0
+        self.why = ""
+        self._lib: Any = None
+        self._handle = ctypes.c_void_p()
+        callback_type = ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p
+        )
+        self._callback = callback_type(self._on_call)  # kept: C holds the pointer
+
+    def _on_call(self, userdata: Any, domain: int, cbid: int, data: Any) -> None:  # noqa: ARG002
+        if ctypes.cast(data, ctypes.POINTER(ctypes.c_int))[0] != _CUPTI_API_ENTER:
+            return  # CUpti_CallbackData starts with the site: count each call once
+        self.driver_calls += 1
+        if cbid in _LAUNCH_CBIDS:
+            self.launches = (self.launches or 0) + 1
+
+    def __enter__(self) -> _DriverLaunches:
+        lib = _libcupti()
+        if isinstance(lib, str):
+            self.why = lib
+            return self
+        status = lib.cuptiSubscribe(ctypes.byref(self._handle), self._callback, None)
+        if status == 0:
+            status = lib.cuptiEnableDomain(1, self._handle, _CUPTI_DOMAIN_DRIVER_API)
+            if status != 0:
+                lib.cuptiUnsubscribe(self._handle)
+        if status != 0:
+            self.why = f"CUPTI refused (CUptiResult {status}: no driver, or another profiler)"
+            return self
+        self._lib, self.launches = lib, 0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lib is not None:
+            self._lib.cuptiEnableDomain(0, self._handle, _CUPTI_DOMAIN_DRIVER_API)
+            self._lib.cuptiUnsubscribe(self._handle)
+            self._lib = None
+
+
+def count_cuda_step_calls(
+    device: str = "cuda:0", dropout: float = 0.1, warmup_steps: int = 3
+) -> dict[str, Any]:
+    """The CuPy calls, pool allocations and (with CUPTI) kernel launches of one tiny training
+    step on ``device`` (see the module doc for what each sees). DeviceError without CuPy
+    and a GPU. The kernels' switch (``MT_CUDA_KERNELS``) is as the environment sets it."""
+    device = backend.normalize_device(device)
+    if not device.startswith("cuda"):
+        raise DeviceError(f"count_cuda_step_calls: {device!r} is not a GPU; use 'cuda:N'")
+    cp = cupy_module()  # the clear DeviceError without CuPy or a GPU
+    from cupy.cuda import memory_hook
+
+    counts: Counter[str] = Counter()
+
+    class Allocations(memory_hook.MemoryHook):
+        name = "minitransformer.callcount"
+        n = 0
+
+        def malloc_postprocess(self, **kwargs: Any) -> None:  # noqa: ARG002
+            Allocations.n += 1
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            if not frame.f_globals.get("__name__", "").startswith(_CUPY):
+                return
+            back = frame.f_back
+            if back is not None and back.f_globals.get("__name__", "").startswith(_CUPY):
+                return
+            if frame.f_code.co_name not in _NOT_CALLS:
+                counts[frame.f_code.co_name] += 1
+        elif event == "c_call":  # frame: the caller
+            if frame.f_globals.get("__name__", "").startswith(_CUPY):
+                return
+            module = (
+                getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__
+            )
+            if module and module.startswith(_CUPY) and arg.__name__ not in _NOT_CALLS:
+                counts[arg.__name__] += 1
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = _trainer(device, tmp, dropout)
+        batches = [next(trainer.stream) for _ in range(warmup_steps + 1)]
+        for b in batches[:-1]:
+            trainer.train_step(b)  # kernels compiled, memory pool warm
+        backend.synchronize(device)
+        with _DriverLaunches() as driver, Allocations():
+            sys.setprofile(hook)
+            try:
+                trainer.train_step(batches[-1])
+            finally:
+                sys.setprofile(None)
+            backend.synchronize(device)
+    return {
+        "device": device,
+        "cuda_kernels": kernels.cuda_kernels_enabled(),
+        "cupy_version": cp.__version__,
+        "cupy_calls": sum(counts.values()),
+        "cupy_calls_by_name": dict(counts.most_common()),
+        "allocations": Allocations.n,
+        "kernel_launches": driver.launches,
+        "driver_calls": driver.driver_calls if driver.launches is not None else None,
+        "kernel_launches_why_not": driver.why or None,
+    }
+
+
+def _main_cuda(device: str) -> int:
+    try:
+        counts = count_cuda_step_calls(device)
+    except DeviceError as e:
+        print(f"callcount --device {device}: no GPU to count on here ({e})")
+        return 2
+    launches = counts["kernel_launches"]
+    print(
+        f"one tiny training step on {counts['device']} (copy task, dropout 0.1, "
+        f"MT_CUDA_KERNELS={'1' if counts['cuda_kernels'] else '0'}, CuPy "
+        f"{counts['cupy_version']}): {counts['cupy_calls']} CuPy calls seen by the profiler, "
+        f"{counts['allocations']} pool allocations, "
+        + (
+            f"{launches} kernel launches ({counts['driver_calls']} driver calls, CUPTI)"
+            if launches is not None
+            else f"kernel launches not counted: {counts['kernel_launches_why_not']}"
+        )
+    )
+    top = list(counts["cupy_calls_by_name"].items())[:12]
+    if top:
+        print("most frequent CuPy calls: " + ", ".join(f"{k} {v}" for k, v in top))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m minitransformer.callcount [--device cuda:0]``: print the counts of one tiny
+    step: on the CPU (default) Python calls and array calls; on a GPU its CuPy calls."""
+    parser = argparse.ArgumentParser(prog="python -m minitransformer.callcount")
+    parser.add_argument(
+        "--device", default="cpu", help="cpu (default: Python and strict array calls) or cuda:N"
+    )
+    args = parser.parse_args(argv)
+    try:
+        device = backend.normalize_device(args.device)
+    except DeviceError as e:
+        parser.error(str(e))
+    if device.startswith("cuda"):
+        return _main_cuda(device)
+    if device != "cpu":
+        parser.error(f"--device {args.device}: use cpu or cuda:N")
     counts = count_step_calls()
     print(
         f"one tiny training step (copy task, dropout 0.1): {counts['python_calls']} Python "

@@ -84,3 +84,55 @@ def test_an_optimizer_step_costs_the_same_calls_for_3_or_60_parameters(make):
         opt.gather_grads()
         costs[n] = _strict_calls(clip_and_step)
     assert costs[3] == costs[60] and costs[3] <= 40, costs
+
+
+# ----------------------------------------------------------------------------- --device cuda
+
+
+def test_callcount_on_a_gpu_without_one_says_so_in_one_line(capsys):
+    from minitransformer.callcount import main
+
+    if mt.cuda_available():
+        pytest.skip("a GPU is present")
+    assert main(["--device", "cuda:0"]) == 2
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and out.startswith("callcount --device cuda:0: no GPU"), out
+
+
+@pytest.mark.parametrize("device", ["tpu", "strict:device1"])
+def test_callcount_refuses_a_device_it_cannot_count_on(device, capsys):
+    from minitransformer.callcount import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--device", device])
+    assert e.value.code == 2 and "device" in capsys.readouterr().err
+
+
+def test_the_gpu_count_refuses_a_cpu_device():
+    from minitransformer.callcount import count_cuda_step_calls
+
+    with pytest.raises(mt.errors.DeviceError, match="not a GPU"):
+        count_cuda_step_calls("cpu")
+
+
+def test_the_launch_counter_says_why_it_cannot_count(monkeypatch):
+    """Without libcupti (or a driver) the launch count is None with a reason, never an error."""
+    from minitransformer import callcount
+
+    monkeypatch.setattr(callcount, "_libcupti", lambda: "libcupti not found")
+    with callcount._DriverLaunches() as d:
+        pass
+    assert d.launches is None and d.why == "libcupti not found"
+
+
+@pytest.mark.skipif(not mt.cuda_available(), reason="CuPy with a GPU is not available here")
+@pytest.mark.parametrize("switch", ["0", "1"])
+def test_a_gpu_step_is_counted(monkeypatch, switch):
+    from minitransformer.callcount import count_cuda_step_calls
+
+    monkeypatch.setenv("MT_CUDA_KERNELS", switch)
+    counts = count_cuda_step_calls("cuda:0")
+    assert counts["cuda_kernels"] is (switch == "1")
+    assert counts["cupy_calls"] > 0 and counts["allocations"] > 0, counts
+    if counts["kernel_launches"] is not None:
+        assert counts["kernel_launches"] > 0, counts

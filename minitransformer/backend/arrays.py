@@ -4,7 +4,9 @@ Everything above the backend asks for the *namespace* of its input arrays
 (``namespace(x)``) and calls the array-API functions on it (``xp.exp``, ``xp.matmul``,
 ...), so the same model code runs on NumPy, CuPy and the strict stand-in. NumPy's namespace
 is the lean one of ``kernels.numpy`` (the same functions, ``reshape`` and ``sum`` reached in
-one Python call): chosen in one place, ``_numpy_namespace``.
+one Python call): chosen in one place, ``_numpy_namespace``. CuPy's is
+``array_api_compat.cupy``, or with ``MT_CUDA_KERNELS=1`` the lean one of
+``kernels.cupy_namespace`` (CuPy's own functions and a small shim): ``_cupy_namespace``.
 
 Values enter the library here: ``asarray`` makes an array on a device, ``check_dtype`` and
 ``numeric_data`` validate what a user hands to ``mt.tensor`` (once, where it enters).
@@ -17,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import kernels
 from ..checks import short
 from ..errors import DeviceError, DTypeError, ShapeError
+from ..kernels import cupy_namespace
 from ..kernels import numpy as numpy_kernels
 from .devices import cupy_module, device_of, native_device, normalize_device, strict_module
 
@@ -32,16 +36,15 @@ def namespace(*arrays: Array) -> Any:
 
     NumPy (>= 2) and CuPy arrays are served by ``array_api_compat``'s wrappers so that
     standard names (``concat``, ``permute_dims``, ``astype``) work on both; NumPy gets its
-    own module when it already is compliant, which avoids a wrapper call per function.
+    own module when it already is compliant, which avoids a wrapper call per function, and
+    CuPy the lean namespace of ``kernels.cupy_namespace`` when ``MT_CUDA_KERNELS=1``.
     """
     for x in arrays:
         if isinstance(x, np.ndarray | np.generic):
             return _numpy_namespace()
         mod = type(x).__module__
         if mod.startswith("cupy"):
-            import array_api_compat
-
-            return array_api_compat.array_namespace(x)
+            return _cupy_namespace()
         if mod.startswith("array_api_strict"):
             return strict_module()
     return _numpy_namespace()
@@ -56,6 +59,27 @@ def _numpy_namespace() -> Any:
     import array_api_compat.numpy
 
     return array_api_compat.numpy
+
+
+_cupy_namespaces: dict[bool, Any] = {}  # switch on/off -> the CuPy namespace for it
+
+
+def _cupy_namespace() -> Any:
+    """CuPy's namespace, by the switch ``MT_CUDA_KERNELS`` (read on every call, so a test can
+    flip it): on, the lean one of ``kernels.cupy_namespace``, and ``kernels.use_cupy`` is
+    told, so the fused kernels are registered; off, ``array_api_compat.cupy``."""
+    on = kernels.cuda_kernels_enabled()
+    ns = _cupy_namespaces.get(on)
+    if ns is None:
+        cp = cupy_module()
+        kernels.use_cupy(cp)
+        if on:
+            ns = cupy_namespace.lean_namespace(cp)
+        else:
+            import array_api_compat.cupy as ns
+        _cupy_namespaces.clear()  # the other one is built anew (and use_cupy told) on a flip
+        _cupy_namespaces[on] = ns
+    return ns
 
 
 def common_namespace(op: str, arrays: list) -> Any:
@@ -93,10 +117,7 @@ def namespace_for_device(device: str) -> Any:
     if device == "cpu":
         return _numpy_namespace()
     if device.startswith("cuda"):
-        cupy_module()  # the clear error first, when CuPy or a GPU is missing
-        import array_api_compat.cupy
-
-        return array_api_compat.cupy
+        return _cupy_namespace()  # cupy_module() first: the clear error without CuPy or a GPU
     return strict_module()
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import kernels
 from ..errors import DeviceError
 
 _default_device = "cpu"
@@ -74,13 +75,15 @@ def device_of_array_device(dev: Any) -> str:
 
 @functools.cache
 def cupy_module():
-    """CuPy, imported on first use, with one clear sentence when it cannot work."""
+    """CuPy, imported on first use, with one clear sentence when it cannot work. On first
+    use it tells ``kernels.use_cupy`` (the fused CUDA kernels, when ``MT_CUDA_KERNELS=1``)."""
     try:
         import cupy
     except ImportError:
         raise DeviceError(
             "device 'cuda' needs CuPy, which is not installed: "
-            "pip install 'minitransformer[gpu]' (or cupy-cuda12x) on a machine with an NVIDIA GPU"
+            "pip install 'minitransformer[gpu]' (CUDA 13; 'minitransformer[gpu-cuda12]' for "
+            "CUDA 12) on a machine with an NVIDIA GPU"
         ) from None
     try:
         available = cupy.cuda.is_available()
@@ -91,6 +94,7 @@ def cupy_module():
             "device 'cuda' was asked for, but CuPy finds no usable NVIDIA GPU/driver "
             "on this machine: use device='cpu', or run on a machine with a GPU"
         )
+    kernels.use_cupy(cupy)
     return cupy
 
 
@@ -128,7 +132,8 @@ def device_of(x: Any) -> str:
 
 
 def cuda_available() -> bool:
-    """True when CuPy is installed and sees a GPU (never raises)."""
+    """True when CuPy is installed and sees a GPU (never raises, except the ValueError of a
+    malformed ``MT_CUDA_KERNELS``, which names the fix)."""
     try:
         cupy_module()
         return True

@@ -15,6 +15,14 @@ replaces, and a test compares the two. An op asks for it in one visible place::
 measurable. ``reference_only()`` switches every fast path off for a block: the tests run
 each op both ways and compare, and a learner can time the difference.
 
+On a GPU: the fused CUDA kernels (``cupy.py``, sources in ``cuda/*.cu``) and the lean CuPy
+namespace (``cupy_namespace.py``) are not yet verified on a GPU, so they are OFF unless the
+environment variable ``MT_CUDA_KERNELS=1`` is set (``cuda_kernels_enabled``). Unset, empty
+or ``0`` is off; any other value is a ValueError naming the fix (a typo such as
+``MT_CUDA_KERNELS=true`` should not silently run the slow path). The backend calls
+``use_cupy(cupy)`` when CuPy is first used; it registers ``cupy.py`` for ``cupy.ndarray``
+when the switch is on (and unregisters it when off).
+
 Floors: this package imports only NumPy (and, on a GPU, CuPy) and ``host``; the backend,
 the autograd core and the ops stand on it.
 """
@@ -22,6 +30,7 @@ the autograd core and the ops stand on it.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -31,6 +40,40 @@ from . import numpy as numpy_kernels
 
 # array type -> the module of fast paths for it (CuPy's is registered when CuPy is first used)
 _BY_TYPE: dict[type, ModuleType] = {np.ndarray: numpy_kernels}
+
+
+SWITCH = "MT_CUDA_KERNELS"  # the one switch of the GPU kernels (see the module doc)
+
+
+def cuda_kernels_enabled() -> bool:
+    """True when ``MT_CUDA_KERNELS=1``: CuPy arrays take the fused CUDA kernels and the lean
+    CuPy namespace. Unset, ``""`` or ``"0"``: off (the reference ops on array_api_compat's
+    CuPy namespace). Read on every call (one dictionary lookup), so a test can flip it."""
+    value = os.environ.get(SWITCH)
+    if value is None or value == "0" or value == "":
+        return False
+    if value == "1":
+        return True
+    raise ValueError(
+        f"environment variable {SWITCH}={value!r} is not understood: set {SWITCH}=1 to use "
+        f"the fused CUDA kernels (not yet verified on a GPU), or {SWITCH}=0 (or unset it) "
+        "for the reference ops"
+    )
+
+
+def use_cupy(cupy_module: ModuleType) -> bool:
+    """Match the CuPy fast paths to the switch: register ``kernels.cupy`` for
+    ``cupy_module.ndarray`` when ``cuda_kernels_enabled()``, remove it otherwise. Returns
+    whether it is registered. ``kernels.cupy`` is imported here, on first use (it imports
+    CuPy)."""
+    array_type = cupy_module.ndarray
+    if not cuda_kernels_enabled():
+        _BY_TYPE.pop(array_type, None)
+        return False
+    from . import cupy as cupy_kernels
+
+    register(array_type, cupy_kernels)
+    return True
 
 
 def find(x: object) -> ModuleType | None:
