@@ -153,12 +153,12 @@ def _row_softmax(x: Array, axis: int, log: bool) -> Array:
 
 
 def mask_strides(
-    mask_shape: tuple[int, ...], mask_strides: tuple[int, ...], itemsize: int
+    shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
 ) -> tuple[int, ...]:
     """The mask's element strides for the 4 dims of the scores (left-padded to 4): 0 on a
     broadcast (length-1 or missing) axis, so mask[i0, i1, i, c] is read in place."""
-    pad = 4 - len(mask_shape)
-    shape, strides = (1,) * pad + tuple(mask_shape), (0,) * pad + tuple(mask_strides)
+    pad = 4 - len(shape)  # the mask (bytes strides, as CuPy and NumPy give them) has <= 4 dims
+    shape, strides = (1,) * pad + tuple(shape), (0,) * pad + tuple(strides)
     return tuple(0 if n == 1 else st // itemsize for n, st in zip(shape, strides, strict=True))
 
 
@@ -167,7 +167,8 @@ def attention_softmax_forward(s: Array, mask: Array | None, scale: float) -> Arr
     s (..., T, S) = q k^T (unscaled), mask bool broadcastable to it (or None) ->
     P = softmax(scale s, masked -> -inf) over S (all-masked rows 0), in one launch.
     Scores of more than 4 dims or a non-bool mask run the reference."""
-    if not _takes(s) or s.ndim > 4 or (mask is not None and mask.dtype != np.bool_):
+    bad_mask = mask is not None and (mask.dtype != np.bool_ or mask.ndim > s.ndim)
+    if not _takes(s) or s.ndim > 4 or bad_mask:
         return _attention_softmax_reference(s, mask, scale)
     s = cp.ascontiguousarray(s)
     L0, L1, T, S = (1,) * (4 - s.ndim) + s.shape
