@@ -268,3 +268,9 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     np.divide(m, buf, out=buf)
     buf *= -(lr / (1 - b1**t))
     p += buf
+
+
+# ----------------------------------------------------------------------------- attention
+# No NumPy fast path: ops/attention.py's reference is already the fused math (read, not called).
+attention_softmax_forward = None
+attention_softmax_backward = None

@@ -21,7 +21,8 @@ from typing import Any
 from .. import backend, checks
 from .. import functional as F
 from ..errors import DTypeError, ShapeError
-from ..ops.attention import ScaledDotProductAttention, check_mask, check_sizes
+from ..ops.attention import ScaledDotProductAttention
+from ..ops.attention_checks import check_mask, check_sizes
 from ..ops.blocked_attention import BlockedAttention, check_block_size
 from ..ops.checks import not_a_tensor
 from ..ops.heads import MergeHeads, SplitHeads

@@ -8,6 +8,10 @@ Backward, with dO = dL/d(out):
     dQ = dS K / sqrt(d_k);  dK = dS^T Q / sqrt(d_k)
 A query row whose keys are ALL masked has P = 0 (not NaN): its output and the gradients
 flowing through it are exactly zero.
+The Function is this math as written; where ``kernels.find`` gives a module with attention
+kernels (CuPy's, behind ``MT_CUDA_KERNELS=1``), the softmax and its backward each run as
+one launch (``kernels/cuda/attention_softmax.cu``), with the scale applied to q k^T and dS.
+What the inputs must look like is checked in ``attention_checks.py``.
 """
 
 from __future__ import annotations
@@ -15,11 +19,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import backend
-from ..errors import DTypeError, ShapeError
+from .. import kernels
 from ..function import Function
 from ..tensor import Tensor
-from .checks import tensors
+from .attention_checks import check_mask, check_qkv
 
 
 class ScaledDotProductAttention(Function):
@@ -31,19 +34,23 @@ class ScaledDotProductAttention(Function):
     def forward(ctx, q, k, v, mask=None):
         xp = ctx.xp
         scale = 1.0 / math.sqrt(q.shape[-1])
-        s = xp.matmul(q * scale, k.mT)  # (..., T, S)
-        if mask is not None:
-            s = xp.where(mask, s, -math.inf)
-        m = xp.max(s, axis=-1, keepdims=True)  # (..., T, 1)
-        if mask is not None:  # fully masked row: max is -inf; shift by 0 instead of NaN
-            m = xp.where(m == -math.inf, 0.0, m)
-        s -= m
-        p = xp.exp(s)  # (..., T, S)
-        del s
-        denom = xp.sum(p, axis=-1, keepdims=True)  # (..., T, 1)
-        if mask is not None:  # 0/0 for a fully masked row -> 0/1 = 0
-            denom = xp.where(denom == 0, 1.0, denom)
-        p /= denom
+        fast = kernels.find(q)
+        if fast is not None and fast.attention_softmax_forward is not None:  # one launch
+            p = fast.attention_softmax_forward(xp.matmul(q, k.mT), mask, scale)
+        else:
+            s = xp.matmul(q * scale, k.mT)  # (..., T, S)
+            if mask is not None:
+                s = xp.where(mask, s, -math.inf)
+            m = xp.max(s, axis=-1, keepdims=True)  # (..., T, 1)
+            if mask is not None:  # fully masked row: max is -inf; shift by 0 instead of NaN
+                m = xp.where(m == -math.inf, 0.0, m)
+            s -= m
+            p = xp.exp(s)  # (..., T, S)
+            del s
+            denom = xp.sum(p, axis=-1, keepdims=True)  # (..., T, 1)
+            if mask is not None:  # 0/0 for a fully masked row -> 0/1 = 0
+                denom = xp.where(denom == 0, 1.0, denom)
+            p /= denom
         ctx.save_for_backward(q, k, v)
         ctx.probs, ctx.scale = p, scale
         return xp.matmul(p, v)  # (..., T, d_v)
@@ -59,6 +66,12 @@ class ScaledDotProductAttention(Function):
             dv = xp.matmul(p.mT, grad)  # (..., S, d_v)
         if need_q or need_k:
             ds = xp.matmul(grad, v.mT)  # (..., T, S)  dP
+            fast = kernels.find(ds)
+            if fast is not None and fast.attention_softmax_backward is not None:  # one launch
+                ds = fast.attention_softmax_backward(ds, p, scale)  # scale * dS
+                dq = xp.matmul(ds, k) if need_q else None
+                dk = xp.matmul(ds.mT, q) if need_k else None
+                return dq, dk, dv, None
             ds -= xp.vecdot(ds, p)[..., None]  # dP - rowsum(dP * P)
             ds *= p
             if need_q:
@@ -68,79 +81,6 @@ class ScaledDotProductAttention(Function):
                 dk = xp.matmul(ds.mT, q)  # (..., S, d_k)
                 dk *= scale
         return dq, dk, dv, None
-
-
-def check_qkv(q: Any, k: Any, v: Any) -> None:
-    """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v): one rank >= 2, float dtypes, the
-    same leading axes, d_k >= 1 and S >= 1; else ArgumentError / ShapeError / DTypeError
-    saying which layout is expected."""
-    if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
-        tensors("scaled_dot_product_attention", q=q, k=k, v=v)
-    shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
-    if not (q.ndim == k.ndim == v.ndim) or q.ndim < 2:
-        raise ShapeError(
-            f"scaled_dot_product_attention: q, k, v need the same rank >= 2, got {shapes}; "
-            "use q (B, H, T, d_k), k (B, H, S, d_k), v (B, H, S, d_v)"
-        )
-    for name, x in (("q", q), ("k", k), ("v", v)):
-        if not backend.dtype_name(x.dtype).startswith("float"):
-            raise DTypeError(
-                f"scaled_dot_product_attention: {name} has dtype {backend.dtype_name(x.dtype)}, "
-                "need a float dtype; project embedded tokens, not raw ids"
-            )
-    lead = tuple(q.shape[:-2])
-    if tuple(k.shape[:-2]) != lead or tuple(v.shape[:-2]) != lead:
-        raise ShapeError(
-            f"scaled_dot_product_attention: leading (batch, head) axes differ: {shapes}; "
-            "q, k and v must share them, as in (B, H, ., .)"
-        )
-    if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
-        raise ShapeError(
-            f"scaled_dot_product_attention: {shapes} do not fit: need q (..., T, d_k), "
-            "k (..., S, d_k), v (..., S, d_v) (same d_k for q and k, same S for k and v)"
-        )
-    check_sizes("scaled_dot_product_attention", q.shape[-1], k.shape[-2])
-
-
-def check_sizes(where: str, d_k: int, S: int) -> None:
-    """d_k >= 1 (the scale is 1 / sqrt(d_k)) and S >= 1 (softmax over the keys needs one)."""
-    if d_k == 0:
-        raise ShapeError(
-            f"{where}: q and k have d_k = 0 features; attention scores q k^T / sqrt(d_k) "
-            "need d_k >= 1 (give each head at least one feature)"
-        )
-    if S == 0:
-        raise ShapeError(
-            f"{where}: there are no keys (S = 0 positions in k and v); every query needs at "
-            "least one key to attend to (give the memory or the key sequence a position)"
-        )
-
-
-def check_mask(mask: Any, scores: tuple[int, ...], device: str) -> Any:
-    """The attention mask as a raw bool array that broadcasts to the scores' shape
-    ``scores`` = (..., T, S) (None stays None; a Tensor gives its array, a list of bools
-    becomes an array on ``device``); else DTypeError / ShapeError with the fix."""
-    if mask is None:
-        return None
-    if isinstance(mask, Tensor):
-        mask = mask.data
-    elif not backend.is_array(mask):  # a Python list of bools
-        mask = backend.numeric_data("scaled_dot_product_attention: mask", mask)
-        mask = backend.asarray(mask, device=device)
-    if backend.dtype_name(mask.dtype) != "bool":
-        raise DTypeError(
-            f"scaled_dot_product_attention: mask has dtype {backend.dtype_name(mask.dtype)}, "
-            "need bool (True = may attend); build it with a comparison such as ids != pad_id"
-        )
-    ms = tuple(mask.shape)
-    fits = all(m in (1, t) for m, t in zip(ms[::-1], scores[::-1], strict=False))
-    if len(ms) > len(scores) or not fits:
-        raise ShapeError(
-            f"scaled_dot_product_attention: mask of shape {ms} does not broadcast to the "
-            f"scores' shape {scores} = (B, H, T, S); use e.g. (B, 1, 1, S) for padding, "
-            "(1, 1, T, T) for causal, or (B, 1, T, S)"
-        )
-    return mask
 
 
 def scaled_dot_product_attention(

@@ -27,8 +27,8 @@ from ..checks import positive_int
 from ..errors import ArgumentError
 from ..function import Function
 from ..tensor import Tensor
-from .attention import check_mask, check_qkv
 from .attention import scaled_dot_product_attention as plain_attention
+from .attention_checks import check_mask, check_qkv
 
 INF = math.inf
 
