@@ -131,6 +131,7 @@ def test_a_gpu_step_is_counted(monkeypatch, switch):
     from minitransformer.callcount import count_cuda_step_calls
 
     monkeypatch.setenv("MT_CUDA_KERNELS", switch)
+    mt.backend.reset_cupy_namespace()
     counts = count_cuda_step_calls("cuda:0")
     assert counts["cuda_kernels"] is (switch == "1")
     assert counts["cupy_calls"] > 0 and counts["allocations"] > 0, counts

@@ -61,25 +61,33 @@ def _numpy_namespace() -> Any:
     return array_api_compat.numpy
 
 
-_cupy_namespaces: dict[bool, Any] = {}  # switch on/off -> the CuPy namespace for it
+_cupy_ns: Any = None  # CuPy's namespace, chosen by MT_CUDA_KERNELS when CuPy is first used
 
 
 def _cupy_namespace() -> Any:
-    """CuPy's namespace, by the switch ``MT_CUDA_KERNELS`` (read on every call, so a test can
-    flip it): on, the lean one of ``kernels.cupy_namespace``, and ``kernels.use_cupy`` is
-    told, so the fused kernels are registered; off, ``array_api_compat.cupy``."""
-    on = kernels.cuda_kernels_enabled()
-    ns = _cupy_namespaces.get(on)
-    if ns is None:
+    """CuPy's namespace, chosen once, when CuPy is first used, by the switch
+    ``MT_CUDA_KERNELS``: on, the lean one of ``kernels.cupy_namespace``, and
+    ``kernels.use_cupy`` registers the fused kernels; off, ``array_api_compat.cupy``. Every op
+    asks for its namespace, so the switch is not read again (a read of the environment is
+    several Python calls): a process that changes it calls ``reset_cupy_namespace()``."""
+    global _cupy_ns
+    if _cupy_ns is None:
         cp = cupy_module()
-        kernels.use_cupy(cp)
+        on = kernels.use_cupy(cp)  # reads the switch
         if on:
-            ns = cupy_namespace.lean_namespace(cp)
+            _cupy_ns = cupy_namespace.lean_namespace(cp)
         else:
-            import array_api_compat.cupy as ns
-        _cupy_namespaces.clear()  # the other one is built anew (and use_cupy told) on a flip
-        _cupy_namespaces[on] = ns
-    return ns
+            import array_api_compat.cupy
+
+            _cupy_ns = array_api_compat.cupy
+    return _cupy_ns
+
+
+def reset_cupy_namespace() -> None:
+    """Read ``MT_CUDA_KERNELS`` again when CuPy is next used (after changing it in a running
+    process, as the tests do): the namespace and the kernels' registration follow it."""
+    global _cupy_ns
+    _cupy_ns = None
 
 
 def common_namespace(op: str, arrays: list) -> Any:

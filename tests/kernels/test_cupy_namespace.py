@@ -242,7 +242,7 @@ def fake_gpu(monkeypatch):
     monkeypatch.setitem(sys.modules, "minitransformer.kernels.cupy", fast)
     monkeypatch.setattr(kernels, "cupy", fast, raising=False)
     monkeypatch.setattr(arrays, "cupy_module", lambda: cp)
-    monkeypatch.setattr(arrays, "_cupy_namespaces", {})
+    monkeypatch.setattr(arrays, "_cupy_ns", None)
     yield cp, fast
     kernels._BY_TYPE.pop(FakeArray, None)
 
@@ -260,6 +260,7 @@ def test_the_backend_gives_cupy_arrays_the_lean_namespace_when_switched_on(monke
     cp, fast = fake_gpu
     x = FakeArray()
     monkeypatch.setenv("MT_CUDA_KERNELS", "1")
+    arrays.reset_cupy_namespace()
     xp = backend.namespace(x)
     assert xp.__name__ == "cupy"
     assert xp is backend.namespace(x) is arrays.namespace_for_device("cuda:0")  # built once
