@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,6 +110,70 @@ def test_a_child_past_its_timeout_is_stopped():
     assert r.timed_out and time.perf_counter() - t0 < 15
     ok = child.run_child(["-c", "import minitransformer, sys; print(sys.argv)"], timeout=60)
     assert ok.rc == 0 and "['-c']" in ok.stdout
+
+
+def _fake_child(args, timeout, env=None, cwd=None):
+    """What the tools would print and write on a GPU machine, made up (no child runs)."""
+    kernels = (env or {}).get("MT_CUDA_KERNELS")
+    if args[:2] == ["-m", "minitransformer.bench"]:
+        preset = args[args.index("--preset") + 1]
+        ours = 10.0 if kernels == "1" else 20.0
+        r = {
+            "rounds": 2,
+            "warnings": [],
+            "ratio_ours_over_torch": ours / 12.5,
+            "ratio_ours_over_torch_range": [0.7, 0.9],
+            "ratio_ours_over_torch_graph": 2.0,
+            "ratio_ours_over_torch_graph_range": [1.9, 2.1],
+            **{
+                i: {"ms_median": ms, "tokens_per_s": 1e3 / ms}
+                for i, ms in (("ours", ours), ("torch", 12.5), ("torch_graph", 5.0))
+            },
+        }
+        found = {"presets": {preset: r}}
+        if preset == "small":
+            found["decode"] = {"preset": "small", "length": 64, "speedup": 4.0 + int(kernels)}
+        Path(args[args.index("--json") + 1]).write_text(json.dumps(found))
+        return child.ChildResult(0, "bench out", "", 1.0)
+    if args[:2] == ["-m", "minitransformer"]:  # train: the metrics log of its --out
+        run = Path(args[args.index("--out") + 1])
+        run.mkdir(parents=True)
+        rate = 900.0 if "cpu" in args else 3000.0
+        lines = [{"step": s, "split": "train", "tokens_per_s": rate} for s in (20, 40, 60)]
+        (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+        return child.ChildResult(0, "", "", 1.0)
+    if args[:2] == ["-m", "minitransformer.callcount"]:
+        return child.ChildResult(0, f"{300 if kernels == '1' else 1300} CuPy calls", "", 1.0)
+    if args[:2] == ["-m", "pytest"]:
+        return child.ChildResult(0, "....\n4 passed, 9 deselected in 1s\n", "", 1.0)
+    raise AssertionError(f"unexpected child {args}")
+
+
+def test_with_a_gpu_every_step_reads_its_figures(tmp_path, monkeypatch):
+    """The GPU steps' plumbing on made-up tool output: before/after interleaved, every
+    preset, the decoding figures of the small runs, the targets judged."""
+    calls = []
+    monkeypatch.setattr(machine, "gpu_status", lambda: (True, ""))
+    monkeypatch.setattr(machine, "machine_facts", lambda gpu: {"gpu": "Fake GPU"})
+    monkeypatch.setattr(
+        steps, "run_child", lambda args, *a, **k: calls.append(args) or _fake_child(args, *a, **k)
+    )
+    result = check.run_check(tmp_path / "gc", log=lambda m: None)
+    bench_runs = [a[a.index("--preset") + 1] for a in calls if "minitransformer.bench" in a]
+    assert bench_runs == [p for p in steps.BENCH_PRESETS for _ in range(2)]
+    s = result["steps"]
+    assert {n: s[n]["status"] for n in check.STEPS} == dict.fromkeys(check.STEPS, "ok")
+    assert s["bench"]["runs"]["base-64x64/after"]["ratio_ours_over_torch"] == 0.8
+    assert s["decode"]["modes"]["after"]["speedup"] == 5.0
+    assert s["callcount"]["runs"]["before"]["cupy_calls"] == 1300
+    status = {t["target"]: t["status"] for t in result["targets"]}
+    assert status["ours / PyTorch eager ≤ 1.0 at base"] == "pass"
+    assert status["CuPy calls (launches) per tiny training step ≤ 400"] == "pass"
+    assert status["train copy: more tokens/s on cuda than on this machine's CPU"] == "pass"
+    assert (
+        "| base-64x64/before | ok | 20.00 | 12.50 | 5.00 | 1.60x | 2.00x | — |"
+        in (tmp_path / "gc" / "gpucheck.md").read_text()
+    )
 
 
 # ------------------------------------------------------------------ the figures read
