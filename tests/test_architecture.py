@@ -23,7 +23,7 @@ PACKAGE = ROOT / "minitransformer"
 FLOORS: list[tuple[str, ...]] = [
     ("__main__",),
     ("cli",),
-    ("bench", "ablate", "callcount"),
+    ("bench", "ablate", "callcount", "gpucheck"),
     ("train", "translator"),
     ("viz", "decode", "distributed", "pretrained"),
     ("runs",),

@@ -24,21 +24,28 @@ from typing import Any
 from .. import backend, host
 from .data_parallel import data_parallel_main
 from .decode import format_decode, run_decode
-from .presets import PRESETS
+from .presets import DEFAULT_PRESETS
 from .steps import NO_TORCH, format_report, run, threads_text, torch_available
 
 
 def main(args: Any) -> int:
     """The ``bench`` command: args.preset (list or None), args.compare, args.device,
-    args.seconds, args.json, args.data_parallel (N, or None)."""
+    args.seconds, args.json, args.data_parallel (N, or None), args.gpu_only."""
     if getattr(args, "data_parallel", None):
         return data_parallel_main(args)
-    presets = args.preset or list(PRESETS)
+    presets = args.preset or list(DEFAULT_PRESETS)
     device = backend.normalize_device(args.device)
     if device.startswith("cuda") and not backend.cuda_available():
         print(
             f"bench: --device {args.device} needs CuPy and an NVIDIA GPU, and this machine "
             "has none usable; run with --device cpu",
+            file=sys.stderr,
+        )
+        return 2
+    if args.compare == "torch-graph" and not device.startswith("cuda"):
+        print(
+            "bench: --compare torch-graph needs --device cuda (CUDA graphs run on an NVIDIA "
+            "GPU only); on the CPU use --compare torch",
             file=sys.stderr,
         )
         return 2
@@ -54,11 +61,14 @@ def main(args: Any) -> int:
         f"{threads_text(info)}; {os.cpu_count()} CPUs, load average "
         f"{', '.join(f'{x:.2f}' for x in load_start)}"
     )
-    if args.compare == "torch" and not torch_available():
+    if args.compare and not torch_available():
         print("compare torch: skipped: " + NO_TORCH)
     results: dict[str, Any] = {"presets": {}, "blas": info, "cpu": host.cpu_model()}
     for name in presets:
-        r = run(name, seconds=args.seconds, compare=args.compare, device=device, log=log)
+        r = run(
+            name, seconds=args.seconds, compare=args.compare, device=device, log=log,
+            cpu_side=not getattr(args, "gpu_only", False),
+        )  # fmt: skip
         results["presets"][name] = r
         print(format_report(r), flush=True)
     if "small" in presets:

@@ -46,7 +46,85 @@ def torch_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple
     """One training step of the same model in PyTorch (eager) on ``device``."""
     import torch
 
+    model, loss_fn, (src_, tgt_in, tgt_out), threads = _torch_model(cfg, src, tgt, device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    sync = torch.cuda.synchronize if src_.is_cuda else (lambda: None)
+
+    def step() -> float:
+        logits = model(src_, tgt_in)
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        value = loss.item()
+        opt.step()
+        sync()
+        return value
+
+    return step, threads
+
+
+def torch_graph_step(
+    cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str
+) -> tuple[Callable, dict]:
+    """The same PyTorch step captured once as a CUDA graph and replayed: the floor of what
+    launch overhead allows (``--compare torch-graph``; on a GPU only).
+
+    As PyTorch's documentation shows for whole-network capture: a static batch, a few
+    warm-up steps on a side stream, the gradients set to None before capture (so backward
+    allocates them from the graph's pool), then forward, loss, backward and the Adam step
+    (``capturable=True``: its step count stays on the device) recorded in one graph. Each
+    timed step is ``graph.replay()`` plus reading the loss, as the eager step reads it. The
+    decoder is told its mask is causal (``tgt_is_causal=True``): PyTorch otherwise compares
+    the mask with a causal one on the host, a sync that capture forbids.
+    """
+    import torch
+
+    if not device.startswith("cuda"):
+        raise ValueError("--compare torch-graph needs --device cuda (CUDA graphs need a GPU)")
+    model, loss_fn, (src_, tgt_in, tgt_out), threads = _torch_model(cfg, src, tgt, device)
+    opt = torch.optim.Adam(
+        model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, capturable=True
+    )
+
+    def forward_backward() -> Any:
+        logits = model(src_, tgt_in, causal=True)
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
+        loss.backward()
+        opt.step()
+        return loss
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up outside the graph (allocations, autotuning)
+        for _ in range(3):
+            opt.zero_grad(set_to_none=True)
+            forward_backward()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    opt.zero_grad(set_to_none=True)
+    with torch.cuda.graph(graph):
+        static_loss = forward_backward()
+
+    def step() -> float:
+        graph.replay()
+        value = static_loss.item()
+        torch.cuda.synchronize()
+        return value
+
+    return step, {**threads, "graph": "torch.cuda.CUDAGraph (whole step)"}
+
+
+def _torch_model(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple:
+    """PyTorch's copy of our model on ``device``, its loss, the batch as tensors and what
+    the report says about its threads. On a GPU, TF32 is switched off so that both sides
+    compute in plain FP32 (CuPy's default): a process-wide setting, made here because the
+    benchmark worker that calls this owns its process."""
+    import torch
+
     dev = torch.device("cuda" if device.startswith("cuda") else "cpu")
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
     torch.manual_seed(0)
     D = cfg.d_model
 
@@ -77,7 +155,7 @@ def torch_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple
             x = self.embed(ids) * math.sqrt(D)
             return self.drop(x + self.pe[: ids.shape[1]])
 
-        def forward(self, src, tgt_in):
+        def forward(self, src, tgt_in, causal=None):
             T = tgt_in.shape[1]
             src_pad, tgt_pad = src == cfg.pad_id, tgt_in == cfg.pad_id
             causal = torch.triu(
@@ -90,15 +168,17 @@ def torch_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple
                 tgt_mask=causal,
                 tgt_key_padding_mask=tgt_pad,
                 memory_key_padding_mask=src_pad,
+                tgt_is_causal=causal,
             )
             return x @ self.embed.weight.T
 
     model = Model().to(dev)
     model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    src_ = torch.tensor(src, device=dev)
-    tgt_in = torch.tensor(tgt[:, :-1], device=dev)
-    tgt_out = torch.tensor(tgt[:, 1:], device=dev)
+    batch = (
+        torch.tensor(src, device=dev),
+        torch.tensor(tgt[:, :-1], device=dev),
+        torch.tensor(tgt[:, 1:], device=dev),
+    )
     loss_fn = torch.nn.CrossEntropyLoss(
         label_smoothing=cfg.label_smoothing, ignore_index=cfg.pad_id
     )
@@ -111,16 +191,6 @@ def torch_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple
             b.replace(" for Intel(R) 64 architecture applications", "") for b in blas
         ),  # fmt: skip
     }
-    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
-
-    def step() -> float:
-        logits = model(src_, tgt_in)
-        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt_out.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        value = loss.item()
-        opt.step()
-        sync()
-        return value
-
-    return step, threads
+    if dev.type == "cuda":
+        threads["tf32"] = False
+    return model, loss_fn, batch, threads

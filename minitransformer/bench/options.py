@@ -75,10 +75,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="time only this size (repeat for several; default: all three)",
     )  # fmt: skip
     parser.add_argument(
-        "--compare", choices=("torch",),
-        help="also time PyTorch's step (default threads and one thread), alternating rounds",
+        "--compare", choices=("torch", "torch-graph"),
+        help="also time PyTorch's step, alternating rounds: torch = eager (on the CPU on its "
+        "default threads and on one thread); torch-graph = eager and, as the floor, the whole "
+        "step replayed as one CUDA graph (needs --device cuda). On a GPU both sides compute "
+        "in plain FP32 (TF32 off in PyTorch, as CuPy's default)",
     )  # fmt: skip
     parser.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    parser.add_argument(
+        "--gpu-only", action="store_true",
+        help="on a GPU, do not also time our step on this machine's CPU",
+    )  # fmt: skip
     parser.add_argument(
         "--seconds", type=positive_float, default=20.0,
         help="timed seconds per preset, shared by the implementations (default 20); more "

@@ -36,6 +36,7 @@ NAMES = {
     "ours": "minitransformer",
     "torch": "pytorch eager",
     "torch1": "pytorch 1 thread",
+    "torch_graph": "pytorch cuda graph",
     "ours_cpu": "ours on the cpu",
 }
 

@@ -57,13 +57,17 @@ def run(
     rounds: int | None = None,
     in_process: bool = False,
     log: Any = None,
+    cpu_side: bool = True,
 ) -> dict[str, Any]:
     """Benchmark one preset; return the report as a dict (see ``format_report``).
 
     ``seconds`` is the timed budget of the preset (shared by the implementations);
     ``warmup`` defaults to min(3 s, seconds / 4) per implementation. ``compare="torch"``
-    adds PyTorch, alternating with ours round by round. ``in_process=True`` runs ours in
-    this process (for tests; PyTorch is then not compared).
+    adds PyTorch, alternating with ours round by round; ``compare="torch-graph"`` (a GPU
+    only) adds PyTorch eager and, as the floor, PyTorch's step replayed as one CUDA graph (a
+    graph that cannot be captured is reported as skipped, with PyTorch's error).
+    ``in_process=True`` runs ours in this process (for tests; PyTorch is then not compared).
+    ``cpu_side=False``: on a GPU, do not also time our step on this machine's CPU.
     """
     if preset not in PRESETS:
         raise ValueError(f"bench: unknown preset {preset!r}; choose from {sorted(PRESETS)}")
@@ -72,8 +76,13 @@ def run(
     warmup = min(3.0, seconds / 4) if warmup is None else warmup
     # worker name -> (implementation, device); run round by round in this order
     plan = {"ours": ("ours", device)}
-    skipped = None
-    if compare == "torch":
+    skipped = graph_skipped = None
+    if compare == "torch-graph" and not device.startswith("cuda"):
+        raise ValueError(
+            "bench: --compare torch-graph needs --device cuda (CUDA graphs run on an NVIDIA "
+            "GPU only); on the CPU use --compare torch"
+        )
+    if compare in ("torch", "torch-graph"):
         if in_process:
             skipped = "in-process run: PyTorch is compared only in subprocesses"
         elif not torch_available():
@@ -82,23 +91,35 @@ def run(
             plan["torch"] = ("torch", device)
             if device == "cpu":  # one CPU thread is a fair rival on a busy machine only
                 plan["torch1"] = ("torch1", device)
+            if compare == "torch-graph":
+                plan["torch_graph"] = ("torch-graph", device)
     elif compare is not None:
-        raise ValueError(f"bench: --compare {compare!r} is not supported; use 'torch'")
-    if device != "cpu":  # is the device worth switching to? our step on this CPU too
+        raise ValueError(
+            f"bench: --compare {compare!r} is not supported; use 'torch' or 'torch-graph'"
+        )
+    if device != "cpu" and cpu_side:  # is the device worth switching to? our step on the CPU
         plan["ours_cpu"] = ("ours", "cpu")
-    impls = list(plan)
-    rounds = rounds or max(2, min(8, int(seconds / 1.5)))
-    per_round = seconds / (rounds * len(impls))
     say = log or (lambda msg: None)
 
     workers: dict[str, Any] = {}
     load_before = other_load_now(0.5)  # before any worker exists: the machine as we found it
-    load_during: dict[str, list[float | None]] = {impl: [] for impl in impls}
     meter = LoadMeter()
     try:
         for name, (impl, dev) in plan.items():
             say(f"  starting {impl} on {dev} ({preset}) ...")
-            workers[name] = _Runner(impl, preset, dev) if in_process else _Remote(impl, preset, dev)
+            try:
+                workers[name] = (
+                    _Runner(impl, preset, dev) if in_process else _Remote(impl, preset, dev)
+                )
+            except RuntimeError as err:
+                if name != "torch_graph":
+                    raise
+                graph_skipped = str(err)  # the floor is optional: say why it is missing
+                say(f"  torch-graph: skipped: {graph_skipped}")
+        impls = list(workers)
+        rounds = rounds or max(2, min(8, int(seconds / 1.5)))
+        per_round = seconds / (rounds * len(impls))
+        load_during: dict[str, list[float | None]] = {impl: [] for impl in impls}
         warm = {impl: w.warmup(seconds=warmup) for impl, w in workers.items()}
         ceiling_s = min(0.6, max(0.2, per_round / 2))
         times: dict[str, list[list[float]]] = {impl: [] for impl in impls}
@@ -189,6 +210,10 @@ def run(
         ratios["ratio_ours_over_best_torch"] = [
             a / min(b, c) for a, b, c in zip(ours, torch_default, torch_one, strict=True)
         ]
+        if "torch_graph" in impls:
+            ratios["ratio_ours_over_torch_graph"] = [
+                a / b for a, b in zip(ours, round_ms["torch_graph"], strict=True)
+            ]
         report["memory_ratio_ours_over_torch"] = report["ours"]["peak_mb"] / max(
             report["torch"]["peak_mb"], 1e-9
         )
@@ -202,6 +227,8 @@ def run(
         )
     if skipped:
         report["compare_skipped"] = skipped
+    if graph_skipped:
+        report["torch_graph_skipped"] = graph_skipped
     return report
 
 
@@ -249,6 +276,13 @@ def format_report(r: dict[str, Any]) -> str:
                 "ours/(the faster torch in each round): "
                 f"{_ratio(r, 'ratio_ours_over_best_torch')}"
             )
+    if "ratio_ours_over_torch_graph" in r:
+        lines.append(
+            "   ratio ours/(torch as one CUDA graph, the floor): "
+            f"{_ratio(r, 'ratio_ours_over_torch_graph')}"
+        )
+    if "torch_graph_skipped" in r:
+        lines.append(f"   torch-graph: skipped: {r['torch_graph_skipped']}")
     if "speedup_device_over_cpu" in r:
         lines.append(
             f"   train on {r['device']} vs cpu: {r['ours']['tokens_per_s']:,.0f} vs "

@@ -23,13 +23,14 @@ import numpy as np  # the fixed random batch and the GEMM ceiling's operands (ho
 
 from .. import backend, host
 from .memory import memory_meter
-from .models import ours_step, torch_step
+from .models import ours_step, torch_graph_step, torch_step
 from .presets import PRESETS
 
 
 class _Runner:
     """Builds one implementation at one preset and times its steps: "ours", "torch"
-    (PyTorch on its default threads) or "torch1" (PyTorch on one thread).
+    (PyTorch on its default threads), "torch1" (PyTorch on one thread) or "torch-graph"
+    (PyTorch's step replayed as one CUDA graph; a GPU only).
 
     The parent talks to it through ``_Remote`` (a subprocess); tests may use it directly.
     """
@@ -48,7 +49,8 @@ class _Runner:
         ids = rng.integers(3, p.vocab, size=(p.batch, 2 * p.length + 1))  # no pad/bos/eos
         self.src, self.tgt = ids[:, : p.length], ids[:, p.length :]
         self.cfg = p.config()
-        build = torch_step if impl.startswith("torch") else ours_step
+        build = {"torch": torch_step, "torch1": torch_step, "torch-graph": torch_graph_step}
+        build = build.get(impl, ours_step)
         self.step, self.threads = build(self.cfg, self.src, self.tgt, device)
 
     def warmup(self, seconds: float, min_steps: int = 2) -> dict:
@@ -121,7 +123,11 @@ class _Remote:
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
-        self.call("ready")
+        try:
+            self.call("ready")
+        except BaseException:
+            self.close()  # a worker that could not build its step must not outlive this
+            raise
 
     def call(self, command: str, **kw: Any) -> dict:
         self.proc.stdin.write(json.dumps({"cmd": command, **kw}) + "\n")

@@ -1,0 +1,80 @@
+"""``python -m minitransformer.gpucheck --out DIR [--quick] [--budget-s SECONDS]``.
+
+Exit status 0 when the report is written (whatever it says: read its targets), 2 for a
+bad flag or an ``--out`` that cannot be used, 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from ..errors import MiniTransformerError
+from .check import run_check
+
+DESCRIPTION = (
+    "Measure the GPU path in one command: the cuda:0 test variants; bench --device cuda "
+    "--compare torch-graph at tiny, small, base and base at batch 64 x length 64, each with "
+    "MT_CUDA_KERNELS=0 (before) and =1 (after); train copy and translate-en-es tokens/s on "
+    "cuda vs this machine's CPU; cached vs recomputing greedy decoding; the CuPy calls of a "
+    "tiny step. Writes DIR/gpucheck.md and DIR/gpucheck.json (DIR must be new or empty). "
+    "About 8 minutes on an H100; without a GPU only the CPU-side steps run and every GPU "
+    "step is reported as skipped."
+)
+
+
+def _budget(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (0 < value < math.inf):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m minitransformer.gpucheck", description=DESCRIPTION
+    )
+    parser.add_argument(
+        "--out", required=True, metavar="DIR", help="a new or empty directory for the report"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes only (a smoke test of the check; not quotable)",
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=_budget,
+        default=480.0,
+        metavar="SECONDS",
+        help="time for all steps (default 480); what does not fit is reported as skipped",
+    )
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    try:
+        run_check(
+            args.out,
+            quick=args.quick,
+            budget_s=args.budget_s,
+            argv=argv,
+            log=lambda msg: print(msg, flush=True),
+        )
+    except KeyboardInterrupt:
+        print("gpucheck: interrupted", file=sys.stderr)
+        return 130
+    except (MiniTransformerError, OSError) as err:
+        print(f"gpucheck: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
