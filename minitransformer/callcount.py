@@ -36,6 +36,7 @@ import argparse
 import cProfile
 import ctypes
 import ctypes.util
+import json
 import os
 import pstats
 import sys
@@ -284,6 +285,8 @@ def _main_cuda(device: str) -> int:
     top = list(counts["cupy_calls_by_name"].items())[:12]
     if top:
         print("most frequent CuPy calls: " + ", ".join(f"{k} {v}" for k, v in top))
+    # the same counts as one JSON line, for tools (gpucheck reads it)
+    print(json.dumps({k: v for k, v in counts.items() if k != "cupy_calls_by_name"}))
     return 0
 
 

@@ -315,3 +315,21 @@ def test_exact_resume_on_cuda(tmp_path, monkeypatch, kernels):
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+def test_gpucheck_reads_the_launches_from_callcounts_own_output(monkeypatch, capsys):
+    """callcount --device cuda prints its counts as a JSON line; gpucheck takes CUPTI's kernel
+    launches from it, or the CuPy calls when CUPTI could not count."""
+    from minitransformer import callcount
+
+    counts = {
+        "device": "cuda:0", "cuda_kernels": True, "cupy_version": "14.2.0", "cupy_calls": 512,
+        "cupy_calls_by_name": {"matmul": 300}, "allocations": 400, "kernel_launches": 377,
+        "driver_calls": 900, "kernel_launches_why_not": None,
+    }  # fmt: skip
+    monkeypatch.setattr(callcount, "count_cuda_step_calls", lambda device: dict(counts))
+    assert callcount._main_cuda("cuda:0") == 0
+    assert parse.callcount_figures(capsys.readouterr().out)["cupy_calls"] == 377
+    counts.update(kernel_launches=None, kernel_launches_why_not="libcupti not found")
+    assert callcount._main_cuda("cuda:0") == 0
+    assert parse.callcount_figures(capsys.readouterr().out)["cupy_calls"] == 512

@@ -100,8 +100,9 @@ def decode_figures(results: dict[str, Any]) -> dict[str, Any] | None:
 def callcount_figures(output: str) -> dict[str, Any] | None:
     """The CuPy calls (launches) of one tiny training step from ``python -m
     minitransformer.callcount --device cuda:0``'s output: a JSON object line with a
-    ``cupy_calls`` (or ``launches``) count, else the first number before "CuPy calls",
-    "cupy calls" or "launches" in its text. None when neither is there."""
+    ``kernel_launches`` (CUPTI's count; else ``cupy_calls`` or ``launches``) count, else
+    the first number before "CuPy calls", "cupy calls" or "launches" in its text. None when
+    neither is there."""
     for line in output.splitlines():
         line = line.strip()
         if line.startswith("{"):
@@ -109,7 +110,7 @@ def callcount_figures(output: str) -> dict[str, Any] | None:
                 found = json.loads(line)
             except ValueError:
                 continue
-            for key in ("cupy_calls", "launches"):
+            for key in ("kernel_launches", "cupy_calls", "launches"):
                 if isinstance(found, dict) and isinstance(found.get(key), int):
                     return {"cupy_calls": found[key], "source": f"JSON {key!r}"}
     m = re.search(
