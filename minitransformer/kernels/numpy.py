@@ -268,3 +268,10 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     np.divide(m, buf, out=buf)
     buf *= -(lr / (1 - b1**t))
     p += buf
+
+
+# ----------------------------------------------------------------------------- none on NumPy
+# No NumPy fast path for these (the reference is already the fused math): None, so that an
+# op reads an attribute (``fast.dropout_forward is not None``) instead of calling getattr.
+dropout_forward = dropout_backward = dropout_add_forward = None
+grad_norm = clip_grad_norm = step_ok = None
