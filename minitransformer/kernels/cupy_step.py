@@ -48,6 +48,13 @@ NORM_BLOCKS = 1024  # blocks of grad_sumsq_partial at most (its partial sums: 8 
 
 _SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
 
+# the kernels used here, by file: each name + "_f32" / "_f64" is an entry point of the file
+KERNELS = {
+    "dropout.cu": ("dropout_apply", "dropout_add"),
+    "adam.cu": ("adam_update",),
+    "grad_norm.cu": ("grad_sumsq_partial", "grad_norm_finish", "grad_scale", "step_ok"),
+}
+
 
 def elementwise_grid(n: int) -> int:
     """Blocks for a grid-stride loop over n elements: ceil(n / BLOCK), 1..MAX_GRID."""

@@ -11,6 +11,8 @@ module on the strict backend). On a GPU the kernels themselves run against the r
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -233,6 +235,19 @@ def test_the_norm_kernels_clip_factor_is_1_for_a_nan_or_inf_norm():
         g = np.array([1.0, bad, 2.0], dtype="float32")
         norm, coef = kernel_norm(g, max_norm=1.0)
         assert not np.isfinite(norm) and coef == 1.0
+
+
+def test_every_kernel_used_is_an_entry_point_of_its_file():
+    from minitransformer.kernels import cuda_source
+
+    for file, names in cupy_step.KERNELS.items():
+        defined = cuda_source.entry_points(cuda_source.source(file))
+        for name in names:
+            assert {name + "_f32", name + "_f64"} <= set(defined), (file, name)
+    text = open(cupy_step.__file__, encoding="utf-8").read()
+    used = set(re.findall(r'kernel\("(\w+\.cu)", "(\w+)"', text))  # the literal names
+    used |= {("dropout.cu", n) for n in re.findall(r'_dropout_launch\("(\w+)"', text)}
+    assert len(used) == 7 and all(name in cupy_step.KERNELS[file] for file, name in used), used
 
 
 def test_the_module_names_and_grids():

@@ -33,7 +33,9 @@
 
 #define BLOCK 256
 
-__device__ __forceinline__ bool finite_value(float x) { return fabsf(x) < __int_as_float(0x7f800000); }
+__device__ __forceinline__ bool finite_value(float x) {
+    return fabsf(x) < __int_as_float(0x7f800000);  // false for +-inf and NaN
+}
 __device__ __forceinline__ bool finite_value(double x) {
     return fabs(x) < __longlong_as_double(0x7ff0000000000000LL);
 }
@@ -97,7 +99,8 @@ __device__ void grad_scale(T* g, unsigned long long n, const T* coef) {
 
 template <typename T>
 __device__ void step_ok(const T* loss, const T* norm, const bool* prev, bool* ok) {
-    if (blockIdx.x == 0 && threadIdx.x == 0) *ok = finite_value(*loss) && finite_value(*norm) && *prev;
+    if (blockIdx.x == 0 && threadIdx.x == 0)
+        *ok = finite_value(*loss) && finite_value(*norm) && *prev;
 }
 
 extern "C" __global__ void grad_sumsq_partial_f32(const float* g, unsigned long long n,
