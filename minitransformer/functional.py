@@ -10,7 +10,7 @@ from .ops.activations import sigmoid, tanh
 from .ops.arithmetic import add, div, mul, neg, pow, sub
 from .ops.blocked_attention import scaled_dot_product_attention  # block_size: blocked
 from .ops.device import astype, to_device
-from .ops.dropout import dropout
+from .ops.dropout import dropout, dropout_add
 from .ops.elementwise import exp, log, relu, sqrt
 from .ops.embedding import embedding
 from .ops.heads import merge_heads, split_heads
@@ -30,6 +30,7 @@ __all__ = [
     "cross_entropy",
     "div",
     "dropout",
+    "dropout_add",
     "embedding",
     "exp",
     "gelu",

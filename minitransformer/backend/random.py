@@ -67,7 +67,17 @@ class Generator:
             return self.random(shape) >= p  # draw ``counter`` as float32 uniforms
         c, self.counter = self.counter, self.counter + 1
         bits = counter_bits(namespace_for_device(self.device), self.device, shape, self.seed, c)
-        return bits >= min(round(p * 2**32), 2**32 - 1)
+        return bits >= keep_threshold(p)
+
+    def dropout_keys(self, p: float) -> tuple[int, int, int]:
+        """The draw ``keep_mask`` would make next, as the three integers a GPU kernel needs
+        to make the same mask itself: ``(k1, k2, threshold)`` with keep[i] =
+        hash(hash(i ^ k1) ^ k2) >= threshold (``counter_bits``); advances ``counter`` as
+        ``keep_mask`` does. Bit-exact with ``keep_mask`` on every device but the CPU (whose
+        masks come from PCG64, not from the hash)."""
+        c, self.counter = self.counter, self.counter + 1
+        k1, k2 = counter_keys(self.seed, c)
+        return k1, k2, keep_threshold(p)
 
     def state(self) -> dict:
         """A JSON-serialisable snapshot: device, seed, the draw counter and the host
@@ -120,11 +130,28 @@ def _hash32(x: Array) -> Array:
     return x ^ (x >> 16)
 
 
+def counter_keys(seed: int, counter: int) -> tuple[int, int]:
+    """The two 32-bit keys (k1, k2) of draw ``counter`` of ``seed``: SplitMix64 of the pair
+    (seed, counter) packed in 64 bits, cut in two (host arithmetic)."""
+    key = _mix64((seed & 0xFFFFFFFF) << 32 | (counter & 0xFFFFFFFF))
+    return key & 0xFFFFFFFF, key >> 32
+
+
+def keep_threshold(p: float) -> int:
+    """Dropout's integer threshold: 32 random bits are kept (>=) with probability 1 - p to
+    2^-32. round(p 2^32), capped at 2^32 - 1 so that it fits in 32 bits."""
+    return min(round(p * 2**32), 2**32 - 1)
+
+
 def counter_bits(xp, device: str, shape: tuple[int, ...], seed: int, counter: int) -> Array:
     """32 random bits per element on ``device`` from (seed, counter), counter-based:
 
-        k1, k2 = two 32-bit keys mixed from (seed, counter) on the host
+        k1, k2 = two 32-bit keys mixed from (seed, counter) on the host (``counter_keys``)
         bits[i] = hash(hash(i ^ k1) ^ k2)        i = 0 .. n-1 (uint32 math)
+
+    i is the flat C-order index as uint32 (past 2^32 elements it wraps, as a uint32
+    ``arange`` does). The GPU kernel ``kernels/cuda/dropout.cu`` computes the same bits
+    from the same keys inside the kernel.
 
     Array-API operations only, so it runs on any backend, makes the bits where they are
     used (no host transfer), and repeats exactly from (seed, counter).
@@ -132,8 +159,7 @@ def counter_bits(xp, device: str, shape: tuple[int, ...], seed: int, counter: in
     n = 1
     for d in shape:
         n *= int(d)
-    key = _mix64((seed & 0xFFFFFFFF) << 32 | (counter & 0xFFFFFFFF))
-    k1, k2 = key & 0xFFFFFFFF, key >> 32
+    k1, k2 = counter_keys(seed, counter)
     idx = xp.arange(n, dtype=xp.uint32, device=native_device(device))
     return xp.reshape(_hash32(_hash32(idx ^ k1) ^ k2), shape)
 

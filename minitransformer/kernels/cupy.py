@@ -310,3 +310,8 @@ def _cross_entropy_backward_reference(e, s, t, w, eps):
     if eps:
         q = (1.0 - eps) * q + eps / V
     return (e / s - q) * w
+
+
+# The training step's kernels (dropout, Adam, the gradient norm and the gather) live in a file
+# of their own; this module is the one registered for cupy.ndarray, so it carries their names.
+from .cupy_step import *  # noqa: E402, F403

@@ -270,7 +270,9 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     p += buf
 
 
-# ----------------------------------------------------------------------------- attention
-# No NumPy fast path: ops/attention.py's reference is already the fused math (read, not called).
-attention_softmax_forward = None
-attention_softmax_backward = None
+# ----------------------------------------------------------------------------- none on NumPy
+# No NumPy fast path for these (the reference is already the fused math): None, so that an
+# op reads an attribute (``fast.dropout_forward is not None``) instead of calling getattr.
+attention_softmax_forward = attention_softmax_backward = None
+dropout_forward = dropout_backward = dropout_add_forward = None
+grad_norm = clip_grad_norm = step_ok = None

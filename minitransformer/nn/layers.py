@@ -116,6 +116,15 @@ class Dropout(Module):
             return x
         return F.dropout(x, self.p, training=True, generator=self.generator)
 
+    def add(self, x: Tensor, residual: Tensor) -> Tensor:
+        """residual + self(x), as one op (``F.dropout_add``: the same numbers and the same
+        draw, one fused kernel on a GPU); residual + x in eval mode."""
+        if not self.training or self.p == 0.0:
+            if type(x) is not Tensor and not isinstance(x, Tensor):
+                raise not_a_tensor("Dropout.add", "x", x)
+            return residual + x
+        return F.dropout_add(x, residual, self.p, training=True, generator=self.generator)
+
     def extra_repr(self) -> str:
         return f"p={self.p}"
 

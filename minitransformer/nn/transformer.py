@@ -49,9 +49,9 @@ class _Residual(Module):
         self.pre_norm = pre_norm
 
     def forward(self, x: Tensor, sublayer: Any) -> Tensor:
-        if self.pre_norm:
-            return x + self.dropout(sublayer(self.norm(x)))
-        return self.norm(x + self.dropout(sublayer(x)))
+        if self.pre_norm:  # x + dropout(sublayer(norm(x)))
+            return self.dropout.add(sublayer(self.norm(x)), x)
+        return self.norm(self.dropout.add(sublayer(x), x))  # norm(x + dropout(sublayer(x)))
 
 
 class EncoderLayer(Module):

@@ -45,7 +45,7 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import backend
+from .. import backend, kernels
 from ..errors import ConfigError, DeviceError, ShapeError
 from ..tensor import Tensor
 from .clip import clip_coefficient, total_norm
@@ -195,13 +195,7 @@ class Optimizer:
     def grad_norm(self) -> Array:
         """√(Σ ‖∇p‖²) over every gradient: a 0-d array on the parameters' device (no sync)."""
         self.gather_grads()
-        devices = {g.device for g in self.groups}
-        if len(devices) > 1:
-            raise DeviceError(
-                f"{type(self).__name__}: parameters on several devices {sorted(devices)}; "
-                "one optimizer serves the parameters of one device"
-            )
-        return total_norm([g.grad for g in self.groups])
+        return self._norm_and_clip(math.inf)
 
     def clip_grad_norm(self, max_norm: float) -> Array:
         """Scale all gradients together so that their norm is at most ``max_norm``, as
@@ -210,7 +204,28 @@ class Optimizer:
         total leaves the gradients unscaled (pair it with ``step(apply_if=...)``). The math
         is ``clip.py``'s, applied to the flat gradient buffers (a few calls in all)."""
         max_norm = check_number("clip_grad_norm", "max_norm", max_norm, 0.0, low_open=True)
-        total = self.grad_norm()
+        self.gather_grads()
+        return self._norm_and_clip(max_norm)
+
+    def _norm_and_clip(self, max_norm: float) -> Array:
+        """The total norm of the gathered gradients (0-d, on their device); unless
+        ``max_norm`` is inf, the gradients scaled by ``clip_coefficient``. One flat buffer
+        whose kernel module has a fused norm (kernels/cupy_step.py on a GPU) takes its
+        launches; otherwise clip.py's reference math."""
+        devices = {g.device for g in self.groups}
+        if len(devices) > 1:
+            raise DeviceError(
+                f"{type(self).__name__}: parameters on several devices {sorted(devices)}; "
+                "one optimizer serves the parameters of one device"
+            )
+        if len(self.groups) == 1:
+            grad = self.groups[0].grad
+            fast = kernels.find(grad)
+            if fast is not None and fast.clip_grad_norm is not None:  # no host read
+                if max_norm == math.inf:
+                    return fast.grad_norm(grad)
+                return fast.clip_grad_norm(grad, max_norm)
+        total = total_norm([g.grad for g in self.groups])
         if max_norm == math.inf:
             return total
         coef = clip_coefficient(total, max_norm)

@@ -16,8 +16,6 @@
 from __future__ import annotations
 
 import math
-import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -301,20 +299,6 @@ def test_row_softmax_kernel_math_matches_the_reference(dtype, log, rng):
 # ----------------------------------------------------------------------------- sources, names
 
 
-@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed here")
-@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
-@pytest.mark.parametrize("file", ROW_FILES)
-def test_row_kernel_sources_compile_without_warnings(file, arch, tmp_path):
-    cmd = ["nvcc", "-ptx", *cuda_source.OPTIONS, f"-arch={arch}", "-Werror", "all-warnings"]
-    done = subprocess.run(
-        [*cmd, "-o", str(tmp_path / "k.ptx"), str(cuda_source.SOURCES / file)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
-
-
 def test_every_kernel_the_wrapper_asks_for_exists_in_float32_and_float64():
     for name, file in kc.KERNELS.items():
         names = cuda_source.entry_points(cuda_source.source(file))
@@ -323,12 +307,20 @@ def test_every_kernel_the_wrapper_asks_for_exists_in_float32_and_float64():
 
 
 def test_the_cupy_module_defines_what_the_ops_call_and_imports_without_cupy():
-    names = ["matmul", "layer_norm_forward", "layer_norm_backward", "softmax", "log_softmax"]
-    names += ["cross_entropy_forward", "cross_entropy_backward"]
-    names += ["attention_softmax_forward", "attention_softmax_backward"]
-    for name in names:
-        assert hasattr(kc, name), name
-        assert hasattr(kernels.numpy, name), name  # the same names on both backends
+    """Every ``fast.NAME`` an op or the optimizer reads (found in the package's source) is
+    defined by both kernel modules, so registering kernels.cupy cannot fail at a first use."""
+    import re
+    from pathlib import Path
+
+    package = Path(mt.__file__).parent
+    used = set()
+    for path in package.rglob("*.py"):
+        if path.parent.name != "kernels":
+            used |= set(re.findall(r"\bfast\.(\w+)", path.read_text(encoding="utf-8")))
+    assert {"layer_norm_forward", "adam_update", "attention_softmax_forward"} <= used, used
+    for name in sorted(used):
+        assert hasattr(kc, name), f"kernels.cupy lacks {name}"
+        assert hasattr(kernels.numpy, name), f"kernels.numpy lacks {name}"
     assert kernels.numpy.attention_softmax_forward is None  # the reference is the fast path
 
 

@@ -1,0 +1,320 @@
+"""The training step's GPU kernels (kernels/cupy_step.py, kernels/cuda/{dropout,adam,
+grad_norm}.cu) against the references they replace.
+
+On the CPU each kernel's math is transcribed once more in NumPy, in the kernel's order of
+operations (uint32 hash, per-element roundings, the fixed reduction tree), and compared with
+the library's reference: the dropout bits exactly, Adam exactly against kernels.numpy's
+update (and to rtol 1e-12 / 1e-5 against optim.adam's), the norm to a stated tolerance. The same
+transcriptions drive the Dropout and DropoutAdd ops' keyed path end to end (a stand-in kernel
+module on the strict backend). On a GPU the kernels themselves run against the references.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+from minitransformer import kernels
+from minitransformer.backend.random import Generator, counter_bits, counter_keys
+from minitransformer.kernels import cupy_step
+from minitransformer.kernels import numpy as numpy_kernels
+from minitransformer.ops.dropout import dropout, dropout_add
+from minitransformer.optim.adam import adam_update as adam_reference
+from minitransformer.optim.clip import clip_coefficient, total_norm
+
+# ----------------------------------------------------------------------------- transcriptions
+
+
+def lowbias32(x: np.ndarray) -> np.ndarray:
+    """dropout.cu's lowbias32 on uint32 (wrapping multiplications, as unsigned int)."""
+    x = x ^ (x >> np.uint32(16))
+    x = x * np.uint32(0x7FEB352D)
+    x = x ^ (x >> np.uint32(15))
+    x = x * np.uint32(0x846CA68B)
+    return x ^ (x >> np.uint32(16))
+
+
+def kernel_keep(n: int, keys: tuple[int, int, int]) -> np.ndarray:
+    """dropout.cu's keep(i) for i = 0 .. n-1: the 64-bit loop index cut to 32 bits."""
+    k1, k2, threshold = keys
+    index = (np.arange(n, dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    return lowbias32(lowbias32(index ^ np.uint32(k1)) ^ np.uint32(k2)) >= np.uint32(threshold)
+
+
+def kernel_dropout(x, keys, scale, r=None):
+    """dropout_apply / dropout_add: y = [r +] (keep ? x * scale : 0), each op rounded."""
+    x = np.ascontiguousarray(x)
+    T = x.dtype.type
+    keep = kernel_keep(x.size, keys).reshape(x.shape)
+    y = np.where(keep, x * T(scale), T(0))
+    return y if r is None else r + y
+
+
+def kernel_adam(p, g, m, v, scalars, ok=True):
+    """adam.cu's loop body for every element (in place), scalars = cupy_step.adam_scalars."""
+    if not ok:
+        return
+    b1, omb1, b2, omb2, eps, wd, neg_step, bc2 = scalars
+    gi = g + wd * p if wd != 0 else g
+    mi = m * b1 + gi * omb1
+    vi = v * b2 + (gi * gi) * omb2
+    denom = np.sqrt(vi) / bc2 + eps
+    m[...], v[...] = mi, vi
+    p[...] = p + (mi / denom) * neg_step
+
+
+def tree32(a: np.ndarray) -> np.ndarray:
+    """A warp's __shfl_xor_sync butterfly over the last axis (32 lanes): lane l adds lane
+    l ^ offset for offset 16, 8, 4, 2, 1, which is this halving tree."""
+    while a.shape[-1] > 1:
+        h = a.shape[-1] // 2
+        a = a[..., :h] + a[..., h:]
+    return a[..., 0]
+
+
+def block_sum(v: np.ndarray) -> np.ndarray:
+    """grad_norm.cu's block_sum of (..., 256) thread values: 8 warp trees, then warp 0's
+    tree over the 8 warp sums and 24 zeros."""
+    warps = tree32(v.reshape(*v.shape[:-1], cupy_step.BLOCK // 32, 32))
+    pad = np.zeros((*warps.shape[:-1], 32 - warps.shape[-1]))
+    return tree32(np.concatenate([warps, pad], axis=-1))
+
+
+def strided_sums(values: np.ndarray, threads: int) -> np.ndarray:
+    """Each thread j's sequential sum of values[j], values[j + threads], ... from 0.0."""
+    pad = (-values.size) % threads
+    rows = np.concatenate([values, np.zeros(pad)]).reshape(-1, threads)
+    acc = np.zeros(threads)
+    for row in rows:  # in order, as the loop does (adding 0.0 to a sum is exact)
+        acc = acc + row
+    return acc
+
+
+def kernel_norm(g: np.ndarray, max_norm: float = np.inf) -> tuple:
+    """(norm, coef) as grad_sumsq_partial + grad_norm_finish compute them."""
+    blocks = cupy_step.norm_grid(g.size)
+    x = g.astype(np.float64)
+    acc = strided_sums(x * x, blocks * cupy_step.BLOCK)
+    partial = block_sum(acc.reshape(blocks, cupy_step.BLOCK))
+    total = block_sum(strided_sums(partial, cupy_step.BLOCK))
+    T = g.dtype.type
+    norm = T(np.sqrt(total))
+    coef = T(1)
+    if np.isfinite(norm):
+        c = T(max_norm) / (norm + T(1e-6))
+        coef = c if c < 1 else T(1)
+    return norm, coef
+
+
+# ----------------------------------------------------------------------------- dropout bits
+
+CASES = [(0, 0, (1,)), (1, 3, (7,)), (123, 99, (3, 5, 7)), (2**40 + 5, 2**33, (257, 13))]
+
+
+@pytest.mark.parametrize(("seed", "counter", "shape"), CASES)
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.999999999])
+def test_the_kernels_hash_makes_keep_masks_bits(seed, counter, shape, p):
+    """keep(i) of dropout.cu == Generator.keep_mask on a non-CPU device, bit for bit."""
+    pytest.importorskip("array_api_strict")
+    gen, keyed = Generator(seed, "strict:device1"), Generator(seed, "strict:device1")
+    gen.counter = keyed.counter = counter
+    reference = mt.backend.to_numpy(gen.keep_mask(shape, p))
+    keys = keyed.dropout_keys(p)
+    assert keyed.counter == gen.counter == counter + 1
+    np.testing.assert_array_equal(kernel_keep(int(np.prod(shape)), keys).reshape(shape), reference)
+    bits = counter_bits(np, "cpu", shape, seed, counter)
+    k1, k2 = counter_keys(seed, counter)
+    assert keys[:2] == (k1, k2)
+    index = np.arange(bits.size, dtype=np.uint32)
+    np.testing.assert_array_equal(lowbias32(lowbias32(index ^ k1) ^ k2), bits.reshape(-1))
+
+
+def test_keep_threshold_and_index_wrap():
+    """threshold = min(round(p 2^32), 2^32 - 1); the index past 2^32 wraps as uint32."""
+    assert Generator(0, "cpu").dropout_keys(0.5)[2] == 2**31
+    assert Generator(0, "cpu").dropout_keys(1 - 1e-12)[2] == 2**32 - 1
+    index = (np.array([2**32 + 5], dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    assert index[0] == 5
+
+
+# ----------------------------------------------------------------------------- the ops' keyed path
+
+
+class _KeyedKernels:
+    """A stand-in for kernels.cupy on the strict backend: the transcribed kernels."""
+
+    dropout_forward = staticmethod(
+        lambda x, keys, scale: _on(x, kernel_dropout(_np(x), keys, scale))
+    )
+    dropout_backward = dropout_forward
+    dropout_add_forward = staticmethod(
+        lambda x, r, keys, scale: _on(x, kernel_dropout(_np(x), keys, scale, _np(r)))
+    )
+
+
+def _np(a):
+    return mt.backend.to_numpy(a)
+
+
+def _on(like, a):
+    return mt.backend.asarray(a, device=mt.backend.device_of(like))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_keyed_path_of_the_ops_equals_the_reference(rng, dtype):
+    """Dropout and DropoutAdd with a kernel module: keys saved (no mask), the mask made again
+    in backward; forward and gradients equal the reference path exactly."""
+    strict = pytest.importorskip("array_api_strict")
+    dev = "strict:device1"
+    xs, rs, gs = (rng.standard_normal((5, 33)) for _ in range(3))
+    results = []
+    for keyed in (False, True):
+        if keyed:
+            kernels.register(type(strict.asarray(0.0)), _KeyedKernels)
+        try:
+            x = mt.tensor(xs, dtype=dtype, device=dev, requires_grad=True)
+            r = mt.tensor(rs, dtype=dtype, device=dev, requires_grad=True)
+            y = dropout(x, 0.3, generator=Generator(4, dev))
+            z = dropout_add(x, r, 0.3, generator=Generator(5, dev))
+            assert (y._ctx.saved == () and z._ctx.saved == ()) is keyed  # keys, no mask
+            (y * z).backward(mt.tensor(gs, dtype=dtype, device=dev))
+            results.append([_np(t) for t in (y.data, z.data, x.grad, r.grad)])
+        finally:
+            kernels._BY_TYPE.pop(type(strict.asarray(0.0)), None)
+    for a, b in zip(*results, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+# ----------------------------------------------------------------------------- Adam
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+def test_adams_kernel_math_equals_the_reference(rng, dtype, weight_decay):
+    kw = dict(lr=3e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=weight_decay)
+    p0, m0 = rng.standard_normal(1000).astype(dtype), 0.1 * rng.standard_normal(1000)
+    v0 = (0.01 * rng.random(1000)).astype(dtype)
+    ref, fused, kern = ([a.copy() for a in (p0, m0.astype(dtype), v0)] for _ in range(3))
+    for t in (1, 2, 50):
+        g = rng.standard_normal(1000).astype(dtype)
+        adam_reference(*ref[:1], g, *ref[1:], t=t, **kw)
+        numpy_kernels.adam_update(fused[0], g, *fused[1:], t=t, **kw)
+        kernel_adam(kern[0], g, *kern[1:], cupy_step.adam_scalars(dtype, t=t, **kw))
+        for a, b, c in zip(ref, fused, kern, strict=True):
+            np.testing.assert_array_equal(c, b)  # the kernel's roundings are kernels.numpy's
+            tol = (1e-12, 1e-15) if dtype == "float64" else (1e-5, 1e-6)  # rtol, atol
+            np.testing.assert_allclose(c, a, rtol=tol[0], atol=tol[1])
+    before = [a.copy() for a in kern]
+    kernel_adam(kern[0], g, *kern[1:], cupy_step.adam_scalars(dtype, t=51, **kw), ok=False)
+    for a, b in zip(before, kern, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+# ----------------------------------------------------------------------------- norm and clip
+
+
+@pytest.mark.parametrize("n", [1, 255, 257, 10_000, 300_000])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_norm_kernels_reduction_equals_the_reference_norm(rng, n, dtype):
+    """The fixed reduction tree (double sums) against clip.py: float64 to 1e-13, float32
+    to 2e-6 (the reference sums in float32); the clip factor exactly, in T."""
+    g = (rng.standard_normal(n) * 3).astype(dtype)
+    norm, coef = kernel_norm(g, max_norm=1.0)
+    reference = total_norm([g])
+    np.testing.assert_allclose(norm, reference, rtol=1e-13 if dtype == "float64" else 2e-6)
+    assert norm.dtype == np.dtype(dtype)
+    assert coef == clip_coefficient(norm, 1.0)
+    assert kernel_norm(g, max_norm=1e30)[1] == 1.0
+
+
+def test_the_norm_kernels_clip_factor_is_1_for_a_nan_or_inf_norm():
+    for bad in (np.nan, np.inf):
+        g = np.array([1.0, bad, 2.0], dtype="float32")
+        norm, coef = kernel_norm(g, max_norm=1.0)
+        assert not np.isfinite(norm) and coef == 1.0
+
+
+def test_every_kernel_used_is_an_entry_point_of_its_file():
+    from minitransformer.kernels import cuda_source
+
+    for file, names in cupy_step.KERNELS.items():
+        defined = cuda_source.entry_points(cuda_source.source(file))
+        for name in names:
+            assert {name + "_f32", name + "_f64"} <= set(defined), (file, name)
+    text = open(cupy_step.__file__, encoding="utf-8").read()
+    used = set(re.findall(r'kernel\("(\w+\.cu)", "(\w+)"', text))  # the literal names
+    used |= {("dropout.cu", n) for n in re.findall(r'_dropout_launch\("(\w+)"', text)}
+    assert len(used) == 7 and all(name in cupy_step.KERNELS[file] for file, name in used), used
+
+
+def test_the_module_names_and_grids():
+    """Importable without CuPy; every hook name the ops read exists on both modules."""
+    for name in ("dropout_forward", "dropout_backward", "dropout_add_forward", "grad_norm",
+                 "clip_grad_norm", "step_ok"):  # fmt: skip
+        assert name in cupy_step.__all__ and getattr(numpy_kernels, name) is None
+    assert cupy_step.elementwise_grid(0) == 1 and cupy_step.elementwise_grid(10**12) == 65536
+    assert cupy_step.norm_grid(257) == 2 and cupy_step.norm_grid(10**9) == 1024
+
+
+# ----------------------------------------------------------------------------- on a GPU
+
+gpu = pytest.mark.skipif(not mt.cuda_available(), reason="CuPy with a GPU is not available here")
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_dropout_kernels_are_bit_exact(rng, dtype):
+    import cupy as cp
+
+    x = cp.asarray(rng.standard_normal((37, 129)), dtype=dtype)
+    r = cp.asarray(rng.standard_normal((37, 129)), dtype=dtype)
+    keep = Generator(9, "cuda:0").keep_mask(x.shape, 0.2)
+    keys = Generator(9, "cuda:0").dropout_keys(0.2)
+    expect = cp.where(keep, x * (1 / 0.8), 0.0)
+    cp.testing.assert_array_equal(cupy_step.dropout_forward(x, keys, 1 / 0.8), expect)
+    cp.testing.assert_array_equal(cupy_step.dropout_backward(x, keys, 1 / 0.8), expect)
+    cp.testing.assert_array_equal(cupy_step.dropout_add_forward(x, r, keys, 1 / 0.8), r + expect)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_adam_kernel_equals_numpy_and_skips_when_not_ok(rng, dtype):
+    import cupy as cp
+
+    kw = dict(lr=1e-3, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, t=3)
+    host = [rng.standard_normal(5000).astype(dtype) for _ in range(4)]
+    host[3] = np.abs(host[3])
+    dev = [cp.asarray(a) for a in host]
+    numpy_kernels.adam_update(host[0], host[1], host[2], host[3], **kw)
+    cupy_step.adam_update(*dev, ok=cp.asarray(True), **kw)
+    for a, b in zip(host, dev, strict=True):
+        np.testing.assert_array_equal(cp.asnumpy(b), a)
+    before = [a.copy() for a in dev]
+    cupy_step.adam_update(*dev, ok=cp.asarray(False), **kw)
+    for a, b in zip(before, dev, strict=True):
+        cp.testing.assert_array_equal(a, b)
+
+
+@gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gpu_norm_clip_and_flag_stay_on_the_device(rng, dtype):
+    import cupy as cp
+
+    g_host = (rng.standard_normal(300_000) * 3).astype(dtype)
+    g = cp.asarray(g_host)
+    norm = cupy_step.clip_grad_norm(g, 1.0)
+    assert isinstance(norm, cp.ndarray) and norm.shape == ()
+    expect_norm, coef = kernel_norm(g_host, 1.0)
+    assert cp.asnumpy(norm) == expect_norm  # the transcription is bit-exact
+    np.testing.assert_array_equal(cp.asnumpy(g), g_host * coef)
+    assert cp.asnumpy(cupy_step.grad_norm(cp.asarray(g_host))) == expect_norm
+    ok = cupy_step.step_ok(cp.asarray(1.5, dtype=dtype), norm)
+    assert isinstance(ok, cp.ndarray) and ok.shape == () and bool(ok)
+    bad = cupy_step.step_ok(cp.asarray(np.nan, dtype=dtype), norm, prev=ok)
+    assert not bool(bad)
+    out = cp.empty(7, dtype=dtype)
+    cupy_step.concat_into(out, [cp.ones((2, 2), dtype=dtype), cp.zeros(3, dtype=dtype)])
+    np.testing.assert_array_equal(cp.asnumpy(out), [1, 1, 1, 1, 0, 0, 0])
