@@ -487,3 +487,13 @@ def test_a_parameter_left_out_of_a_step_reads_as_zeros_not_its_old_gradient():
     before = b.data.copy()
     opt.step()
     np.testing.assert_array_equal(b.data, before)  # skipped, as PyTorch skips grad None
+
+
+def test_clip_coefficient_leaves_gradients_alone_for_a_nan_or_inf_total():
+    """min(1, max_norm / (total + 1e-6)), and 1 (not 0) where the total is not finite: the
+    caller skips such a step, and the gradients stay as they were for it to inspect."""
+    from minitransformer.optim.clip import clip_coefficient
+
+    for total, want in ((np.inf, 1.0), (np.nan, 1.0), (10.0, 1.0 / (10.0 + 1e-6)), (0.5, 1.0)):
+        coef = clip_coefficient(np.asarray(total, dtype=np.float64), 1.0)
+        assert coef.shape == () and float(coef) == pytest.approx(want, rel=1e-12), (total, coef)

@@ -38,7 +38,7 @@ def clip_coefficient(total: Array, max_norm: float) -> Array:
     ``total`` is NaN or Inf, so the gradients are left as they are."""
     xp = backend.namespace(total)
     coef = xp.clip(max_norm / (total + 1e-6), max=1.0)
-    return xp.where(xp.isfinite(coef), coef, xp.ones_like(coef))
+    return xp.where(xp.isfinite(total), coef, xp.ones_like(coef))
 
 
 def _with_grad_by_device(params: Iterable[Tensor]) -> tuple[list[Tensor], dict[str, list[Array]]]:
