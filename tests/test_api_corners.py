@@ -72,6 +72,9 @@ F_CALLS = {
         F.cross_entropy, lambda: dict(logits=f32(2, 5), target=ints(2, high=5)), {"logits"},
     ),
     "dropout": (F.dropout, lambda: dict(x=f32(2, 3), p=0.5), set()),
+    "dropout_add": (
+        F.dropout_add, lambda: dict(x=f32(2, 3), residual=f32(2, 3), p=0.5), set(),
+    ),
     "astype": (F.astype, lambda: dict(x=f32(2, 3), dtype="float64"), set()),
     "to_device": (F.to_device, lambda: dict(x=f32(2, 3), device="cpu"), set()),
 }  # fmt: skip
