@@ -497,3 +497,15 @@ def test_clip_coefficient_leaves_gradients_alone_for_a_nan_or_inf_total():
     for total, want in ((np.inf, 1.0), (np.nan, 1.0), (10.0, 1.0 / (10.0 + 1e-6)), (0.5, 1.0)):
         coef = clip_coefficient(np.asarray(total, dtype=np.float64), 1.0)
         assert coef.shape == () and float(coef) == pytest.approx(want, rel=1e-12), (total, coef)
+
+
+def test_step_ok_is_the_finite_check_of_loss_and_norm_and_every_step_before():
+    from minitransformer.optim import step_ok
+
+    f = np.float32
+    assert bool(step_ok(np.asarray(f(1.0)), np.asarray(f(2.0))))
+    assert not bool(step_ok(np.asarray(f(np.nan)), np.asarray(f(2.0))))
+    assert not bool(step_ok(np.asarray(f(1.0)), np.asarray(f(np.inf))))
+    bad_before = np.asarray(False)
+    assert not bool(step_ok(np.asarray(f(1.0)), np.asarray(f(2.0)), bad_before))
+    assert step_ok(np.asarray(f(1.0)), np.asarray(f(2.0)), np.asarray(True)).shape == ()

@@ -2,7 +2,8 @@
 
 Each fused GPU kernel is readable CUDA C in a file of its own under ``kernels/cuda/``, named
 after the reference it replaces (``layer_norm.cu`` beside ``ops/layernorm.py``). The files
-are plain CUDA C with ``extern "C"`` entry points and no ``#include``: the same text is
+are plain CUDA C with ``extern "C"`` entry points and no system ``#include`` (a shared
+header of this folder, ``block_reduce.cuh``, is inlined by ``source``): the same text is
 compiled by CuPy's NVRTC at run time (``kernel``) and by ``nvcc -ptx`` in the tests, so a
 typo fails CI on a machine with no GPU.
 
@@ -31,9 +32,15 @@ def files() -> list[str]:
     return sorted(p.name for p in SOURCES.glob("*.cu"))
 
 
+_LOCAL_INCLUDE = re.compile(r'^#include\s+"([\w.]+)".*$', flags=re.M)
+
+
 def source(file: str) -> str:
-    """The text of ``kernels/cuda/<file>``."""
-    return (SOURCES / file).read_text(encoding="utf-8")
+    """The text of ``kernels/cuda/<file>``, with each ``#include "NAME.cuh"`` line replaced
+    by the text of ``kernels/cuda/NAME.cuh`` (the shared block reductions): NVRTC is given
+    one text and no folder to look in, where nvcc finds the header next to the file."""
+    text = (SOURCES / file).read_text(encoding="utf-8")
+    return _LOCAL_INCLUDE.sub(lambda m: (SOURCES / m.group(1)).read_text(encoding="utf-8"), text)
 
 
 def entry_points(text: str) -> list[str]:

@@ -7,11 +7,12 @@
 - ``sgd.py``, ``adam.py``  the updates: the plain math (the reference) and, for Adam, the
   fused NumPy update beside it in ``kernels/numpy.py``.
 - ``schedule.py``   ``NoamSchedule``, the paper's learning-rate schedule.
-- ``clip.py``       ``clip_grad_norm`` (global-norm clipping) and ``grads_finite``.
+- ``clip.py``       ``clip_grad_norm`` (global-norm clipping), ``grads_finite`` and
+                    ``step_ok`` (the device flag that lets a step's update be applied).
 """
 
 from .adam import Adam
-from .clip import clip_grad_norm, grads_finite
+from .clip import clip_grad_norm, grads_finite, step_ok
 from .flatbuffer import FlatGroup
 from .optimizer import Optimizer
 from .schedule import NoamSchedule
@@ -24,5 +25,6 @@ __all__ = [
     "NoamSchedule",
     "Optimizer",
     "clip_grad_norm",
+    "step_ok",
     "grads_finite",
 ]

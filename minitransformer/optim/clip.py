@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .. import backend
+from .. import backend, kernels
 from ..tensor import Tensor
 from .hyperparameters import check_number
 
@@ -39,6 +39,18 @@ def clip_coefficient(total: Array, max_norm: float) -> Array:
     xp = backend.namespace(total)
     coef = xp.clip(max_norm / (total + 1e-6), max=1.0)
     return xp.where(xp.isfinite(total), coef, xp.ones_like(coef))
+
+
+def step_ok(loss: Array, norm: Array, prev: Array | None = None) -> Array:
+    """isfinite(loss) & isfinite(norm) (& prev): the 0-d bool, on the device, that lets a
+    training step's update be applied (``Optimizer.step(apply_if=...)``): no host read. On
+    a GPU with the fused kernels, one launch (``kernels/cupy_step.step_ok``)."""
+    fast = kernels.find(norm)
+    if fast is not None and fast.step_ok is not None:
+        return fast.step_ok(loss, norm, prev)
+    xp = backend.namespace(norm)
+    ok = xp.isfinite(loss) & xp.isfinite(norm)
+    return ok if prev is None else ok & prev
 
 
 def _with_grad_by_device(params: Iterable[Tensor]) -> tuple[list[Tensor], dict[str, list[Array]]]:

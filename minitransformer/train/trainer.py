@@ -29,14 +29,14 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from .. import backend, checkpoint, kernels, runs
+from .. import backend, checkpoint, runs
 from .. import functional as F
 from ..config import TrainConfig, TransformerConfig
 from ..data.batching import Batch, BatchStream
 from ..data.tasks import Task, make_task
 from ..errors import TrainingError
 from ..nn import Transformer
-from ..optim import Adam, NoamSchedule
+from ..optim import Adam, NoamSchedule, step_ok
 from . import evaluation, report, stopping
 
 
@@ -115,14 +115,7 @@ class Trainer:
             norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
         else:
             norm = self.optimizer.grad_norm()
-        fast = kernels.find(norm)
-        if fast is not None and fast.step_ok is not None:  # one launch on a GPU (kernels/cupy)
-            healthy = fast.step_ok(loss.data, norm, self._healthy)
-        else:
-            xp = backend.namespace(norm)
-            healthy = xp.isfinite(loss.data) & xp.isfinite(norm)
-            if self._healthy is not None:
-                healthy = healthy & self._healthy
+        healthy = step_ok(loss.data, norm, self._healthy)  # finite now and at every step so far
         self._healthy = healthy  # sticky: after a bad step no update is ever applied
         self.optimizer.step(apply_if=healthy)  # the n-th update uses lr_at(n) ...
         self.schedule.step()  # ... then the schedule sets the next step's lr

@@ -79,3 +79,13 @@ def test_the_nvrtc_check_fails_what_only_nvcc_takes():
     typo = good.replace("expf", "expff")
     result, log = nvrtc_compile(typo, "typo.cu", "compute_90")
     assert result != 0 and "expff" in log
+
+
+def test_a_shared_header_is_inlined_for_nvrtc():
+    """``#include "block_reduce.cuh"`` (nvcc finds it beside the file) becomes the header's
+    text in what NVRTC is given: no include is left, the reductions are defined once."""
+    for file in cuda_source.files():
+        text = cuda_source.source(file)
+        assert not any(line.lstrip().startswith("#include") for line in text.splitlines()), file
+        if '#include "block_reduce.cuh"' in (cuda_source.SOURCES / file).read_text():
+            assert text.count("T block_reduce(") == 1, file

@@ -21,31 +21,7 @@
 // reduced by warp 0. Forward reads the row three times (max, sum, write), backward twice.
 // Accumulation is in the input dtype (float for float32, double for float64).
 
-template <typename T> __device__ __forceinline__ T warp_sum(T v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-template <typename T> __device__ __forceinline__ T warp_max(T v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-
-// The sum (is_max = false) or max (true) of v over the block, returned to every thread.
-template <typename T> __device__ T block_reduce(T v, bool is_max, T* red) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-    v = is_max ? warp_max(v) : warp_sum(v);
-    __syncthreads();  // red[] may still be read by the previous reduction
-    if (lane == 0) red[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        T w = lane < warps ? red[lane] : (is_max ? T(-__int_as_float(0x7f800000)) : T(0));
-        w = is_max ? warp_max(w) : warp_sum(w);
-        if (lane == 0) red[0] = w;
-    }
-    __syncthreads();
-    return red[0];
-}
+#include "block_reduce.cuh"  // warp_sum, warp_max, block_reduce
 
 template <typename T>
 __device__ void attention_softmax_forward(const T* scores, const bool* mask, long long m0,
