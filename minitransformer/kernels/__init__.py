@@ -77,12 +77,25 @@ def use_cupy(cupy_module: ModuleType) -> bool:
 
 
 def find(x: object) -> ModuleType | None:
-    """The kernel module for ``x``'s array library, or None (use the reference math)."""
-    return _BY_TYPE.get(type(x))
+    """The kernel module for ``x``'s array library, or None (use the reference math). A
+    module whose kernels take only some dtypes names them in ``DTYPES`` (CuPy's: float32 and
+    float64); for an array of another dtype (float16) the op runs its reference math.
+    ``DTYPES = None`` (NumPy's): every dtype. Attribute reads only: no call beyond the lookup."""
+    fast = _BY_TYPE.get(type(x))
+    if fast is None or fast.DTYPES is None or x.dtype in fast.DTYPES:
+        return fast
+    return None
 
 
 def register(array_type: type, module: ModuleType) -> None:
-    """Use ``module``'s kernels for arrays of ``array_type`` (for example cupy.ndarray)."""
+    """Use ``module``'s kernels for arrays of ``array_type`` (for example cupy.ndarray).
+    The module names the dtypes its kernels take in ``DTYPES`` (None: all), which ``find``
+    reads."""
+    if not hasattr(module, "DTYPES"):
+        raise ValueError(
+            f"kernels.register: {module!r} has no DTYPES; give it DTYPES = None (its kernels "
+            "take every dtype) or a set of the dtypes they take"
+        )
     _BY_TYPE[array_type] = module
 
 

@@ -19,6 +19,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 SOURCES = Path(__file__).parent / "cuda"
 
 # the C++ standard NVRTC and nvcc compile the sources with (the same for both)
@@ -56,6 +58,10 @@ def entry_points(text: str) -> list[str]:
     return sorted(set(names))
 
 
+# the dtypes the kernels take, and the suffix of their entry points (NAME_f32, NAME_f64)
+SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
+
+
 @functools.cache
 def _module(file: str) -> Any:
     import cupy
@@ -69,3 +75,8 @@ def kernel(file: str, name: str) -> Any:
     compiled once per process (NVRTC; CuPy caches the binary on disk), each kernel looked
     up once."""
     return _module(file).get_function(name)
+
+
+def kernel_for(file: str, name: str, dtype: Any) -> Any:
+    """The kernel ``name`` + ``SUFFIX[dtype]`` of ``kernels/cuda/<file>`` (built once)."""
+    return kernel(file, name + SUFFIX[dtype])

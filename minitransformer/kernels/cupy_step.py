@@ -6,9 +6,11 @@ returns, like ``kernels/numpy.py``; the CUDA C is in ``kernels/cuda/{dropout,ada
 grad_norm}.cu`` (each file's header has the math and the launch layout). ``kernels/cupy.py``
 re-exports these names for cupy.ndarray, which is used only behind ``MT_CUDA_KERNELS=1``.
 
-Kernels take float32 and float64 arrays (``_SUFFIX``); any other dtype (float16, ...) falls
-back to the reference math written here with CuPy calls. Inputs are made C-contiguous
-(``cupy.ascontiguousarray``: no copy when they are). Scalars go to the kernels with explicit
+Kernels take float32 and float64 arrays (``kernels.find`` gives the ops this module only
+for those: float16 runs the ops' own reference math). Inputs are made C-contiguous
+(``cupy.ascontiguousarray``: no copy when they are); the optimizer's buffers, which the
+kernels write in place, are contiguous by construction (one flat buffer per group, or views
+of its slices). Scalars go to the kernels with explicit
 dtypes (``numpy.float32``, ``numpy.uint32``, ``numpy.uint64``).
 
 Importable without CuPy (``cp`` is None then): the CPU tests read the launch layouts
@@ -45,15 +47,6 @@ Array = Any  # cupy.ndarray
 BLOCK = 256  # threads per block, every kernel here
 MAX_GRID = 65536  # blocks of the elementwise grid-stride loops (dropout, Adam, clip)
 NORM_BLOCKS = 1024  # blocks of grad_sumsq_partial at most (its partial sums: 8 KiB)
-
-_SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
-
-# the kernels used here, by file: each name + "_f32" / "_f64" is an entry point of the file
-KERNELS = {
-    "dropout.cu": ("dropout_apply", "dropout_add"),
-    "adam.cu": ("adam_update",),
-    "grad_norm.cu": ("grad_sumsq_partial", "grad_norm_finish", "grad_scale", "step_ok"),
-}
 
 
 def elementwise_grid(n: int) -> int:
@@ -92,28 +85,9 @@ def concat_into(out: Array, arrays: list[Array]) -> None:
 # kept when lowbias32(lowbias32(i ^ k1) ^ k2) >= threshold, exactly Generator.keep_mask.
 
 
-def _lowbias32(x: Array) -> Array:
-    """lowbias32 on a uint32 CuPy array (backend.random._hash32)."""
-    x = x ^ (x >> np.uint32(16))
-    x = x * np.uint32(0x7FEB352D)
-    x = x ^ (x >> np.uint32(15))
-    x = x * np.uint32(0x846CA68B)
-    return x ^ (x >> np.uint32(16))
-
-
-def _keep_reference(shape: tuple[int, ...], keys: tuple[int, int, int]) -> Array:
-    """The mask of ``keys`` with CuPy array calls (backend.random.counter_bits' math), for
-    the dtypes the kernel does not take."""
-    k1, k2, threshold = keys
-    i = cp.arange(math.prod(shape), dtype=cp.uint32)
-    bits = _lowbias32(_lowbias32(i ^ np.uint32(k1)) ^ np.uint32(k2))
-    return (bits >= np.uint32(threshold)).reshape(shape)
-
-
 def _dropout_launch(name: str, x: Array, r: Array | None, keys: tuple[int, int, int],
                     scale: float) -> Array:  # fmt: skip
     """One launch of dropout.cu's ``name`` (dropout_apply or dropout_add) over x (and r)."""
-    suffix = _SUFFIX[x.dtype]
     x = cp.ascontiguousarray(x)
     y = cp.empty(x.shape, dtype=x.dtype)
     n = x.size
@@ -121,15 +95,14 @@ def _dropout_launch(name: str, x: Array, r: Array | None, keys: tuple[int, int, 
     tail = (np.uint64(n), np.uint32(k1), np.uint32(k2), np.uint32(threshold),
             x.dtype.type(scale))  # fmt: skip
     args = (x, y) + tail if r is None else (x, cp.ascontiguousarray(r), y) + tail
-    cuda_source.kernel("dropout.cu", name + suffix)((elementwise_grid(n),), (BLOCK,), args)
+    kernel = cuda_source.kernel_for("dropout.cu", name, x.dtype)
+    kernel((elementwise_grid(n),), (BLOCK,), args)
     return y
 
 
 def dropout_forward(x: Array, keys: tuple[int, int, int], scale: float) -> Array:
     """Reference: ``Dropout.forward`` (ops/dropout.py). y = keep ? x * scale : 0 (x's
     shape), the mask made inside the kernel from ``keys`` (nothing stored)."""
-    if x.dtype not in _SUFFIX:
-        return cp.where(_keep_reference(x.shape, keys), x * scale, 0.0).astype(x.dtype)
     return _dropout_launch("dropout_apply", x, None, keys, scale)
 
 
@@ -141,9 +114,8 @@ def dropout_backward(g: Array, keys: tuple[int, int, int], scale: float) -> Arra
 
 def dropout_add_forward(x: Array, r: Array, keys: tuple[int, int, int], scale: float) -> Array:
     """Reference: ``DropoutAdd.forward``. y = r + (keep ? x * scale : 0), one launch; r of
-    x's shape and dtype. (Backward: dr = g and dx = ``dropout_backward(g, keys, scale)``.)"""
-    if x.dtype not in _SUFFIX or r.dtype != x.dtype:
-        return r + dropout_forward(x, keys, scale)
+    x's shape and dtype (``dropout_add`` checks). (Backward: dr = g and dx =
+    ``dropout_backward(g, keys, scale)``.)"""
     return _dropout_launch("dropout_add", x, r, keys, scale)
 
 
@@ -157,18 +129,13 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     ``kernels.numpy.adam_update``'s order of operations. The bias corrections are host
     scalars: step_size = lr / (1 - β1^t) and sqrt(1 - β2^t). ``ok`` (a 0-d bool on the
     device, or None: always) is read inside the kernel: False changes nothing, and the host
-    never reads it. Arrays that are not one contiguous float32/float64 buffer each take the
-    reference math (CuPy calls, ``copyto(..., where=ok)``)."""
-    suffix = _SUFFIX.get(p.dtype)
-    arrays = (p, g, m, v)
-    if suffix is None or any(a.dtype != p.dtype or not a.flags.c_contiguous for a in arrays):
-        return _adam_reference(p, g, m, v, lr=lr, betas=betas, eps=eps,
-                               weight_decay=weight_decay, t=t, ok=ok)  # fmt: skip
+    never reads it. p, g, m, v: one flat group's buffers (or views of their slices), of one
+    dtype and contiguous, as the optimizer holds them."""
     flag = _true(p) if ok is None else ok if ok.dtype == cp.bool_ else ok.astype(cp.bool_)
     scalars = adam_scalars(p.dtype, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, t=t)
     args = (p, g, m, v, np.uint64(p.size), flag, *scalars)
-    kern = cuda_source.kernel("adam.cu", "adam_update" + suffix)
-    kern((elementwise_grid(p.size),), (BLOCK,), args)
+    kernel = cuda_source.kernel_for("adam.cu", "adam_update", p.dtype)
+    kernel((elementwise_grid(p.size),), (BLOCK,), args)
 
 
 def adam_scalars(dtype: Any, *, lr: float, betas: tuple[float, float], eps: float,
@@ -182,48 +149,27 @@ def adam_scalars(dtype: Any, *, lr: float, betas: tuple[float, float], eps: floa
             T(-(lr / (1 - b1**t))), T((1 - b2**t) ** 0.5))  # fmt: skip
 
 
-def _adam_reference(p, g, m, v, *, lr, betas, eps, weight_decay, t, ok) -> None:
-    """The reference update (module doc of optim/adam.py) with CuPy calls; where ``ok`` is
-    False nothing is written."""
-    b1, b2 = betas
-    if weight_decay:
-        g = g + weight_decay * p
-    m_new = b1 * m + (1 - b1) * g
-    v_new = b2 * v + (1 - b2) * (g * g)
-    p_new = p - (lr / (1 - b1**t)) * (m_new / (cp.sqrt(v_new) / (1 - b2**t) ** 0.5 + eps))
-    where = True if ok is None else ok
-    for dst, src in ((m, m_new), (v, v_new), (p, p_new)):
-        cp.copyto(dst, src, where=where)
-
-
 # ----------------------------------------------------------------------------- norm and clip
 
 
 def _norm_and_coef(grad: Array, max_norm: float) -> tuple[Array, Array]:
     """(norm, coef) of the flat buffer grad (n,) as 0-d arrays of its dtype: two launches
     (grad_sumsq_partial, grad_norm_finish)."""
-    suffix = _SUFFIX[grad.dtype]
     n, blocks = grad.size, norm_grid(grad.size)
     partial = cp.empty((blocks,), dtype=cp.float64)
     norm = cp.empty((), dtype=grad.dtype)
     coef = cp.empty((), dtype=grad.dtype)
-    first = cuda_source.kernel("grad_norm.cu", "grad_sumsq_partial" + suffix)
+    first = cuda_source.kernel_for("grad_norm.cu", "grad_sumsq_partial", grad.dtype)
     first((blocks,), (BLOCK,), (grad, np.uint64(n), partial))
-    finish = cuda_source.kernel("grad_norm.cu", "grad_norm_finish" + suffix)
+    finish = cuda_source.kernel_for("grad_norm.cu", "grad_norm_finish", grad.dtype)
     finish((1,), (BLOCK,), (partial, np.uint32(blocks), grad.dtype.type(max_norm), norm, coef))
     return norm, coef
-
-
-def _fits(grad: Array) -> bool:
-    return grad.dtype in _SUFFIX and grad.ndim == 1 and grad.flags.c_contiguous
 
 
 def grad_norm(grad: Array) -> Array:
     """Reference: ``optim.clip.total_norm([grad])``. sqrt(sum grad^2) of the flat gradient
     buffer (n,) as a 0-d array on the device (two launches; summed in double, in a fixed
-    order: deterministic). Other dtypes or layouts: ``cupy.linalg.norm``."""
-    if not _fits(grad):
-        return cp.linalg.norm(grad.ravel())
+    order: deterministic)."""
     return _norm_and_coef(grad, math.inf)[0]
 
 
@@ -231,26 +177,20 @@ def clip_grad_norm(grad: Array, max_norm: float) -> Array:
     """Reference: ``Optimizer.clip_grad_norm`` on one flat buffer (clip.py's total_norm and
     clip_coefficient). Returns the norm before clipping (0-d, on the device) and scales
     grad (n,) in place by min(1, max_norm / (norm + 1e-6)), by 1 where the norm is NaN or
-    Inf. Three launches, no host read."""
-    if not _fits(grad):
-        total = cp.linalg.norm(grad.ravel())
-        coef = cp.minimum(max_norm / (total + 1e-6), 1.0)
-        grad *= cp.where(cp.isfinite(total), coef, 1.0).astype(grad.dtype)
-        return total
+    Inf. Three launches, no host read. grad: the optimizer's flat buffer (contiguous)."""
     norm, coef = _norm_and_coef(grad, max_norm)
-    scale = cuda_source.kernel("grad_norm.cu", "grad_scale" + _SUFFIX[grad.dtype])
+    scale = cuda_source.kernel_for("grad_norm.cu", "grad_scale", grad.dtype)
     scale((elementwise_grid(grad.size),), (BLOCK,), (grad, np.uint64(grad.size), coef))
     return norm
 
 
 def step_ok(loss: Array, norm: Array, prev: Array | None = None) -> Array:
     """isfinite(loss) & isfinite(norm) (& prev): the trainer's "apply this step" flag, a 0-d
-    bool on the device, in one launch. loss and norm are 0-d of one float dtype."""
-    if loss.dtype not in _SUFFIX or norm.dtype != loss.dtype or loss.size != 1:
-        ok = cp.isfinite(loss.reshape(())) & cp.isfinite(norm)
-        return ok if prev is None else ok & prev
+    bool on the device, in one launch, in norm's dtype (the loss's, in a model of one
+    dtype)."""
     ok = cp.empty((), dtype=cp.bool_)
     flag = _true(loss) if prev is None else prev
-    kern = cuda_source.kernel("grad_norm.cu", "step_ok" + _SUFFIX[loss.dtype])
-    kern((1,), (1,), (cp.ascontiguousarray(loss), cp.ascontiguousarray(norm), flag, ok))
+    loss = cp.ascontiguousarray(loss, dtype=norm.dtype).reshape(())
+    kernel = cuda_source.kernel_for("grad_norm.cu", "step_ok", norm.dtype)
+    kernel((1,), (1,), (loss, cp.ascontiguousarray(norm), flag, ok))
     return ok

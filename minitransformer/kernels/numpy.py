@@ -16,6 +16,7 @@ import numpy as np
 from .. import host
 
 Array = np.ndarray
+DTYPES = None  # these fast paths take arrays of every dtype (``kernels.find``)
 
 # ----------------------------------------------------------------------------- the namespace
 

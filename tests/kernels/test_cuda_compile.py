@@ -115,7 +115,8 @@ def test_entry_points_reads_extern_c_kernels_and_the_kernels_comment():
 def kernel_references(tree: ast.AST) -> list[tuple[str, str | re.Pattern, int]]:
     """(file, name or a pattern of an f-string name, line) of every ``kernel("F.cu", NAME)``
     or ``cuda_source.kernel(...)`` call whose file is a string; an f-string name becomes a
-    pattern with ``\\w+`` for each value it formats."""
+    pattern with ``\\w+`` for each value it formats. ``kernel_for("F.cu", "NAME", dtype)``
+    asks for both entry points, NAME_f32 and NAME_f64."""
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call) or len(node.args) < 2:
@@ -123,9 +124,12 @@ def kernel_references(tree: ast.AST) -> list[tuple[str, str | re.Pattern, int]]:
         func = node.func
         called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         file, name = node.args[0], node.args[1]
-        if called != "kernel" or not isinstance(file, ast.Constant):
+        if called not in ("kernel", "kernel_for") or not isinstance(file, ast.Constant):
             continue
-        if isinstance(name, ast.Constant):
+        if called == "kernel_for" and isinstance(name, ast.Constant):
+            for suffix in cuda_source.SUFFIX.values():
+                found.append((file.value, name.value + suffix, node.lineno))
+        elif isinstance(name, ast.Constant):
             found.append((file.value, name.value, node.lineno))
         elif isinstance(name, ast.JoinedStr):
             parts = [
@@ -140,11 +144,14 @@ def test_kernel_references_are_found_in_python_source():
         'k = kernel("ln.cu", "ln_fwd_f32")\n'
         'k2 = cuda_source.kernel("ln.cu", f"ln_bwd_{suffix}")\n'
         "k3 = kernel(FILE, name)\n"
+        'k4 = cuda_source.kernel_for("ce.cu", "ce_fwd", x.dtype)\n'
     )
     refs = kernel_references(tree)
     assert [(f, n if isinstance(n, str) else n.pattern) for f, n, _ in refs] == [
         ("ln.cu", "ln_fwd_f32"),
         ("ln.cu", r"ln_bwd_\w+"),
+        ("ce.cu", "ce_fwd_f32"),
+        ("ce.cu", "ce_fwd_f64"),
     ]
 
 

@@ -239,6 +239,7 @@ def fake_gpu(monkeypatch):
     """A fake CuPy behind the backend, and a fake kernels.cupy (the real one needs CuPy)."""
     cp = fake_cupy()
     fast = types.ModuleType("minitransformer.kernels.cupy")
+    fast.DTYPES = None  # every dtype (kernels.find)
     monkeypatch.setitem(sys.modules, "minitransformer.kernels.cupy", fast)
     monkeypatch.setattr(kernels, "cupy", fast, raising=False)
     monkeypatch.setattr(arrays, "cupy_module", lambda: cp)
@@ -266,3 +267,24 @@ def test_the_backend_gives_cupy_arrays_the_lean_namespace_when_switched_on(monke
     assert xp is backend.namespace(x) is arrays.namespace_for_device("cuda:0")  # built once
     assert kernels.find(x) is fast, "the kernels were registered with the namespace"
     assert xp.zeros is not cp.zeros and xp.exp is cp.exp
+
+
+def test_find_gives_a_module_only_the_dtypes_its_kernels_take(monkeypatch):
+    """kernels.find(x) is the registered module when x's dtype is in its DTYPES (or DTYPES
+    is None), else None: a float16 array runs the op's reference math. register refuses a
+    module that does not say."""
+
+    class Stand:  # an array type of its own, with a dtype
+        def __init__(self, dtype):
+            self.dtype = np.dtype(dtype)
+
+    fast = types.ModuleType("two_dtypes")
+    fast.DTYPES = frozenset({np.dtype("float32"), np.dtype("float64")})
+    monkeypatch.setitem(kernels._BY_TYPE, Stand, fast)
+    assert kernels.find(Stand("float32")) is fast and kernels.find(Stand("float64")) is fast
+    assert kernels.find(Stand("float16")) is None
+    fast.DTYPES = None
+    assert kernels.find(Stand("float16")) is fast
+    with pytest.raises(ValueError, match="has no DTYPES"):
+        kernels.register(Stand, types.ModuleType("says_nothing"))
+    assert kernels.find(np.zeros(2, np.float16)) is kernels.numpy  # NumPy's take every dtype
