@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..runs import RunDirectoryError
+from ..runs import RunDirectoryError, files
 from ..version import __version__
 from . import machine, report, steps, targets
 from .child import Budget
@@ -98,8 +98,9 @@ def run_check(
     result["wall_s"] = time.perf_counter() - t0
     result["skipped"] = report.skipped_list(result)
     result = _finite(result)
-    (folder / "gpucheck.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (folder / "gpucheck.md").write_text(report.render(result), encoding="utf-8")
+    # the run directory's writer: a temp file renamed over the name, never through a link
+    files.write_text(folder, "gpucheck.json", json.dumps(result, indent=2) + "\n")
+    files.write_text(folder, "gpucheck.md", report.render(result))
     for line in result["skipped"]:
         log(f"gpucheck: skipped: {line}")
     log(

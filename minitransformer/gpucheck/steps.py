@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..runs import files
 from . import parse
 from .child import PACKAGE_ROOT, Budget, ChildResult, run_child
 
@@ -169,7 +170,7 @@ def bench(ctx: Context) -> dict[str, Any]:
                 str(path),
             ]
             r = run_child(args, timeout, env={"MT_CUDA_KERNELS": flag})
-            (folder / f"{preset}-{mode}.log").write_text(r.stdout + r.stderr, encoding="utf-8")
+            files.write_text(ctx.out, f"bench/{preset}-{mode}.log", r.stdout + r.stderr)
             if r.rc != 0 or not path.is_file():
                 runs[key] = _child_failed(r, timeout) | {"seconds": r.seconds}
                 continue
