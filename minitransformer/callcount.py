@@ -42,6 +42,7 @@ import pstats
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,7 @@ _NOT_CALLS = {
     "__init__",
     "_new",
 }
+_NOT_METHODS = ("Device.", "_DType.", "DType.")  # array-api-strict's, free on a GPU
 
 
 def _trainer(device: str, tmp: str, dropout: float) -> Trainer:
@@ -101,29 +103,45 @@ def count_step_calls(dropout: float = 0.1, warmup_steps: int = 3) -> dict[str, A
         trainer = _trainer("strict:device1", tmp, dropout)
         for b in batches[:-1]:
             trainer.train_step(b)
-        counts: Counter[str] = Counter()
-
-        def hook(frame: Any, event: str, arg: Any) -> None:  # noqa: ARG001
-            if event != "call" or not frame.f_globals.get("__name__", "").startswith(
-                "array_api_strict"
-            ):
-                return
-            caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
-            name = frame.f_code.co_name
-            if caller.startswith("array_api_strict") or name in _NOT_CALLS:
-                return
-            if frame.f_code.co_qualname.startswith(("Device.", "_DType.", "DType.")):
-                return
-            counts[name] += 1
-
-        sys.setprofile(hook)
-        try:
-            trainer.train_step(batches[-1])
-        finally:
-            sys.setprofile(None)
+        counts = _calls_into(("array_api_strict",), lambda: trainer.train_step(batches[-1]))
         out["array_calls"] = sum(counts.values())
         out["array_calls_by_name"] = dict(counts.most_common())
     return out
+
+
+def _calls_into(prefixes: tuple[str, ...], run: Callable[[], Any]) -> Counter[str]:
+    """The calls, by name, that code outside the modules named ``prefixes...`` makes into
+    them while ``run()`` runs: Python functions ("call" events) and C functions ("c_call":
+    CuPy's ufuncs and Cython methods), not the library's calls to itself, attribute reads
+    (``_NOT_CALLS``) or array-api-strict's Device and DType methods."""
+    counts: Counter[str] = Counter()
+
+    def hook(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            if not frame.f_globals.get("__name__", "").startswith(prefixes):
+                return
+            back = frame.f_back
+            if back is not None and back.f_globals.get("__name__", "").startswith(prefixes):
+                return
+            code = frame.f_code
+            if code.co_name in _NOT_CALLS or code.co_qualname.startswith(_NOT_METHODS):
+                return
+            counts[code.co_name] += 1
+        elif event == "c_call":  # frame: the caller
+            if frame.f_globals.get("__name__", "").startswith(prefixes):
+                return
+            module = (
+                getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__
+            )
+            if module and module.startswith(prefixes) and arg.__name__ not in _NOT_CALLS:
+                counts[arg.__name__] += 1
+
+    sys.setprofile(hook)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return counts
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -211,32 +229,12 @@ def count_cuda_step_calls(
     cp = cupy_module()  # the clear DeviceError without CuPy or a GPU
     from cupy.cuda import memory_hook
 
-    counts: Counter[str] = Counter()
-
     class Allocations(memory_hook.MemoryHook):
         name = "minitransformer.callcount"
         n = 0
 
         def malloc_postprocess(self, **kwargs: Any) -> None:  # noqa: ARG002
             Allocations.n += 1
-
-    def hook(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            if not frame.f_globals.get("__name__", "").startswith(_CUPY):
-                return
-            back = frame.f_back
-            if back is not None and back.f_globals.get("__name__", "").startswith(_CUPY):
-                return
-            if frame.f_code.co_name not in _NOT_CALLS:
-                counts[frame.f_code.co_name] += 1
-        elif event == "c_call":  # frame: the caller
-            if frame.f_globals.get("__name__", "").startswith(_CUPY):
-                return
-            module = (
-                getattr(arg, "__module__", None) or type(getattr(arg, "__self__", None)).__module__
-            )
-            if module and module.startswith(_CUPY) and arg.__name__ not in _NOT_CALLS:
-                counts[arg.__name__] += 1
 
     with tempfile.TemporaryDirectory() as tmp:
         trainer = _trainer(device, tmp, dropout)
@@ -245,11 +243,7 @@ def count_cuda_step_calls(
             trainer.train_step(b)  # kernels compiled, memory pool warm
         backend.synchronize(device)
         with _DriverLaunches() as driver, Allocations():
-            sys.setprofile(hook)
-            try:
-                trainer.train_step(batches[-1])
-            finally:
-                sys.setprofile(None)
+            counts = _calls_into(_CUPY, lambda: trainer.train_step(batches[-1]))
             backend.synchronize(device)
     return {
         "device": device,
