@@ -128,6 +128,7 @@ def _world(rank: int, everyone: list):
     world.rank, world.size, world.is_writer = rank, len(everyone), rank == 0
     world.transport, world.reduce = transport.MPI, None
     world.MPI = types.SimpleNamespace(Get_processor_name=lambda: "a")
+    world._hosts = None  # not gathered yet (World.host_names)
     world.waiter = types.SimpleNamespace(
         allgather=lambda mine, what: [mine if r == rank else e for r, e in enumerate(everyone)]
     )
@@ -433,3 +434,16 @@ def test_two_ranks_on_two_gpus_go_over_nccl_and_match_one_process(tmp_path):
     assert [r["transport"] for r in reports] == ["nccl", "nccl"]
     assert "gradient all-reduce: nccl (2 ranks, each on its own GPU (1 host): NCCL)" in err
     np.testing.assert_allclose(two, one, rtol=1e-4, atol=1e-6)
+
+
+def test_the_host_names_are_gathered_once_for_the_device_and_the_blas_threads(monkeypatch):
+    """The CLI asks device_of_rank, then local_size: one collective between them."""
+    from minitransformer.distributed import device_of_rank, local_size
+
+    monkeypatch.setattr(transport, "visible_gpus", lambda: 2)
+    world = _world(1, ["a", "a", "b"])
+    gathers = []
+    gather = world.waiter.allgather
+    world.waiter.allgather = lambda mine, what: gathers.append(what) or gather(mine, what)
+    assert device_of_rank(world, "cuda") == "cuda:1" and local_size(world) == 2
+    assert gathers == ["start (the host names)"]

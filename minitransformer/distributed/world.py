@@ -71,6 +71,15 @@ class World:
         self.trainer: Any = None
         self.waiter = Waiter(comm, mpi, timeout)
         self.waiter.after = self.resume_advice
+        self._hosts: list[str] | None = None  # every rank's host name (host_names)
+
+    def host_names(self) -> list[str]:
+        """Every rank's host name, in rank order: gathered once, at the first call (a
+        collective: every rank makes it), then remembered."""
+        if self._hosts is None:
+            name = self.MPI.Get_processor_name()
+            self._hosts = self.waiter.allgather(name, "start (the host names)")
+        return self._hosts
 
     @classmethod
     def from_mpi(cls) -> World:
@@ -284,15 +293,16 @@ def blas_threads_per_rank(ranks_here: int) -> int:
 
 
 def local_size(world: World) -> int:
-    """How many ranks of ``world`` run on this host (their processor names, gathered)."""
-    names = world.waiter.allgather(world.MPI.Get_processor_name(), "start (the host names)")
+    """How many ranks of ``world`` run on this host (``World.host_names``)."""
+    names = world.host_names()
     return names.count(names[world.rank])
 
 
 def device_of_rank(world: World, requested: str | None) -> str | None:
     """This rank's device for ``--device requested``: a bare ``cuda`` becomes
     ``cuda:{local rank mod visible GPUs}`` (transport.rank_device); anything else is kept.
-    A collective (the host names): every rank calls it, before building its Trainer."""
-    names = world.waiter.allgather(world.MPI.Get_processor_name(), "start (the host names)")
+    A collective (``World.host_names``, gathered once for this and ``local_size``): every
+    rank calls it, before building its Trainer."""
+    names = world.host_names()
     gpus = transport.visible_gpus() if transport.wants_gpu(requested) else 0
     return transport.rank_device(requested, transport.local_rank(names, world.rank), gpus)
