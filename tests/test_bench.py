@@ -287,3 +287,28 @@ def test_bench_help_says_how_long_it_takes_and_what_seconds_does(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "minutes" in text and "--seconds is the timed budget of each preset" in text
     assert "WARNING" in text
+
+
+def test_pytorchs_decoder_is_told_the_mask_is_causal_only_when_asked(monkeypatch):
+    """The eager step leaves ``tgt_is_causal`` None (PyTorch checks the mask itself); the
+    CUDA-graph step passes True (a check on the host would break capture). The mask tensor
+    itself must never reach ``tgt_is_causal``."""
+    torch = pytest.importorskip("torch")
+    from minitransformer.bench import models
+
+    seen = []
+    forward = torch.nn.TransformerDecoder.forward
+
+    def spy(self, *args, **kwargs):
+        seen.append(kwargs.get("tgt_is_causal"))
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.TransformerDecoder, "forward", spy)
+    cfg = TransformerConfig(src_vocab=11, tgt_vocab=11, d_model=8, h=2, N=1, d_ff=16)
+    rng = np.random.default_rng(0)
+    src, tgt = rng.integers(1, 11, (2, 5)), rng.integers(1, 11, (2, 6))
+    model, _, (src_, tgt_in, _), _ = models._torch_model(cfg, src, tgt, "cpu")
+    model.eval()  # no dropout: the two calls must agree
+    eager, causal = model(src_, tgt_in), model(src_, tgt_in, causal=True)
+    assert seen == [None, True]
+    assert torch.allclose(eager, causal)

@@ -158,17 +158,17 @@ def _torch_model(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tup
         def forward(self, src, tgt_in, causal=None):
             T = tgt_in.shape[1]
             src_pad, tgt_pad = src == cfg.pad_id, tgt_in == cfg.pad_id
-            causal = torch.triu(
+            future = torch.triu(
                 torch.ones(T, T, dtype=torch.bool, device=src.device), diagonal=1
             )  # True = may NOT attend (torch's convention)
             memory = self.encoder(self.embed_at(src), src_key_padding_mask=src_pad)
             x = self.decoder(
                 self.embed_at(tgt_in),
                 memory,
-                tgt_mask=causal,
+                tgt_mask=future,
                 tgt_key_padding_mask=tgt_pad,
                 memory_key_padding_mask=src_pad,
-                tgt_is_causal=causal,
+                tgt_is_causal=causal,  # None (eager): PyTorch checks the mask; True: it is
             )
             return x @ self.embed.weight.T
 
