@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
 from ..errors import DeviceError
 
 _default_device = "cpu"
@@ -75,8 +74,7 @@ def device_of_array_device(dev: Any) -> str:
 
 @functools.cache
 def cupy_module():
-    """CuPy, imported on first use, with one clear sentence when it cannot work. On first
-    use it tells ``kernels.use_cupy`` (the fused CUDA kernels, when ``MT_CUDA_KERNELS=1``)."""
+    """CuPy, imported on first use, with one clear sentence when it cannot work."""
     try:
         import cupy
     except ImportError:
@@ -94,7 +92,6 @@ def cupy_module():
             "device 'cuda' was asked for, but CuPy finds no usable NVIDIA GPU/driver "
             "on this machine: use device='cpu', or run on a machine with a GPU"
         )
-    kernels.use_cupy(cupy)
     return cupy
 
 
@@ -132,8 +129,7 @@ def device_of(x: Any) -> str:
 
 
 def cuda_available() -> bool:
-    """True when CuPy is installed and sees a GPU (never raises, except the ValueError of a
-    malformed ``MT_CUDA_KERNELS``, which names the fix)."""
+    """True when CuPy is installed and sees a GPU (never raises)."""
     try:
         cupy_module()
         return True

@@ -20,8 +20,9 @@ namespace (``cupy_namespace.py``) are not yet verified on a GPU, so they are OFF
 environment variable ``MT_CUDA_KERNELS=1`` is set (``cuda_kernels_enabled``). Unset, empty
 or ``0`` is off; any other value is a ValueError naming the fix (a typo such as
 ``MT_CUDA_KERNELS=true`` should not silently run the slow path). The backend calls
-``use_cupy(cupy)`` when CuPy is first used; it registers ``cupy.py`` for ``cupy.ndarray``
-when the switch is on (and unregisters it when off).
+``use_cupy(cupy)`` when it first gives out CuPy's namespace (``backend.arrays``, before any
+op runs on a CuPy array); it registers ``cupy.py`` for ``cupy.ndarray`` when the switch is
+on (and unregisters it when off).
 
 Floors: this package imports only NumPy (and, on a GPU, CuPy) and ``host``; the backend,
 the autograd core and the ops stand on it.
