@@ -22,9 +22,12 @@ On a GPU (``count_cuda_step_calls``) three counts of the same step, each of what
 - ``allocations``: arrays CuPy's memory pool hands out (a ``MemoryHook``): about one per
   launch that makes a new array, operators and ufuncs included; in-place ops and views
   are not counted.
-- ``kernel_launches``: launches the CUDA driver saw (cuLaunchKernel and its kin, cuBLAS's
-  included), counted with CUPTI's callback API through ctypes where ``libcupti`` is found;
-  None with the reason otherwise. The figure the issue's target (<= 400) is about.
+- ``kernel_launches``: kernels the GPU ran, counted with CUPTI's activity API (one record per
+  kernel: CuPy's, cuBLAS's and CUB's alike) through ctypes where ``libcupti`` is found, with
+  ``copies`` (memcpy and memset records) beside it, and the launch calls each API saw
+  (``driver_api_launches``: CuPy's kernels; ``runtime_api_launches``: cuBLAS and CUB) as a
+  cross-check; None with the reason otherwise. The figure the launch target is about.
+  ``probe_launches`` shows the counter counting 10 matmuls, 10 adds and 10 sums.
 
 ``tests/test_callcount.py`` pins a budget for both, so a regression fails CI. A tool on
 the commands' floor, above the Trainer it measures.
@@ -148,16 +151,33 @@ def _calls_into(prefixes: tuple[str, ...], run: Callable[[], Any]) -> Counter[st
 
 _CUPY = ("cupy", "cupyx", "cupy_backends")
 
-# CUPTI driver-API callback ids of kernel launches (CUDA 13.0's cupti_driver_cbid.h):
-# cuLaunch, cuLaunchGrid, cuLaunchKernel(_ptsz), cuLaunchCooperativeKernel(_ptsz, MultiDevice),
-# cuGraphLaunch(_ptsz), cuLaunchKernelEx(_ptsz)
+# CUPTI callback ids of kernel launches (CUDA 13.0's cupti_driver_cbid.h, cupti_runtime_cbid.h).
+# Driver API: cuLaunch, cuLaunchGrid, cuLaunchKernel(_ptsz), cuLaunchCooperativeKernel(_ptsz,
+# MultiDevice), cuGraphLaunch(_ptsz), cuLaunchKernelEx(_ptsz). CuPy's own kernels come this way.
 _LAUNCH_CBIDS = frozenset({115, 116, 307, 442, 477, 478, 480, 514, 515, 652, 653})
-_CUPTI_DOMAIN_DRIVER_API, _CUPTI_API_ENTER = 1, 0
+# Runtime API: cudaLaunchKernel(_ptsz), cudaLaunchCooperativeKernel(_ptsz), cudaGraphLaunch
+# (_ptsz), cudaLaunchKernelExC(_ptsz). cuBLAS (every matmul) and CUB (CuPy's reductions) come
+# this way: a driver-API subscriber alone does not see them.
+_RUNTIME_LAUNCH_CBIDS = frozenset({211, 214, 269, 270, 311, 312, 430, 431})
+_CUPTI_DOMAIN_DRIVER_API, _CUPTI_DOMAIN_RUNTIME_API, _CUPTI_API_ENTER = 1, 2, 0
+# CUPTI activity kinds (cupti_activity.h): what the GPU ran, one record each
+_KIND_MEMCPY, _KIND_MEMSET, _KIND_CONCURRENT_KERNEL = 1, 2, 10
+_CUPTI_FLUSH_FORCED = 1
 
 
 def _libcupti() -> Any:
-    """CUPTI (the CUDA profiling library) through ctypes, or a string saying why not."""
+    """CUPTI (the CUDA profiling library) through ctypes, or a string saying why not. The
+    copy that ships with CuPy's CUDA wheels (nvidia-cuda-cupti) is tried first."""
     names = [ctypes.util.find_library("cupti"), "libcupti.so", "libcupti.so.13", "libcupti.so.12"]
+    try:
+        import nvidia  # the CUDA wheels' namespace package (nvidia-cuda-cupti)
+
+        names[:0] = sorted(
+            (str(f) for root in nvidia.__path__ for f in Path(root).glob("*/lib/libcupti.so*")),
+            reverse=True,  # the newest first
+        )
+    except ImportError:
+        pass
     for root in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):
         if root:
             for sub in ("lib", "lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"):
@@ -172,15 +192,31 @@ def _libcupti() -> Any:
 
 
 class _DriverLaunches:
-    """``with _DriverLaunches() as n:``, then ``n.launches`` (kernel launches the driver saw)
-    and ``n.driver_calls``; ``n.launches`` is None and ``n.why`` says why where CUPTI cannot
-    be used (not found, or another profiler holds its one subscriber)."""
+    """``with _DriverLaunches() as n:``, then what CUPTI counted inside the block:
+
+    - ``n.launches``: kernels the GPU ran (CUPTI's activity records of kind
+      CONCURRENT_KERNEL: every kernel once, however it was launched: CuPy's through the
+      driver API, cuBLAS's and CUB's through the runtime API, and inside libraries);
+    - ``n.copies``: memory copies and memsets the GPU ran (activity records);
+    - ``n.driver_launches``, ``n.runtime_launches``: launch calls made through each API
+      (callbacks; a cross-check: a runtime launch may also show as a driver call);
+    - ``n.driver_calls``: every driver-API call.
+
+    ``n.launches`` is None and ``n.why`` says why where CUPTI cannot be used (not found, or
+    another profiler holds its one subscriber); the activity counts alone may be missing
+    (``n.activity_why``), then ``launches`` is the driver- plus runtime-API launch calls."""
 
     def __init__(self) -> None:
         self.launches: int | None = None
+        self.copies: int | None = None
         self.driver_calls = 0
+        self.driver_launches = 0
+        self.runtime_launches = 0
+        self.records: Counter[int] = Counter()
         self.why = ""
+        self.activity_why = ""
         self._lib: Any = None
+        self._activity = False
         self._handle = ctypes.c_void_p()
         callback_type = ctypes.CFUNCTYPE(
             None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p
@@ -190,9 +226,11 @@ class _DriverLaunches:
     def _on_call(self, userdata: Any, domain: int, cbid: int, data: Any) -> None:  # noqa: ARG002
         if ctypes.cast(data, ctypes.POINTER(ctypes.c_int))[0] != _CUPTI_API_ENTER:
             return  # CUpti_CallbackData starts with the site: count each call once
-        self.driver_calls += 1
-        if cbid in _LAUNCH_CBIDS:
-            self.launches = (self.launches or 0) + 1
+        if domain == _CUPTI_DOMAIN_DRIVER_API:
+            self.driver_calls += 1
+            self.driver_launches += cbid in _LAUNCH_CBIDS
+        elif domain == _CUPTI_DOMAIN_RUNTIME_API:
+            self.runtime_launches += cbid in _RUNTIME_LAUNCH_CBIDS
 
     def __enter__(self) -> _DriverLaunches:
         lib = _libcupti()
@@ -202,19 +240,150 @@ class _DriverLaunches:
         status = lib.cuptiSubscribe(ctypes.byref(self._handle), self._callback, None)
         if status == 0:
             status = lib.cuptiEnableDomain(1, self._handle, _CUPTI_DOMAIN_DRIVER_API)
+            if status == 0:
+                status = lib.cuptiEnableDomain(1, self._handle, _CUPTI_DOMAIN_RUNTIME_API)
             if status != 0:
                 lib.cuptiUnsubscribe(self._handle)
         if status != 0:
             self.why = f"CUPTI refused (CUptiResult {status}: no driver, or another profiler)"
             return self
         self._lib, self.launches = lib, 0
+        status = _ACTIVITY.register(lib, self.records)
+        for kind in (_KIND_CONCURRENT_KERNEL, _KIND_MEMCPY, _KIND_MEMSET):
+            if status == 0:
+                status = lib.cuptiActivityEnable(kind)
+        if status != 0:
+            self.activity_why = f"CUPTI's activity API refused (CUptiResult {status})"
+        self._activity = status == 0
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._lib is not None:
-            self._lib.cuptiEnableDomain(0, self._handle, _CUPTI_DOMAIN_DRIVER_API)
-            self._lib.cuptiUnsubscribe(self._handle)
-            self._lib = None
+        lib = self._lib
+        if lib is None:
+            return
+        if self._activity:
+            lib.cuptiActivityFlushAll(_CUPTI_FLUSH_FORCED)  # the records reach _completed
+            for kind in (_KIND_CONCURRENT_KERNEL, _KIND_MEMCPY, _KIND_MEMSET):
+                lib.cuptiActivityDisable(kind)
+            lib.cuptiActivityFlushAll(_CUPTI_FLUSH_FORCED)
+            _ACTIVITY.records = None
+        lib.cuptiEnableDomain(0, self._handle, _CUPTI_DOMAIN_DRIVER_API)
+        lib.cuptiEnableDomain(0, self._handle, _CUPTI_DOMAIN_RUNTIME_API)
+        lib.cuptiUnsubscribe(self._handle)
+        self._lib = None
+        if self._activity:
+            self.launches = self.records[_KIND_CONCURRENT_KERNEL]
+            self.copies = self.records[_KIND_MEMCPY] + self.records[_KIND_MEMSET]
+        else:
+            self.launches = self.driver_launches + self.runtime_launches
+
+
+class _ActivityBuffers:
+    """CUPTI's activity buffers: CUPTI asks for an empty buffer, fills it with records, and
+    hands it back; each record starts with its kind (a uint32), which is counted into
+    ``records``. The two callbacks are registered once per process (CUPTI keeps them)."""
+
+    def __init__(self) -> None:
+        self.records: Counter[int] | None = None
+        self._lib: Any = None
+        self._buffers: dict[int, Any] = {}  # kept alive while CUPTI writes into them
+        requested = ctypes.CFUNCTYPE(
+            None,
+            ctypes.POINTER(ctypes.c_void_p),
+            ctypes.POINTER(ctypes.c_size_t),
+            ctypes.POINTER(ctypes.c_size_t),
+        )
+        completed = ctypes.CFUNCTYPE(
+            None, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p, ctypes.c_size_t,
+            ctypes.c_size_t,
+        )  # fmt: skip
+        self._requested = requested(self._on_requested)
+        self._completed = completed(self._on_completed)
+
+    def register(self, lib: Any, records: Counter[int]) -> int:
+        """Count the next records into ``records``; CUPTI's status (0: registered)."""
+        self.records = records
+        if self._lib is None:
+            status = lib.cuptiActivityRegisterCallbacks(self._requested, self._completed)
+            if status != 0:
+                return status
+            self._lib = lib
+        return 0
+
+    def _on_requested(self, buffer: Any, size: Any, max_records: Any) -> None:
+        block = ctypes.create_string_buffer(1 << 22)  # malloc'd: 16-byte aligned
+        address = ctypes.addressof(block)
+        self._buffers[address] = block
+        buffer[0], size[0], max_records[0] = address, len(block), 0
+
+    def _on_completed(self, context, stream, buffer, size, valid) -> None:  # noqa: ARG002
+        record = ctypes.c_void_p()
+        while valid and self.records is not None:
+            status = self._lib.cuptiActivityGetNextRecord(
+                ctypes.c_void_p(buffer), ctypes.c_size_t(valid), ctypes.byref(record)
+            )
+            if status != 0:  # CUPTI_ERROR_MAX_LIMIT_REACHED: the buffer is read
+                break
+            self.records[ctypes.cast(record, ctypes.POINTER(ctypes.c_uint32))[0]] += 1
+        self._buffers.pop(buffer, None)
+
+
+_ACTIVITY = _ActivityBuffers()
+
+
+def probe_launches(device: str = "cuda:0", repeat: int = 10) -> dict[str, Any]:
+    """What the launch counter sees of ``repeat`` calls of each kind, alone: a cuBLAS
+    matmul, a CuPy elementwise add, a CuPy (CUB) sum. Each should count >= ``repeat``
+    kernels: fewer means that kind of launch is missed."""
+    cp = cupy_module()
+    out: dict[str, Any] = {}
+    with cp.cuda.Device(int(backend.normalize_device(device).split(":")[1])):
+        a = cp.ones((256, 256), dtype=cp.float32)
+        probes = {"matmul": lambda: cp.matmul(a, a), "add": lambda: a + a, "sum": lambda: a.sum()}
+        for name, fn in probes.items():
+            fn()
+            cp.cuda.Device().synchronize()
+            with _DriverLaunches() as d:
+                for _ in range(repeat):
+                    fn()
+                cp.cuda.Device().synchronize()
+            out[name] = {
+                "kernels": d.launches,
+                "driver_api": d.driver_launches,
+                "runtime_api": d.runtime_launches,
+                "why_not": d.why or d.activity_why or None,
+            }
+    return out
+
+
+def call_costs(device: str = "cuda:0") -> dict[str, float]:
+    """Host microseconds per CuPy call (the launch overhead a step pays per call): an
+    elementwise add, a view, a cuBLAS matmul, an allocation, and one fused-kernel wrapper
+    (a RawKernel launch; when the fused kernels are registered)."""
+    import time
+
+    cp = cupy_module()
+    with cp.cuda.Device(int(backend.normalize_device(device).split(":")[1])):
+        a = cp.ones((64, 64), dtype=cp.float32)
+        calls: dict[str, Callable[[], Any]] = {
+            "add": lambda: a + a,
+            "reshape (a view)": lambda: a.reshape(4096),
+            "matmul 64x64": lambda: cp.matmul(a, a),
+            "empty": lambda: cp.empty((64, 64), cp.float32),
+        }
+        fast = kernels.find(a)
+        if fast is not None and hasattr(fast, "softmax"):
+            calls["fused softmax"] = lambda: fast.softmax(a, -1)
+        out = {}
+        for name, fn in calls.items():
+            fn()
+            cp.cuda.Device().synchronize()
+            t0 = time.perf_counter()
+            for _ in range(2000):
+                fn()
+            out[name] = round(1e6 * (time.perf_counter() - t0) / 2000, 2)
+            cp.cuda.Device().synchronize()
+    return out
 
 
 def count_cuda_step_calls(
@@ -253,14 +422,19 @@ def count_cuda_step_calls(
         "cupy_calls_by_name": dict(counts.most_common()),
         "allocations": Allocations.n,
         "kernel_launches": driver.launches,
+        "copies": driver.copies,
+        "driver_api_launches": driver.driver_launches if driver.launches is not None else None,
+        "runtime_api_launches": driver.runtime_launches if driver.launches is not None else None,
         "driver_calls": driver.driver_calls if driver.launches is not None else None,
-        "kernel_launches_why_not": driver.why or None,
+        "kernel_launches_why_not": driver.why or driver.activity_why or None,
     }
 
 
 def _main_cuda(device: str) -> int:
     try:
         counts = count_cuda_step_calls(device)
+        counts["probe"] = probe_launches(device)
+        counts["call_us"] = call_costs(device)
     except DeviceError as e:
         print(f"callcount --device {device}: no GPU to count on here ({e})")
         return 2
@@ -271,7 +445,9 @@ def _main_cuda(device: str) -> int:
         f"{counts['cupy_version']}): {counts['cupy_calls']} CuPy calls seen by the profiler, "
         f"{counts['allocations']} pool allocations, "
         + (
-            f"{launches} kernel launches ({counts['driver_calls']} driver calls, CUPTI)"
+            f"{launches} kernel launches and {counts.get('copies')} copies run by the GPU (CUPTI; "
+            f"launch calls: {counts.get('driver_api_launches')} driver API, "
+            f"{counts.get('runtime_api_launches')} runtime API)"
             if launches is not None
             else f"kernel launches not counted: {counts['kernel_launches_why_not']}"
         )
@@ -279,6 +455,16 @@ def _main_cuda(device: str) -> int:
     top = list(counts["cupy_calls_by_name"].items())[:12]
     if top:
         print("most frequent CuPy calls: " + ", ".join(f"{k} {v}" for k, v in top))
+    probe = counts.get("probe") or {}
+    if probe:
+        print(
+            "the counter's probe, 10 calls each: "
+            + ", ".join(f"{k} {v['kernels']} kernels" for k, v in probe.items())
+        )
+    print(
+        "host microseconds per CuPy call: "
+        + ", ".join(f"{k} {v}" for k, v in (counts.get("call_us") or {}).items())
+    )
     # the same counts as one JSON line, for tools (gpucheck reads it)
     print(json.dumps({k: v for k, v in counts.items() if k != "cupy_calls_by_name"}))
     return 0

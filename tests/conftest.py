@@ -6,6 +6,12 @@
 - ``cuda:0``: CuPy, run only where CuPy and a GPU are present. Elsewhere those tests are
   deselected at collection and the summary says so in one line (not one SKIPPED line for
   each of some 300 tests, which would bury the skips that matter).
+
+The ``gpu`` marker names every test that needs a GPU: collection adds it to each ``cuda:0``
+variant, and a GPU-only test carries ``@pytest.mark.gpu`` (it is skipped without a GPU,
+saying so). ``pytest -m gpu`` runs exactly the GPU tests; the GPU check runs them so, once
+with ``MT_CUDA_KERNELS=0`` and once with ``=1``. A test that flips ``MT_CUDA_KERNELS`` takes
+the ``kernels_switch`` fixture, which re-reads the switch on entry and on exit.
 """
 
 from __future__ import annotations
@@ -34,9 +40,19 @@ def _runs_on_cuda(item: pytest.Item) -> bool:
     return callspec is not None and str(callspec.params.get("device", "")).startswith("cuda")
 
 
+@pytest.hookimpl(tryfirst=True)  # before ``-m gpu`` deselects by marker
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Without CuPy and a GPU, drop the cuda:0 variants before they run (counted once)."""
-    if not any(_runs_on_cuda(item) for item in items) or mt.cuda_available():
+    """Mark every cuda:0 variant ``gpu``. Without CuPy and a GPU, skip the GPU-only tests
+    (``@pytest.mark.gpu``) and drop the cuda:0 variants before they run (counted once)."""
+    for item in items:
+        if _runs_on_cuda(item):
+            item.add_marker(pytest.mark.gpu)
+    if mt.cuda_available():
+        return
+    for item in items:
+        if not _runs_on_cuda(item) and item.get_closest_marker("gpu") is not None:
+            item.add_marker(pytest.mark.skip(reason=_GPU_REASON))
+    if not any(_runs_on_cuda(item) for item in items):
         return
     gpu = [item for item in items if _runs_on_cuda(item)]
     items[:] = [item for item in items if not _runs_on_cuda(item)]
@@ -56,6 +72,21 @@ def device(request) -> str:
     """Each backend in turn (the test is skipped where the backend is unavailable)."""
     _skip_if_unavailable(request.param)
     return request.param
+
+
+@pytest.fixture
+def kernels_switch(monkeypatch):
+    """``kernels_switch("1")``: set MT_CUDA_KERNELS for this test and make the backend read it
+    again (CuPy's namespace and the kernels' registration are chosen once per process); on
+    exit the variable is restored and read again, so no later test runs in this one's mode."""
+
+    def switch(value: str) -> None:
+        monkeypatch.setenv("MT_CUDA_KERNELS", value)
+        mt.backend.reset_cupy_namespace()
+
+    yield switch
+    monkeypatch.undo()
+    mt.backend.reset_cupy_namespace()
 
 
 @pytest.fixture

@@ -180,3 +180,24 @@ def test_importing_the_library_changes_nothing_process_wide():
     pytest.importorskip("threadpoolctl")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_a_model_placed_on_a_gpu_makes_that_gpu_current(monkeypatch):
+    """CuPy allocates and the fused kernels launch on the current GPU: Module.to("cuda:N")
+    makes GPU N current (a fake CuPy here), so a model on cuda:1 does not launch on GPU 0."""
+    import types
+
+    from minitransformer.backend import devices
+
+    used = []
+    gpu = types.SimpleNamespace(
+        Device=lambda i: types.SimpleNamespace(use=lambda: used.append(i))
+    )  # fmt: skip
+    monkeypatch.setattr(devices, "cupy_module", lambda: types.SimpleNamespace(cuda=gpu))
+    backend.make_current("cuda:1")
+    backend.make_current("cpu")  # nothing to make current
+    backend.make_current("strict:device1")
+    assert used == [1]
+    monkeypatch.setattr(backend, "to_device", lambda a, device: a)  # no GPU memory here
+    mt.nn.Linear(2, 2).to("cuda:3")
+    assert used == [1, 3]

@@ -125,15 +125,26 @@ def test_the_launch_counter_says_why_it_cannot_count(monkeypatch):
     assert d.launches is None and d.why == "libcupti not found"
 
 
-@pytest.mark.skipif(not mt.cuda_available(), reason="CuPy with a GPU is not available here")
+@pytest.mark.gpu
 @pytest.mark.parametrize("switch", ["0", "1"])
-def test_a_gpu_step_is_counted(monkeypatch, switch):
+def test_a_gpu_step_is_counted(kernels_switch, switch):
     from minitransformer.callcount import count_cuda_step_calls
 
-    monkeypatch.setenv("MT_CUDA_KERNELS", switch)
-    mt.backend.reset_cupy_namespace()
+    kernels_switch(switch)  # and back to the session's mode after the test
     counts = count_cuda_step_calls("cuda:0")
     assert counts["cuda_kernels"] is (switch == "1")
     assert counts["cupy_calls"] > 0 and counts["allocations"] > 0, counts
     if counts["kernel_launches"] is not None:
         assert counts["kernel_launches"] > 0, counts
+
+
+@pytest.mark.gpu
+def test_the_launch_counter_counts_cublas_and_cub_launches_too():
+    """10 matmuls (cuBLAS, launched through the CUDA runtime), 10 adds (CuPy's own kernels,
+    through the driver) and 10 sums (CUB): each counted at least 10 times."""
+    from minitransformer.callcount import probe_launches
+
+    probe = probe_launches("cuda:0")
+    if probe["matmul"]["kernels"] is None:
+        pytest.skip(f"CUPTI cannot count here: {probe['matmul']['why_not']}")
+    assert all(probe[k]["kernels"] >= 10 for k in ("matmul", "add", "sum")), probe

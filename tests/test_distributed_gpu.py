@@ -414,7 +414,7 @@ def _gpus() -> int:
 
 
 @needs_mpi
-@pytest.mark.skipif(not mt.cuda_available(), reason="needs CuPy and an NVIDIA GPU")
+@pytest.mark.gpu
 def test_two_ranks_on_one_gpu_go_host_staged_and_match_one_process(tmp_path):
     one, _, _ = _run(tmp_path, "one", "one", device="cuda:0")
     two, reports, err = _run(tmp_path, "two", "gpu", device="cuda:0", ranks=2)
@@ -424,6 +424,7 @@ def test_two_ranks_on_one_gpu_go_host_staged_and_match_one_process(tmp_path):
 
 
 @needs_mpi
+@pytest.mark.gpu
 @pytest.mark.skipif(_gpus() < 2, reason="needs 2 GPUs (NCCL refuses 2 ranks on one GPU)")
 def test_two_ranks_on_two_gpus_go_over_nccl_and_match_one_process(tmp_path):
     if transport.load_nccl() is None:

@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 from tiny_runs import KNOBS, SIZE
 
-import minitransformer as mt
 from minitransformer import backend, bench
 from minitransformer.gpucheck import __main__ as cli
 from minitransformer.gpucheck import check, child, judge, machine, parse, render, steps
@@ -112,7 +111,7 @@ def test_a_child_past_its_timeout_is_stopped():
     assert ok.rc == 0 and "['-c']" in ok.stdout
 
 
-def _fake_child(args, timeout, env=None, cwd=None):
+def _fake_child(args, timeout, env=None, cwd=None, interrupt_first=False):
     """What the tools would print and write on a GPU machine, made up (no child runs)."""
     kernels = (env or {}).get("MT_CUDA_KERNELS")
     if args[:2] == ["-m", "minitransformer.bench"]:
@@ -145,7 +144,8 @@ def _fake_child(args, timeout, env=None, cwd=None):
     if args[:2] == ["-m", "minitransformer.callcount"]:
         return child.ChildResult(0, f"{300 if kernels == '1' else 1300} CuPy calls", "", 1.0)
     if args[:2] == ["-m", "pytest"]:
-        return child.ChildResult(0, "....\n4 passed, 9 deselected in 1s\n", "", 1.0)
+        assert "gpu" in args or args[-1] == "tests/test_callcount.py", args
+        return child.ChildResult(0, f"....\n4 passed, 9 deselected (k{kernels}) in 1s\n", "", 1)
     raise AssertionError(f"unexpected child {args}")
 
 
@@ -168,7 +168,14 @@ def test_with_a_gpu_every_step_reads_its_figures(tmp_path, monkeypatch):
     assert s["callcount"]["runs"]["before"]["cupy_calls"] == 1300
     status = {t["target"]: t["status"] for t in result["targets"]}
     assert status["ours / PyTorch eager ≤ 1.0 at base"] == "pass"
-    assert status["CuPy calls (launches) per tiny training step ≤ 400"] == "pass"
+    assert status["kernel launches per tiny training step ≤ 400 (CUPTI)"] == "pass"
+    tests = s["cuda_tests"]["runs"]  # -m gpu with the kernels off, then on, both logs kept
+    assert [tests[m]["command"].split()[0] for m in ("before", "after")] == [
+        "MT_CUDA_KERNELS=0",
+        "MT_CUDA_KERNELS=1",
+    ]
+    for flag in "01":
+        assert f"(k{flag})" in (tmp_path / "gc" / f"tests-k{flag}.log").read_text()
     assert status["train copy: more tokens/s on cuda than on this machine's CPU"] == "pass"
     assert (
         "| base-64x64/before | ok | 20.00 | 12.50 | 5.00 | 1.60x | 2.00x | — |"
@@ -243,7 +250,7 @@ def test_targets_are_judged_right_on_a_full_result():
         0] == "fail"  # fmt: skip
     decode = status["cached greedy decoding ≥ 3x recomputing at small, 64 tokens, cuda"]
     assert decode == ("pass", "3.5x; before 2.0x")
-    assert status["CuPy calls (launches) per tiny training step ≤ 400"] == (
+    assert status["kernel launches per tiny training step ≤ 400 (CUPTI)"] == (
         "pass",
         "350; before 1,400",
     )
@@ -285,14 +292,16 @@ def test_torch_graph_needs_cuda_and_the_64x64_preset_is_asked_for_by_name(capsys
 # ------------------------------------------------------------------ on a GPU only
 
 
-@pytest.mark.skipif(not mt.cuda_available(), reason="CuPy with a GPU is not available here")
+@pytest.mark.gpu
 @pytest.mark.parametrize("kernels", ["0", "1"])
-def test_exact_resume_on_cuda(tmp_path, monkeypatch, kernels):
+def test_exact_resume_on_cuda(tmp_path, kernels_switch, kernels):
     """Train 10 steps with dropout on cuda:0 in one go, or 4, stop, resume to 10: the same
-    losses and weights, bit for bit (the CPU version: tests/test_train.py)."""
+    losses and weights, bit for bit (the CPU version: tests/test_train.py), with the fused
+    kernels off and on (the switch re-read: see kernels_switch)."""
+    from minitransformer import kernels as fast_tier
     from minitransformer.train import TrainConfig, Trainer
 
-    monkeypatch.setenv("MT_CUDA_KERNELS", kernels)
+    kernels_switch(kernels)
 
     def cfg(out, steps):
         return TrainConfig(task="copy", device="cuda:0", steps=steps, batch_size=8, warmup=10,
@@ -302,6 +311,8 @@ def test_exact_resume_on_cuda(tmp_path, monkeypatch, kernels):
                            task_knobs=dict(KNOBS), model_overrides=dict(SIZE))  # fmt: skip
 
     whole = Trainer(cfg(tmp_path / "whole", 10))
+    fused = fast_tier.find(next(iter(whole.model.parameters())).data) is not None
+    assert fused is (kernels == "1")  # the switch is what runs
     whole.train()
     Trainer(cfg(tmp_path / "split", 4)).train()
     resumed = Trainer.resume(tmp_path / "split", steps=10)
@@ -328,8 +339,15 @@ def test_gpucheck_reads_the_launches_from_callcounts_own_output(monkeypatch, cap
         "driver_calls": 900, "kernel_launches_why_not": None,
     }  # fmt: skip
     monkeypatch.setattr(callcount, "count_cuda_step_calls", lambda device: dict(counts))
+    probe = {k: {"kernels": 10} for k in ("matmul", "add", "sum")}
+    monkeypatch.setattr(callcount, "probe_launches", lambda device: probe)
+    monkeypatch.setattr(callcount, "call_costs", lambda device: {"add": 11.5})
     assert callcount._main_cuda("cuda:0") == 0
-    assert parse.callcount_figures(capsys.readouterr().out)["cupy_calls"] == 377
+    out = capsys.readouterr().out
+    assert "the counter's probe, 10 calls each: matmul 10 kernels" in out
+    found = parse.callcount_figures(out)
+    assert found["cupy_calls"] == 377 and found["cupy_calls_seen"] == 512
+    assert found["probe"] == probe and found["call_us"] == {"add": 11.5}
     counts.update(kernel_launches=None, kernel_launches_why_not="libcupti not found")
     assert callcount._main_cuda("cuda:0") == 0
     assert parse.callcount_figures(capsys.readouterr().out)["cupy_calls"] == 512

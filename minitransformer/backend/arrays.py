@@ -4,9 +4,9 @@ Everything above the backend asks for the *namespace* of its input arrays
 (``namespace(x)``) and calls the array-API functions on it (``xp.exp``, ``xp.matmul``,
 ...), so the same model code runs on NumPy, CuPy and the strict stand-in. NumPy's namespace
 is the lean one of ``kernels.numpy`` (the same functions, ``reshape`` and ``sum`` reached in
-one Python call): chosen in one place, ``_numpy_namespace``. CuPy's is
-``array_api_compat.cupy``, or with ``MT_CUDA_KERNELS=1`` the lean one of
-``kernels.cupy_namespace`` (CuPy's own functions and a small shim): ``_cupy_namespace``.
+one Python call): chosen in one place, ``_numpy_namespace``. CuPy's is the lean one of
+``kernels.cupy_namespace`` (CuPy's own functions and a small shim) by default, or
+``array_api_compat.cupy`` with ``MT_CUDA_KERNELS=0``: ``_cupy_namespace``.
 
 Values enter the library here: ``asarray`` makes an array on a device, ``check_dtype`` and
 ``numeric_data`` validate what a user hands to ``mt.tensor`` (once, where it enters).
@@ -37,7 +37,7 @@ def namespace(*arrays: Array) -> Any:
     NumPy (>= 2) and CuPy arrays are served by ``array_api_compat``'s wrappers so that
     standard names (``concat``, ``permute_dims``, ``astype``) work on both; NumPy gets its
     own module when it already is compliant, which avoids a wrapper call per function, and
-    CuPy the lean namespace of ``kernels.cupy_namespace`` when ``MT_CUDA_KERNELS=1``.
+    CuPy the lean namespace of ``kernels.cupy_namespace`` unless ``MT_CUDA_KERNELS=0``.
     """
     for x in arrays:
         if isinstance(x, np.ndarray | np.generic):
@@ -319,8 +319,10 @@ def scatter_add(table: Array, ids: Array, values: Array) -> Array:
 
     Shapes: table (V, D), ids (N,) int, values (N, D). This is the embedding gradient.
     NumPy sorts the ids and sums each run of equal ids with ``add.reduceat`` (much faster
-    than ``np.add.at``); CuPy uses ``cupyx.scatter_add``; the strict stand-in, which has no
-    scatter, uses the dense form ``one_hot(ids).T @ values`` (correct, only slower).
+    than ``np.add.at``). CuPy and the strict stand-in use the dense form
+    ``one_hot(ids).T @ values`` (N x V floats for a moment, one matrix product): on a GPU it
+    is deterministic, where ``cupyx.scatter_add`` (atomic adds, in no fixed order) gives
+    other bits from run to run, and a resumed run would not repeat the one it continues.
     """
     if isinstance(table, np.ndarray):
         if ids.size == 0:
@@ -329,12 +331,6 @@ def scatter_add(table: Array, ids: Array, values: Array) -> Array:
         sorted_ids = ids[order]
         starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
         table[sorted_ids[starts]] += np.add.reduceat(values[order], starts, axis=0)
-        return table
-    mod = type(table).__module__
-    if mod.startswith("cupy"):
-        import cupyx
-
-        cupyx.scatter_add(table, ids, values)
         return table
     xp = namespace(table)
     one_hot = xp.astype(

@@ -137,6 +137,17 @@ def cuda_available() -> bool:
         return False
 
 
+def make_current(device: str) -> None:
+    """Make GPU ``device`` ("cuda:N") this process's current CUDA device; a no-op elsewhere.
+
+    CuPy allocates and launches on the *current* device, and the fused kernels launch where
+    the current device is, not where their arrays are: a model placed on ``cuda:1``
+    (``Module.to``) makes ``cuda:1`` current, so its kernels run beside its memory."""
+    device = normalize_device(device)
+    if device.startswith("cuda"):
+        cupy_module().cuda.Device(int(device.split(":")[1])).use()
+
+
 def synchronize(device: str) -> None:
     """Wait for queued GPU work (for honest timings); a no-op on the CPU."""
     device = normalize_device(device)

@@ -119,9 +119,9 @@ def visible_gpus() -> int:
 
 def use_gpu(device: str) -> None:
     """Make GPU ``device`` ("cuda:N") this process's current CUDA device."""
-    import cupy
+    from .. import backend
 
-    cupy.cuda.Device(int(device.split(":")[1])).use()
+    backend.make_current(device)
 
 
 def load_nccl() -> Any:

@@ -20,7 +20,7 @@ from ..version import __version__
 from . import machine, report, steps, targets
 from .child import Budget
 
-STEPS: tuple[str, ...] = ("cuda_tests", "bench", "train", "decode", "callcount", "cpu_budget")
+STEPS: tuple[str, ...] = ("cuda_tests", "callcount", "bench", "decode", "train", "cpu_budget")
 
 
 def prepare_out(out: str | os.PathLike[str]) -> Path:

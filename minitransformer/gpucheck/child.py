@@ -73,10 +73,12 @@ def run_child(
     timeout: float,
     env: dict[str, str] | None = None,
     cwd: str | os.PathLike[str] | None = None,
+    interrupt_first: bool = False,
 ) -> ChildResult:
     """Run ``python ARGS`` for at most ``timeout`` seconds; ``env`` is added to this
     process's environment (see ``child_env``). On timeout the child's process group gets
-    SIGTERM, then SIGKILL after 5 s."""
+    SIGTERM (SIGINT first, with 10 s to end, when ``interrupt_first``: pytest then prints
+    its summary), then SIGKILL after 5 s."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, *args],
@@ -91,6 +93,14 @@ def run_child(
         out, err = proc.communicate(timeout=timeout)
         rc: int | None = proc.returncode
     except subprocess.TimeoutExpired:
+        if interrupt_first:
+            try:
+                os.killpg(proc.pid, signal.SIGINT)
+                out, err = proc.communicate(timeout=10.0)
+                _stop_group(proc)  # whatever of its group is left (xdist workers)
+                return ChildResult(None, out or "", err or "", time.perf_counter() - t0)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                pass
         _stop_group(proc)
         out, err = proc.communicate()
         rc = None

@@ -98,11 +98,11 @@ def decode_figures(results: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def callcount_figures(output: str) -> dict[str, Any] | None:
-    """The CuPy calls (launches) of one tiny training step from ``python -m
-    minitransformer.callcount --device cuda:0``'s output: a JSON object line with a
-    ``kernel_launches`` (CUPTI's count; else ``cupy_calls`` or ``launches``) count, else
-    the first number before "CuPy calls", "cupy calls" or "launches" in its text. None when
-    neither is there."""
+    """The launches of one tiny training step from ``python -m minitransformer.callcount
+    --device cuda:0``'s output: from its JSON object line, ``cupy_calls`` is the kernels the
+    GPU ran (CUPTI's ``kernel_launches``; else the ``cupy_calls`` the profiler saw) with the
+    other figures beside it; without a JSON line, the first number before "CuPy calls",
+    "cupy calls" or "launches" in its text. None when neither is there."""
     for line in output.splitlines():
         line = line.strip()
         if line.startswith("{"):
@@ -110,12 +110,29 @@ def callcount_figures(output: str) -> dict[str, Any] | None:
                 found = json.loads(line)
             except ValueError:
                 continue
+            if not isinstance(found, dict):
+                continue
             for key in ("kernel_launches", "cupy_calls", "launches"):
-                if isinstance(found, dict) and isinstance(found.get(key), int):
-                    return {"cupy_calls": found[key], "source": f"JSON {key!r}"}
+                if isinstance(found.get(key), int):
+                    more = {k: found.get(k) for k in _CALLCOUNT_MORE if k in found}
+                    if "cupy_calls" in more:
+                        more["cupy_calls_seen"] = more.pop("cupy_calls")
+                    return {"cupy_calls": found[key], "source": f"JSON {key!r}", **more}
     m = re.search(
         r"(\d[\d,]*)\s+(?:CuPy calls|cupy calls|launches|kernel launches)", output, flags=re.I
     )
     if m is None:
         return None
     return {"cupy_calls": int(m.group(1).replace(",", "")), "source": f"text {m.group(0)!r}"}
+
+
+_CALLCOUNT_MORE = (
+    "kernel_launches",
+    "copies",
+    "cupy_calls",
+    "allocations",
+    "driver_api_launches",
+    "runtime_api_launches",
+    "probe",
+    "call_us",
+)

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 TITLES = {
-    "cuda_tests": "1. the cuda:0 test variants",
-    "bench": "2. bench --device cuda --compare torch-graph (before / after)",
-    "train": "3. train tokens/s, cuda vs this machine's CPU",
+    "cuda_tests": "1. the GPU tests (pytest -m gpu), kernels off and on",
+    "callcount": "2. kernel launches and CuPy calls of one tiny training step",
+    "bench": "3. bench --device cuda --compare torch-graph (before / after)",
     "decode": "4. greedy decoding at small, 64 tokens: cached vs recomputing",
-    "callcount": "5. CuPy calls of one tiny training step",
+    "train": "5. train tokens/s, cuda vs this machine's CPU",
     "cpu_budget": "6. the CPU call budget (tests/test_callcount.py)",
 }
 MACHINE = (
@@ -110,18 +110,38 @@ def _decode(step: dict[str, Any]) -> list[str]:
 
 def _callcount(step: dict[str, Any]) -> list[str]:
     rows = [
-        [mode, r["status"], r.get("cupy_calls"), r.get("reason")]
+        [
+            mode,
+            r["status"],
+            r.get("kernel_launches"),
+            r.get("copies"),
+            r.get("cupy_calls_seen"),
+            r.get("allocations"),
+            r.get("reason"),
+        ]
         for mode, r in step.get("runs", {}).items()
     ]
-    return _table(["mode", "status", "CuPy calls", "notes"], rows) if rows else []
+    head = ["mode", "status", "kernels run", "copies", "CuPy calls seen", "allocations", "notes"]
+    lines = _table(head, rows) if rows else []
+    for mode, r in step.get("runs", {}).items():
+        if r.get("probe"):
+            probe = ", ".join(f"{k} {v.get('kernels')}" for k, v in r["probe"].items())
+            lines.append(f"- {mode}: the counter's probe (kernels for 10 calls each): {probe}")
+        if r.get("call_us"):
+            costs = ", ".join(f"{k} {v} µs" for k, v in r["call_us"].items())
+            lines.append(f"- {mode}: host time per CuPy call: {costs}")
+    return lines + [""] if len(lines) > len(rows) + 3 else lines
 
 
 def _tests(step: dict[str, Any]) -> list[str]:
     lines = []
-    if "counts" in step:
-        counts = ", ".join(f"{n} {w}" for w, n in step["counts"].items()) or "no summary"
-        lines.append(f"`{step.get('command', 'pytest')}`: {counts}")
-    lines += [f"- FAILED {name}" for name in step.get("failures", [])]
+    for key, r in (step.get("runs") or {"": step}).items():
+        if "counts" in r:
+            counts = ", ".join(f"{n} {w}" for w, n in r["counts"].items()) or "no summary"
+            log = f" (log: `{r['log']}`)" if r.get("log") else ""
+            lines.append(f"- {key + ': ' if key else ''}`{r.get('command', 'pytest')}`: "
+                         f"{counts}{log}")  # fmt: skip
+        lines += [f"  - FAILED {name}" for name in r.get("failures", [])]
     return lines + [""] if lines else []
 
 

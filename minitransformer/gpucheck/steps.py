@@ -1,20 +1,25 @@
 """The measurements of the GPU check, one function per step, each returning its result:
 ``{"status": "ok" | "failed" | "skipped", "reason": why (or None), "seconds": ..., figures}``.
 
-1. ``cuda_tests``  the ``cuda:0`` test variants: ``python -m pytest -q tests -k cuda``
-2. ``bench``       ``bench --device cuda --compare torch-graph`` at each preset, twice:
-                   MT_CUDA_KERNELS=0 ("before", the array-API path) and =1 ("after", the
-                   fused kernels), interleaved: tiny before, tiny after, small before, ...
-3. ``train``       ``train copy`` and ``train translate-en-es`` tokens/s: the CPU, then
-                   cuda before and after (a short run each, in a temporary folder in --out)
+1. ``cuda_tests``  the GPU tests (``pytest -m gpu``: every cuda:0 variant and every GPU-only
+                   test), twice: MT_CUDA_KERNELS=0 ("before") and =1 ("after"); in parallel
+                   workers with a per-test timeout where pytest-xdist and pytest-timeout are
+                   installed; each run's whole log in ``tests-k0.log`` / ``tests-k1.log``
+2. ``callcount``   one tiny step's CuPy calls, the kernels and copies the GPU ran (CUPTI), the
+                   counter's probe and the host µs per call: ``python -m
+                   minitransformer.callcount --device cuda:0``, before and after
+3. ``bench``       ``bench --device cuda --compare torch-graph`` at each preset, twice:
+                   before and after, interleaved: tiny before, tiny after, small before, ...
 4. ``decode``      cached vs recomputing greedy decoding at small, 64 tokens, on cuda: the
                    figures the benchmark's small runs measured (bench runs it after small)
-5. ``callcount``   CuPy calls of one tiny step: ``python -m minitransformer.callcount
-                   --device cuda:0``, before and after
+5. ``train``       ``train copy`` and ``train translate-en-es`` tokens/s: the CPU, then
+                   cuda before and after (a short run each, in a temporary folder in --out)
 6. ``cpu_budget``  the CPU's call budget still holds: ``pytest tests/test_callcount.py``
 
 Without a GPU the GPU steps are skipped ("no GPU: ..."); a step that does not fit in what is
 left of the time budget is skipped saying so; a child that runs past its timeout is stopped.
+The order puts first what a first GPU run must show (the tests, the launches), so a short
+budget cuts the longest measurements.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -93,8 +99,15 @@ def _child_failed(r: ChildResult, timeout: float) -> dict[str, Any]:
     return {"status": "failed", "reason": f"exit status {r.rc}: {r.tail()}"}
 
 
-def _pytest(ctx: Context, args: list[str], wanted: float) -> dict[str, Any]:
-    """Run pytest in the repository with ``args``; its counts and failures."""
+def _pytest(
+    ctx: Context,
+    args: list[str],
+    wanted: float,
+    env: dict[str, str] | None = None,
+    log: str | None = None,
+) -> dict[str, Any]:
+    """Run pytest in the repository with ``args`` (and ``env``); its counts and failures,
+    its whole output kept in ``ctx.out/log`` when ``log`` is given."""
     if ctx.tests_root is None:
         return skipped(
             "no tests/ folder beside the package (an installed copy): run the "
@@ -106,26 +119,57 @@ def _pytest(ctx: Context, args: list[str], wanted: float) -> dict[str, Any]:
     if timeout is None:
         return skipped(_no_time(ctx))
     r = run_child(
-        ["-m", "pytest", "-q", "-p", "no:cacheprovider", *args], timeout, cwd=ctx.tests_root
+        ["-m", "pytest", "-p", "no:cacheprovider", *args],
+        timeout,
+        env=env,
+        cwd=ctx.tests_root,
+        interrupt_first=True,  # SIGINT at the timeout: pytest still prints its summary
     )
-    if r.timed_out:
-        return _child_failed(r, timeout) | {"seconds": r.seconds}
-    out = {
+    out: dict[str, Any] = {
         "counts": parse.pytest_counts(r.stdout),
         "failures": parse.pytest_failures(r.stdout),
         "seconds": r.seconds,
-        "command": "python -m pytest -q " + " ".join(args),
+        "command": " ".join(f"{k}={v}" for k, v in (env or {}).items())
+        + (" " if env else "")
+        + "python -m pytest "
+        + " ".join(args),
     }
+    if log is not None:
+        files.write_text(ctx.out, log, r.stdout + r.stderr)
+        out["log"] = log
+    if r.timed_out:
+        return _child_failed(r, timeout) | out
     if r.rc == 0:
         return {"status": "ok", "reason": None, **out}
     return {"status": "failed", "reason": f"pytest exit status {r.rc}: {r.tail(2)}", **out}
 
 
+def gpu_test_args(workers: int | None = None) -> list[str]:
+    """pytest's arguments for the GPU tests: ``-m gpu``, verbose (every test's outcome in
+    the log), short tracebacks, at most 60 failures (a sticky CUDA error poisons a
+    process); ``-n WORKERS --dist loadfile`` where pytest-xdist is installed and
+    ``--timeout 120`` where pytest-timeout is (a hung CUDA call ends its test, not the run)."""
+    args = ["tests", "-m", "gpu", "-v", "-rfE", "--tb=short", "--maxfail=60"]
+    if importlib.util.find_spec("xdist") is not None:
+        n = workers or min(8, os.cpu_count() or 1)
+        if n > 1:
+            args += ["-n", str(n), "--dist", "loadfile"]
+    if importlib.util.find_spec("pytest_timeout") is not None:
+        args += ["--timeout=120", "--timeout-method=thread"]
+    return args
+
+
 def cuda_tests(ctx: Context) -> dict[str, Any]:
-    """Step 1: the cuda:0 variants of the test suite."""
+    """Step 1: the GPU tests (``-m gpu``), with the fused kernels off, then on; each run's
+    log in ``tests-k0.log`` / ``tests-k1.log``."""
     if not ctx.gpu:
         return skipped(f"no GPU: {ctx.no_gpu}")
-    return _pytest(ctx, ["tests", "-k", "cuda"], wanted=60 if ctx.quick else 150)
+    runs: dict[str, dict[str, Any]] = {}
+    for (mode, flag), wanted in zip(MODES, (60, 45) if ctx.quick else (150, 100), strict=True):
+        ctx.log(f"gpucheck: GPU tests, {mode} (MT_CUDA_KERNELS={flag}) ...")
+        env = {"MT_CUDA_KERNELS": flag}
+        runs[mode] = _pytest(ctx, gpu_test_args(), wanted, env=env, log=f"tests-k{flag}.log")
+    return {**_overall(runs), "runs": runs}
 
 
 def cpu_budget(ctx: Context) -> dict[str, Any]:

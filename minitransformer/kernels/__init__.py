@@ -16,13 +16,13 @@ measurable. ``reference_only()`` switches every fast path off for a block: the t
 each op both ways and compare, and a learner can time the difference.
 
 On a GPU: the fused CUDA kernels (``cupy.py``, sources in ``cuda/*.cu``) and the lean CuPy
-namespace (``cupy_namespace.py``) are not yet verified on a GPU, so they are OFF unless the
-environment variable ``MT_CUDA_KERNELS=1`` is set (``cuda_kernels_enabled``). Unset, empty
-or ``0`` is off; any other value is a ValueError naming the fix (a typo such as
-``MT_CUDA_KERNELS=true`` should not silently run the slow path). The backend calls
-``use_cupy(cupy)`` when it first gives out CuPy's namespace (``backend.arrays``, before any
-op runs on a CuPy array); it registers ``cupy.py`` for ``cupy.ndarray`` when the switch is
-on (and unregisters it when off).
+namespace (``cupy_namespace.py``) are ON by default; the environment variable
+``MT_CUDA_KERNELS=0`` switches them off (``cuda_kernels_enabled``), for the reference ops on
+``array_api_compat``'s CuPy namespace. Unset, empty or ``1`` is on; any other value is a
+ValueError naming the fix (a typo such as ``MT_CUDA_KERNELS=false`` should not silently run
+the other path). The backend calls ``use_cupy(cupy)`` when it first gives out CuPy's
+namespace (``backend.arrays``, before any op runs on a CuPy array); it registers ``cupy.py``
+for ``cupy.ndarray`` when the switch is on (and unregisters it when off).
 
 Floors: this package imports only NumPy (and, on a GPU, CuPy) and ``host``; the backend,
 the autograd core and the ops stand on it.
@@ -47,18 +47,19 @@ SWITCH = "MT_CUDA_KERNELS"  # the one switch of the GPU kernels (see the module 
 
 
 def cuda_kernels_enabled() -> bool:
-    """True when ``MT_CUDA_KERNELS=1``: CuPy arrays take the fused CUDA kernels and the lean
-    CuPy namespace. Unset, ``""`` or ``"0"``: off (the reference ops on array_api_compat's
-    CuPy namespace). Read on every call (one dictionary lookup), so a test can flip it."""
+    """True unless ``MT_CUDA_KERNELS=0``: CuPy arrays take the fused CUDA kernels and the lean
+    CuPy namespace (unset, ``""`` or ``"1"``). ``"0"``: off (the reference ops on
+    array_api_compat's CuPy namespace). Read on every call (one dictionary lookup), so a
+    test can flip it."""
     value = os.environ.get(SWITCH)
-    if value is None or value == "0" or value == "":
-        return False
-    if value == "1":
+    if value is None or value == "1" or value == "":
         return True
+    if value == "0":
+        return False
     raise ValueError(
-        f"environment variable {SWITCH}={value!r} is not understood: set {SWITCH}=1 to use "
-        f"the fused CUDA kernels (not yet verified on a GPU), or {SWITCH}=0 (or unset it) "
-        "for the reference ops"
+        f"environment variable {SWITCH}={value!r} is not understood: set {SWITCH}=0 to run "
+        f"the reference ops on a GPU instead of the fused CUDA kernels, or {SWITCH}=1 (or "
+        "unset it) for the fused kernels, the default"
     )
 
 

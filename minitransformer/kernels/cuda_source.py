@@ -25,6 +25,10 @@ SOURCES = Path(__file__).parent / "cuda"
 
 # the C++ standard NVRTC and nvcc compile the sources with (the same for both)
 OPTIONS = ("--std=c++17",)
+# what CuPy appends to every RawModule's options (cupy/cuda/compiler.py), after ours, so it
+# wins: float32 subnormals are flushed to zero in every kernel that runs. The compile tests
+# build with OPTIONS + CUPY_APPENDS: the code that runs.
+CUPY_APPENDS = ("-ftz=true",)
 
 _ENTRY = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(')
 

@@ -1,5 +1,5 @@
 """The lean CuPy namespace: CuPy's own functions, plus a small shim for the array-API names
-CuPy 14 lacks or spells differently. Used on a GPU when ``MT_CUDA_KERNELS=1``.
+CuPy 14 lacks or spells differently. Used on a GPU unless ``MT_CUDA_KERNELS=0``.
 
 Why: ``array_api_compat.cupy`` wraps many functions (``zeros`` is four Python calls: the
 ``get_xp`` wrapper, the alias, its device check, then CuPy), and on a GPU every Python call

@@ -4,7 +4,7 @@ Adam over the flat buffer, and the gradient norm / clip / finite check with no h
 Each function is named after the reference it replaces and returns what the reference
 returns, like ``kernels/numpy.py``; the CUDA C is in ``kernels/cuda/{dropout,adam,
 grad_norm}.cu`` (each file's header has the math and the launch layout). ``kernels/cupy.py``
-re-exports these names for cupy.ndarray, which is used only behind ``MT_CUDA_KERNELS=1``.
+re-exports these names for cupy.ndarray (on by default; ``MT_CUDA_KERNELS=0`` turns it off).
 
 Kernels take float32 and float64 arrays (``kernels.find`` gives the ops this module only
 for those: float16 runs the ops' own reference math). Inputs are made C-contiguous

@@ -189,10 +189,12 @@ class Module:
         """Move (and/or cast floating) parameters, their grads and buffers, in place.
 
         ``device``: "cpu", "cuda", "cuda:N", "strict:NAME"; ``dtype``: "float32"/"float64".
-        Integer buffers keep their dtype. Returns self.
+        Integer buffers keep their dtype. Returns self. ``cuda:N`` becomes the process's
+        current GPU (``backend.make_current``: the fused kernels launch on the current one).
         """
         if device is not None:
             device = backend.normalize_device(device)
+            backend.make_current(device)
         if dtype is not None:
             name = dtype if isinstance(dtype, str) else backend.dtype_name(dtype)
             if name not in ("float32", "float64"):

@@ -9,8 +9,8 @@ Backward, with dO = dL/d(out):
 A query row whose keys are ALL masked has P = 0 (not NaN): its output and the gradients
 flowing through it are exactly zero.
 The Function is this math as written; where ``kernels.find`` gives a module with attention
-kernels (CuPy's, behind ``MT_CUDA_KERNELS=1``), the softmax and its backward each run as
-one launch (``kernels/cuda/attention_softmax.cu``), with the scale applied to q k^T and dS.
+kernels (CuPy's, on by default; ``MT_CUDA_KERNELS=0`` turns them off), the softmax and its
+backward each run as one launch (``kernels/cuda/attention_softmax.cu``), with the scale applied to q k^T and dS.
 What the inputs must look like is checked in ``attention_checks.py``.
 """
 

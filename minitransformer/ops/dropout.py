@@ -9,7 +9,7 @@ forward and backward are two array calls each, ``where(m, x * scale, 0)``.
 ``dropout_add(x, r)`` = r + dropout(x), the residual connection around each sublayer
 (``r + Dropout(Sublayer(r))``), as one op: dr = g, dx = g * m / (1 - p).
 
-On a GPU (kernels/cupy_step.py, behind MT_CUDA_KERNELS=1) both take one kernel launch that
+On a GPU (kernels/cupy_step.py, unless MT_CUDA_KERNELS=0) both take one kernel launch that
 makes the mask's random bits itself from the two keys of the draw
 (``Generator.dropout_keys``): the keys are saved, not a mask, and backward makes the same
 mask again.

@@ -33,7 +33,15 @@ def compile_ptx(path: Path, arch: str, out_dir: Path) -> tuple[bool, str, float]
     """``nvcc -ptx`` of one file for one architecture, every warning an error: (compiled
     without a word, what nvcc said, seconds)."""
     out = out_dir / f"{path.stem}.{arch}.ptx"
-    cmd = [NVCC, "-ptx", *cuda_source.OPTIONS, f"-arch={arch}", "-Werror", "all-warnings"]
+    cmd = [
+        NVCC,
+        "-ptx",
+        *cuda_source.OPTIONS,
+        *cuda_source.CUPY_APPENDS,
+        f"-arch={arch}",
+        "-Werror",
+        "all-warnings",
+    ]
     start = time.perf_counter()
     proc = subprocess.run(
         [*cmd, "-o", str(out), str(path)], capture_output=True, text=True, timeout=300

@@ -41,12 +41,13 @@ needs_nvrtc = pytest.mark.skipif(
 
 def nvrtc_compile(text: str, name: str, arch: str) -> tuple[int, str]:
     """NVRTC's result code (0: compiled) and its log for one source, with the options CuPy
-    is given (``cuda_source.OPTIONS``) and the architecture named."""
+    compiles with (``cuda_source.OPTIONS`` and the ``-ftz=true`` it appends) for the
+    architecture named."""
     lib = ctypes.CDLL(LIBRARY)
     prog = ctypes.c_void_p()
     made = lib.nvrtcCreateProgram(ctypes.byref(prog), text.encode(), name.encode(), 0, None, None)
     assert made == 0, f"nvrtcCreateProgram returned {made}"
-    options = [*cuda_source.OPTIONS, f"-arch={arch}"]
+    options = [*cuda_source.OPTIONS, *cuda_source.CUPY_APPENDS, f"-arch={arch}"]
     argv = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
     try:
         result = lib.nvrtcCompileProgram(prog, len(options), argv)

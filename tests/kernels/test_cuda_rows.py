@@ -337,7 +337,7 @@ def test_block_sizes_are_whole_warps_and_chunks_cover_every_row():
 
 # ----------------------------------------------------------------------------- on a GPU
 
-gpu = pytest.mark.skipif(not mt.cuda_available(), reason="CuPy with a GPU is not available")
+gpu = pytest.mark.gpu  # skipped without a GPU (tests/conftest.py)
 
 
 @gpu

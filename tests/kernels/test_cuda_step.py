@@ -262,7 +262,7 @@ def test_the_module_names_and_grids():
 
 # ----------------------------------------------------------------------------- on a GPU
 
-gpu = pytest.mark.skipif(not mt.cuda_available(), reason="CuPy with a GPU is not available here")
+gpu = pytest.mark.gpu  # skipped without a GPU (tests/conftest.py)
 
 
 @gpu

@@ -217,7 +217,7 @@ def test_the_checked_names_exist_in_cupy():
 
 
 @pytest.mark.parametrize(
-    "value,on", [(None, False), ("", False), ("0", False), ("1", True)]
+    "value,on", [(None, True), ("", True), ("0", False), ("1", True)]
 )  # fmt: skip
 def test_the_switch_reads_on_and_off(monkeypatch, value, on):
     if value is None:
@@ -227,10 +227,10 @@ def test_the_switch_reads_on_and_off(monkeypatch, value, on):
     assert kernels.cuda_kernels_enabled() is on
 
 
-@pytest.mark.parametrize("value", ["true", "yes", "2", " 1"])
+@pytest.mark.parametrize("value", ["true", "false", "2", " 0"])
 def test_a_switch_value_it_does_not_know_names_the_fix(monkeypatch, value):
     monkeypatch.setenv("MT_CUDA_KERNELS", value)
-    with pytest.raises(ValueError, match="MT_CUDA_KERNELS=1 to use the fused CUDA kernels"):
+    with pytest.raises(ValueError, match="MT_CUDA_KERNELS=0 to run the reference ops"):
         kernels.cuda_kernels_enabled()
 
 
@@ -255,6 +255,8 @@ def test_use_cupy_registers_the_kernels_only_when_switched_on(monkeypatch, fake_
     assert kernels.use_cupy(cp) is True and kernels.find(x) is fast
     monkeypatch.setenv("MT_CUDA_KERNELS", "0")
     assert kernels.use_cupy(cp) is False and kernels.find(x) is None
+    monkeypatch.delenv("MT_CUDA_KERNELS")  # the default: on
+    assert kernels.use_cupy(cp) is True and kernels.find(x) is fast
 
 
 def test_the_backend_gives_cupy_arrays_the_lean_namespace_when_switched_on(monkeypatch, fake_gpu):

@@ -82,3 +82,23 @@ def test_bad_input(make, rng, device):
         embedding(ids_on(device, [5, 1]), w)
     with pytest.raises(ShapeError, match=r"weight has shape \(5,\)"):
         embedding(ids_on(device, [0]), make(np.zeros(5)))
+
+
+def test_the_gradient_has_the_same_bits_every_time(rng, device):
+    """Many repeats of few ids, float32: the scatter-add gives the same bits on every call
+    (on a GPU atomic adds would not: a resumed run must repeat the run it continues)."""
+    from minitransformer import backend
+
+    ids = backend.asarray(rng.integers(0, 7, size=4096), device=device)
+    values = backend.asarray(rng.standard_normal((4096, 24)), dtype="float32", device=device)
+    xp = backend.namespace(values)
+    runs = [
+        backend.to_numpy(backend.scatter_add(xp.zeros((7, 24), dtype=xp.float32,
+                                                      device=values.device), ids, values))
+        for _ in range(3)
+    ]  # fmt: skip
+    np.testing.assert_array_equal(runs[0], runs[1])
+    np.testing.assert_array_equal(runs[0], runs[2])
+    want = np.zeros((7, 24))
+    np.add.at(want, backend.to_numpy(ids), backend.to_numpy(values).astype(np.float64))
+    np.testing.assert_allclose(runs[0], want, rtol=1e-4, atol=1e-4)

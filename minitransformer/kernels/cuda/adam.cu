@@ -12,7 +12,9 @@
 //     step_size = lr / (1 - b1^t),   bc2_sqrt = sqrt(1 - b2^t)      (t: the update count).
 // Every operation is rounded on its own (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn and the
 // double versions), never contracted into a fused multiply-add, so each element gets the
-// bits kernels/numpy.py's adam_update gets on the CPU.
+// bits kernels/numpy.py's adam_update gets on the CPU, for normal numbers: CuPy compiles
+// every kernel with -ftz=true (cuda_source.CUPY_APPENDS), so a float32 subnormal (a tiny
+// m, v or g^2) is flushed to zero here, as CuPy's own float32 ufuncs flush it.
 //
 // The skip flag: `ok` points to a 0-d bool on the device (the trainer's "every step so far
 // was finite", Optimizer.step(apply_if=ok)). It is read INSIDE the kernel: where it is false

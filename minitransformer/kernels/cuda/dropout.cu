@@ -19,7 +19,8 @@
 //                     (its backward is dr = g and dx = dropout_apply(g))
 // Products and sums use __fmul_rn / __fadd_rn (and the double versions): a plain `r + x * s`
 // may be contracted into one fused multiply-add, which rounds once where the reference
-// (two array operations) rounds twice; the intrinsics keep the results bit-exact.
+// (two array operations) rounds twice; the intrinsics keep the results bit-exact for
+// normal numbers (float32 subnormals are flushed: CuPy compiles with -ftz=true).
 //
 // Launch: a 1-D grid-stride loop, 256 threads per block, grid = min(ceil(n / 256), 65536)
 // (chosen in kernels/cupy_step.py). n is 64-bit; past 2^32 elements the index i wraps
