@@ -10,7 +10,8 @@ A query row whose keys are ALL masked has P = 0 (not NaN): its output and the gr
 flowing through it are exactly zero.
 The Function is this math as written; where ``kernels.find`` gives a module with attention
 kernels (CuPy's, on by default; ``MT_CUDA_KERNELS=0`` turns them off), the softmax and its
-backward each run as one launch (``kernels/cuda/attention_softmax.cu``), with the scale applied to q k^T and dS.
+backward each run as one launch (``kernels/cuda/attention_softmax.cu``), with the scale
+applied to q k^T and dS.
 What the inputs must look like is checked in ``attention_checks.py``.
 """
 
