@@ -524,11 +524,18 @@ def test_layer_norm_is_right_from_1e_minus_30_to_3e38_in_float32(device, path, e
         y.backward(mt.tensor(g.astype(np.float32), device=device))
     np.testing.assert_allclose(y.numpy(), y64, rtol=1e-5, atol=2e-6)
     dx = xt.grad if isinstance(xt.grad, np.ndarray) else mt.backend.to_numpy(xt.grad)
+    # On a GPU float32 subnormals are flushed to zero (CuPy's ufuncs and our kernels alike
+    # are compiled with -ftz=true: kernels/cuda_source.CUPY_APPENDS). Row 2 spans the whole
+    # float32 range: its 1/std (3e-39) is subnormal, flushed, and its gradient (every element
+    # O(1/std), at most 1.6e-38) comes out 0 there. Exact for normal numbers only.
+    rstd = 1.0 / np.sqrt(x.astype(np.float64).var(-1) + eps)
     for row in range(4):
         scale = np.abs(dx64[row]).max()
+        flushed = device.startswith("cuda") and rstd[row] < np.finfo(np.float32).tiny
         np.testing.assert_allclose(
-            dx[row], dx64[row], rtol=0, atol=1e-4 * scale, err_msg=f"row {row}"
-        )
+            dx[row], dx64[row], rtol=0, atol=scale if flushed else 1e-4 * scale,
+            err_msg=f"row {row}",
+        )  # fmt: skip
 
 
 def test_layer_norm_float16_keeps_its_answer_past_256():

@@ -81,12 +81,25 @@ def test_an_out_that_holds_anything_is_refused_and_left_as_it_was(tmp_path, caps
         (["--out", "x", "--budget-s", "-5"], "positive number of seconds"),
         (["--out", "x", "--budget-s", "soon"], "expected a number of seconds, got 'soon'"),
         (["--out", "x", "--bogus"], "unrecognized arguments: --bogus"),
+        (["--out", "x", "--steps", "tests"], "unknown step tests: name one or more of cuda_tests"),
+        (["--out", "x", "--steps", ","], "unknown step ','"),
     ],
 )
 def test_bad_flags_exit_2_with_a_message(argv, message, capsys):
     with pytest.raises(SystemExit) as done:
         cli.main(argv)
     assert done.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_steps_runs_only_the_steps_named_and_reports_the_others_skipped(tmp_path, no_gpu):
+    assert cli.main(["--out", str(tmp_path / "gc"), "--quick", "--steps", "cpu_budget"]) == 0
+    saved = _strict_json((tmp_path / "gc" / "gpucheck.json").read_text())
+    assert saved["steps"]["train"] == {
+        "status": "skipped",
+        "reason": "not asked for (--steps cpu_budget)",
+        "seconds": saved["steps"]["train"]["seconds"],
+    }
+    assert saved["steps"]["cpu_budget"]["reason"] == "--quick"
 
 
 def test_a_step_that_does_not_fit_in_the_budget_is_skipped_saying_so(tmp_path, no_gpu):

@@ -11,7 +11,7 @@ import math
 import sys
 
 from ..errors import MiniTransformerError
-from .check import run_check
+from .check import STEPS, run_check
 
 DESCRIPTION = (
     "Measure the GPU path in one command: the cuda:0 test variants; bench --device cuda "
@@ -34,6 +34,17 @@ def _budget(text: str) -> float:
     return value
 
 
+def _steps(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in STEPS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown step {', '.join(unknown) or repr(text)}: name one or more of "
+            f"{','.join(STEPS)}, separated by commas"
+        )
+    return names
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m minitransformer.gpucheck", description=DESCRIPTION
@@ -53,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="time for all steps (default 480); what does not fit is reported as skipped",
     )
+    parser.add_argument(
+        "--steps",
+        type=_steps,
+        default=None,
+        metavar="A,B",
+        help=f"run only these steps (a rerun of what failed), of {','.join(STEPS)}; the others "
+        "are reported as skipped",
+    )
     return parser
 
 
@@ -64,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             args.out,
             quick=args.quick,
             budget_s=args.budget_s,
+            only=args.steps,
             argv=argv,
             log=lambda msg: print(msg, flush=True),
         )

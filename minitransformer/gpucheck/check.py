@@ -59,9 +59,10 @@ def run_check(
     budget_s: float = 480.0,
     argv: list[str] | None = None,
     log: Callable[[str], None] = print,
+    only: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Run every step, write ``out``/gpucheck.json and ``out``/gpucheck.md; return the
-    result (what the JSON holds)."""
+    """Run every step (or those named in ``only``), write ``out``/gpucheck.json and
+    ``out``/gpucheck.md; return the result (what the JSON holds)."""
     folder = prepare_out(out)
     t0, started = time.perf_counter(), datetime.datetime.now().astimezone()
     gpu, no_gpu = machine.gpu_status()
@@ -75,7 +76,9 @@ def run_check(
         title = report.TITLES[name].split(". ", 1)[1]
         log(f"gpucheck: [{number}/{len(STEPS)}] {title} ...")
         t = time.perf_counter()
-        if name == "decode":
+        if only is not None and name not in only:
+            r = steps.skipped(f"not asked for (--steps {','.join(only)})")
+        elif name == "decode":
             r = steps.decode(ctx, found.get("bench", {}))
         else:
             r = getattr(steps, name)(ctx)
