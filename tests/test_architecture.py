@@ -37,7 +37,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("tensor",),
     ("backend",),
     ("kernels",),
-    ("host", "config"),
+    ("host", "config", "cupti"),
     ("data",),
     ("checks",),
     ("errors", "version"),

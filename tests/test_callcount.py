@@ -117,12 +117,12 @@ def test_the_gpu_count_refuses_a_cpu_device():
 
 def test_the_launch_counter_says_why_it_cannot_count(monkeypatch):
     """Without libcupti (or a driver) the launch count is None with a reason, never an error."""
-    from minitransformer import callcount
+    from minitransformer import cupti
 
-    monkeypatch.setattr(callcount, "_libcupti", lambda: "libcupti not found")
-    with callcount._DriverLaunches() as d:
+    monkeypatch.setattr(cupti, "libcupti", lambda: "libcupti not found")
+    with cupti.LaunchCounter() as d:
         pass
-    assert d.launches is None and d.why == "libcupti not found"
+    assert d.launches is None and d.copies is None and d.why == "libcupti not found"
 
 
 @pytest.mark.gpu

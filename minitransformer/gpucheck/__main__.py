@@ -14,13 +14,14 @@ from ..errors import MiniTransformerError
 from .check import STEPS, run_check
 
 DESCRIPTION = (
-    "Measure the GPU path in one command: the cuda:0 test variants; bench --device cuda "
-    "--compare torch-graph at tiny, small, base and base at batch 64 x length 64, each with "
-    "MT_CUDA_KERNELS=0 (before) and =1 (after); train copy and translate-en-es tokens/s on "
-    "cuda vs this machine's CPU; cached vs recomputing greedy decoding; the CuPy calls of a "
-    "tiny step. Writes DIR/gpucheck.md and DIR/gpucheck.json (DIR must be new or empty). "
-    "About 8 minutes on an H100; without a GPU only the CPU-side steps run and every GPU "
-    "step is reported as skipped."
+    "Measure the GPU path in one command: the GPU tests (pytest -m gpu) with MT_CUDA_KERNELS=0 "
+    "and =1, both logs kept; the kernels the GPU runs per tiny training step (CUPTI) and the "
+    "host time per CuPy call; bench --device cuda --compare torch-graph at tiny, small, base "
+    "and base at batch 64 x length 64, kernels off and on; cached vs recomputing greedy "
+    "decoding; train copy and translate-en-es tokens/s on cuda vs this machine's CPU; the CPU "
+    "call budget. Writes DIR/gpucheck.md and DIR/gpucheck.json (DIR must be new or empty). "
+    "About 8 minutes on an H200 (392 s for all but the training runs and the CPU budget); "
+    "without a GPU only the CPU-side steps run and every GPU step is reported as skipped."
 )
 
 
