@@ -155,7 +155,7 @@ def probe_launches(device: str = "cuda:0", repeat: int = 10) -> dict[str, Any]:
     kernels: fewer means that kind of launch is missed."""
     cp = cupy_module()
     out: dict[str, Any] = {}
-    with cp.cuda.Device(int(backend.normalize_device(device).split(":")[1])):
+    with backend.native_device(backend.normalize_device(device)):
         a = cp.ones((256, 256), dtype=cp.float32)
         probes = {"matmul": lambda: cp.matmul(a, a), "add": lambda: a + a, "sum": lambda: a.sum()}
         for name, fn in probes.items():
@@ -181,7 +181,7 @@ def call_costs(device: str = "cuda:0") -> dict[str, float]:
     import time
 
     cp = cupy_module()
-    with cp.cuda.Device(int(backend.normalize_device(device).split(":")[1])):
+    with backend.native_device(backend.normalize_device(device)):
         a = cp.ones((64, 64), dtype=cp.float32)
         calls: dict[str, Callable[[], Any]] = {
             "add": lambda: a + a,

@@ -145,7 +145,7 @@ def make_current(device: str) -> None:
     (``Module.to``) makes ``cuda:1`` current, so its kernels run beside its memory."""
     device = normalize_device(device)
     if device.startswith("cuda"):
-        cupy_module().cuda.Device(int(device.split(":")[1])).use()
+        native_device(device).use()
 
 
 def synchronize(device: str) -> None:

@@ -122,15 +122,15 @@ def _callcount(step: dict[str, Any]) -> list[str]:
         for mode, r in step.get("runs", {}).items()
     ]
     head = ["mode", "status", "kernels run", "copies", "CuPy calls seen", "allocations", "notes"]
-    lines = _table(head, rows) if rows else []
+    notes = []
     for mode, r in step.get("runs", {}).items():
         if r.get("probe"):
             probe = ", ".join(f"{k} {v.get('kernels')}" for k, v in r["probe"].items())
-            lines.append(f"- {mode}: the counter's probe (kernels for 10 calls each): {probe}")
+            notes.append(f"- {mode}: the counter's probe (kernels for 10 calls each): {probe}")
         if r.get("call_us"):
             costs = ", ".join(f"{k} {v} µs" for k, v in r["call_us"].items())
-            lines.append(f"- {mode}: host time per CuPy call: {costs}")
-    return lines + [""] if len(lines) > len(rows) + 3 else lines
+            notes.append(f"- {mode}: host time per CuPy call: {costs}")
+    return (_table(head, rows) if rows else []) + notes + ([""] if notes else [])
 
 
 def _tests(step: dict[str, Any]) -> list[str]:

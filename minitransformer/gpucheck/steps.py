@@ -144,14 +144,14 @@ def _pytest(
     return {"status": "failed", "reason": f"pytest exit status {r.rc}: {r.tail(2)}", **out}
 
 
-def gpu_test_args(workers: int | None = None) -> list[str]:
+def gpu_test_args() -> list[str]:
     """pytest's arguments for the GPU tests: ``-m gpu``, verbose (every test's outcome in
     the log), short tracebacks, at most 60 failures (a sticky CUDA error poisons a
-    process); ``-n WORKERS --dist loadfile`` where pytest-xdist is installed and
+    process); ``-n 8 --dist loadfile`` (fewer on fewer cores) where pytest-xdist is installed and
     ``--timeout 120`` where pytest-timeout is (a hung CUDA call ends its test, not the run)."""
     args = ["tests", "-m", "gpu", "-v", "-rfE", "--tb=short", "--maxfail=60"]
     if importlib.util.find_spec("xdist") is not None:
-        n = workers or min(8, os.cpu_count() or 1)
+        n = min(8, os.cpu_count() or 1)
         if n > 1:
             args += ["-n", str(n), "--dist", "loadfile"]
     if importlib.util.find_spec("pytest_timeout") is not None:
@@ -176,7 +176,7 @@ def cpu_budget(ctx: Context) -> dict[str, Any]:
     """Step 6: the CPU call-budget test (tests/test_callcount.py)."""
     if ctx.quick:
         return skipped("--quick")
-    return _pytest(ctx, ["tests/test_callcount.py"], wanted=90)
+    return _pytest(ctx, ["-q", "tests/test_callcount.py"], wanted=90)
 
 
 def bench(ctx: Context) -> dict[str, Any]:
