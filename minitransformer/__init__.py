@@ -20,6 +20,8 @@ The main names (``import minitransformer as mt``)
                                                       MultiHeadAttention, Transformer
     mt.optim                                          Adam, SGD, NoamSchedule, clipping
     mt.gradcheck(fn, *inputs)                         gradients against finite differences
+    mt.fast.enable(), mt.fast.reference_only()        the fast tier (off on the CPU: what
+                                                      you read in ops/ is what runs)
     mt.TransformerConfig.preset("tiny", ...)          model sizes: tiny, small, base, big
     mt.TrainConfig(task="copy", out="runs/copy")      a training run's settings, checked
     mt.Trainer(cfg).train(), mt.Trainer.resume(dir)   the training loop, checkpoints, resume
@@ -49,6 +51,7 @@ from typing import Any
 from . import (
     backend,
     errors,
+    fast,  # registers the GPU's fused kernels for CuPy's first use (fast/__init__.py)
     nn,
     ops,  # noqa: F401 - attaches Tensor's operators and methods (ops/__init__.py)
     optim,
@@ -73,6 +76,7 @@ __all__ = [
     "cuda_available",
     "enable_grad",
     "errors",
+    "fast",
     "gradcheck",
     "is_grad_enabled",
     "nn",

@@ -4,7 +4,9 @@ On a GPU every array call is a kernel launch (~12 µs for CuPy), and on any devi
 Python call is interpreter time, so at small sizes a step's speed is set by these counts,
 not by its arithmetic. Two counts for one step of the Trainer (the copy task, ``tiny``):
 
-- ``python_calls``: every call cProfile sees (Python functions and C builtins), on NumPy.
+- ``python_calls``: every call cProfile sees (Python functions and C builtins), on NumPy,
+  with the fast tier on, as the CLI runs (``python_calls_reference``: the same step with
+  the reference ops, what a notebook runs).
 - ``array_calls``: calls from outside the array library into it, on the array-api-strict
   stand-in, where every array operation (functions and operators such as ``a * b``) is a
   visible Python call. Attribute reads (``.shape``, ``.dtype``, ``.device``) and the
@@ -45,7 +47,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from . import backend, kernels
+from . import backend, fast
 from .backend.devices import cupy_module
 from .cupti import LaunchCounter
 from .errors import DeviceError
@@ -84,18 +86,22 @@ def _trainer(device: str, tmp: str, dropout: float) -> Trainer:
 
 
 def count_step_calls(dropout: float = 0.1, warmup_steps: int = 3) -> dict[str, Any]:
-    """Python calls (NumPy) and array calls (strict stand-in) of one tiny training step."""
+    """Python calls (NumPy; fast tier on, and the reference) and array calls (strict
+    stand-in) of one tiny training step."""
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = _trainer("cpu", tmp, dropout)
-        batches = [next(trainer.stream) for _ in range(warmup_steps + 1)]
-        for b in batches[:-1]:
-            trainer.train_step(b)
-        profile = cProfile.Profile()
-        profile.enable()
-        trainer.train_step(batches[-1])
-        profile.disable()
-        out["python_calls"] = pstats.Stats(profile).total_calls
+        for key, tier in (("python_calls", fast.switched_on), ("python_calls_reference",
+                                                               fast.reference_only)):  # fmt: skip
+            with tier():
+                trainer = _trainer("cpu", tmp, dropout)
+                batches = [next(trainer.stream) for _ in range(warmup_steps + 1)]
+                for b in batches[:-1]:
+                    trainer.train_step(b)
+                profile = cProfile.Profile()
+                profile.enable()
+                trainer.train_step(batches[-1])
+                profile.disable()
+            out[key] = pstats.Stats(profile).total_calls
         try:
             import array_api_strict  # noqa: F401
         except ImportError:
@@ -189,9 +195,10 @@ def call_costs(device: str = "cuda:0") -> dict[str, float]:
             "matmul 64x64": lambda: cp.matmul(a, a),
             "empty": lambda: cp.empty((64, 64), cp.float32),
         }
-        fast = kernels.find(a)
-        if fast is not None and hasattr(fast, "softmax"):
-            calls["fused softmax"] = lambda: fast.softmax(a, -1)
+        if fast.cuda_kernels_enabled():
+            from .fast import cupy as fused
+
+            calls["fused softmax"] = lambda: fused.softmax(a, -1)
         out = {}
         for name, fn in calls.items():
             fn()
@@ -234,7 +241,7 @@ def count_cuda_step_calls(
             backend.synchronize(device)
     return {
         "device": device,
-        "cuda_kernels": kernels.cuda_kernels_enabled(),
+        "cuda_kernels": fast.cuda_kernels_enabled(),
         "cupy_version": cp.__version__,
         "cupy_calls": sum(counts.values()),
         "cupy_calls_by_name": dict(counts.most_common()),
@@ -307,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     counts = count_step_calls()
     print(
         f"one tiny training step (copy task, dropout 0.1): {counts['python_calls']} Python "
-        f"calls (NumPy), {counts.get('array_calls', 'n/a')} array calls (strict stand-in)"
+        f"calls (NumPy, fast tier on, as the CLI runs; "
+        f"{counts['python_calls_reference']} with the reference ops), "
+        f"{counts.get('array_calls', 'n/a')} array calls (strict stand-in)"
     )
     top = list(counts.get("array_calls_by_name", {}).items())[:12]
     if top:

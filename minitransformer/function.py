@@ -19,6 +19,11 @@ Every op in ``ops/`` is a subclass::
 ``ctx.needs_input_grad``, runs ``forward`` and wraps the result in a Tensor that
 remembers ``ctx`` (only when some input needs a gradient and grad mode is on).
 
+What runs is the op as written, unless the fast tier (``minitransformer/fast``) registered a
+*twin* in ``TWINS`` (keyed by reference and array type; empty by default on the CPU): then
+``run`` runs the twin, a subclass of the op, and ``ctx.fn`` remembers it for backward.
+``implementation(f, x)`` is the same lookup for plain functions (optimizer updates).
+
 During ``Tensor.backward()``, each gradient that ``backward`` returns is *unbroadcast*
 to its input's shape: where forward broadcast an input (added axes, or size-1 axes
 stretched), the chain rule sums the gradient over those axes (``unbroadcast``, defined
@@ -30,9 +35,20 @@ from __future__ import annotations
 from typing import Any
 
 from . import backend
-from .tensor import Tensor, _grad_mode, unbroadcast
+from .grad_mode import _grad_mode
+from .tensor import Tensor, unbroadcast
 
-__all__ = ["Context", "Function", "unbroadcast"]
+__all__ = ["TWINS", "Context", "Function", "implementation", "unbroadcast"]
+
+TWINS: dict[tuple[Any, type], Any] = {}  # (reference, array type) -> twin; see fast/__init__.py
+
+
+def implementation(reference: Any, x: Any) -> Any:
+    """The registered twin of ``reference`` for ``x``'s array type and dtype, else itself."""
+    twin = TWINS.get((reference, type(x)))
+    if twin is None or (twin.dtypes is not None and x.dtype not in twin.dtypes):
+        return reference
+    return twin
 
 
 class Context:
@@ -79,6 +95,8 @@ class Function:
         tensors = [x if type(x) is Tensor or isinstance(x, Tensor) else None for x in inputs]
         arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
         xp = backend.common_namespace(cls.__name__, arrays)
+        if TWINS:  # the fast tier is on: the twin for the first input's array type, if any
+            cls = implementation(cls, arrays[0])
         if _grad_mode.enabled:  # is_grad_enabled() (this thread's), read without a call
             needs = tuple([t is not None and t.requires_grad for t in tensors])
         else:

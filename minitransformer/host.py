@@ -13,7 +13,8 @@ Facts, one reader each:
 Tuning (``tune_host()``): process-wide, so the library never does it on import; the CLI,
 which owns its process, calls it. It keeps freed memory with the process (glibc malloc) and
 lets each NumPy product choose its BLAS thread count (``gemm_threads``; the product itself
-is ``kernels.numpy.matmul``).
+is ``matmul`` below, which the backend gives every op as NumPy's ``xp.matmul``: the
+reference math and the fast tier alike).
 """
 
 from __future__ import annotations
@@ -196,6 +197,25 @@ def gemm_threads(configured: int, multiply_adds: int) -> int:
         return 1
     free = (os.cpu_count() or 1) - _cpu_load.sample()
     return max(1, min(configured, int(free + 0.5)))
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """``numpy.matmul(a, b)`` with a BLAS thread count chosen for this product
+    (``gemm_threads``: one thread for small products, at most the free cores for large ones)
+    once ``tune_host()`` has run; plain ``numpy.matmul`` otherwise. The backend's NumPy
+    namespace serves it as ``xp.matmul``, so this is the one place the policy applies."""
+    if not gemm_tuning:  # an attribute read: untuned, a product costs no extra call
+        return np.matmul(a, b)
+    get, put = openblas_threads_api()  # not None: tune_host() checked it
+    threads = get()
+    use = gemm_threads(threads, a.shape[-2] * a.shape[-1] * b.shape[-1])
+    if use == threads:
+        return np.matmul(a, b)
+    put(use)
+    try:
+        return np.matmul(a, b)
+    finally:
+        put(threads)
 
 
 # ----------------------------------------------------------------------------- host memory

@@ -20,46 +20,12 @@ stand on this module, so this module cannot import them (imports only run downwa
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 from . import backend
+from .grad_mode import enable_grad, is_grad_enabled, no_grad
 
-
-class _GradMode(threading.local):
-    """Whether ops record the graph, per thread (as in PyTorch): one thread's ``no_grad()``
-    never switches autograd off in another. Every thread starts with it on."""
-
-    enabled = True  # the class default: what a new thread reads (an attribute, no call)
-
-
-_grad_mode = _GradMode()
-
-
-def is_grad_enabled() -> bool:
-    """True unless inside ``no_grad()`` in this thread: ops record the graph for backward."""
-    return _grad_mode.enabled
-
-
-@contextlib.contextmanager
-def _set_grad_enabled(enabled: bool) -> Iterator[None]:
-    previous, _grad_mode.enabled = _grad_mode.enabled, enabled
-    try:
-        yield
-    finally:
-        _grad_mode.enabled = previous
-
-
-def no_grad() -> contextlib.AbstractContextManager[None]:
-    """``with no_grad():`` (or ``@no_grad()``): ops in this thread record no graph."""
-    return _set_grad_enabled(False)
-
-
-def enable_grad() -> contextlib.AbstractContextManager[None]:
-    """``with enable_grad():`` inside a no_grad block: this thread records the graph again."""
-    return _set_grad_enabled(True)
+__all__ = ["Tensor", "enable_grad", "is_grad_enabled", "no_grad", "tensor", "unbroadcast"]
 
 
 class Tensor:

@@ -76,8 +76,8 @@ def device(request) -> str:
 
 @pytest.fixture
 def kernels_switch(monkeypatch):
-    """``kernels_switch("1")``: set MT_CUDA_KERNELS for this test and make the backend read it
-    again (CuPy's namespace and the kernels' registration are chosen once per process); on
+    """``kernels_switch("1")``: set MT_CUDA_KERNELS for this test and make the fast tier read
+    it again (CuPy's namespace and twins are chosen at CuPy's first use in a process); on
     exit the variable is restored and read again, so no later test runs in this one's mode."""
 
     def switch(value: str) -> None:

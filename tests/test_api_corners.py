@@ -13,7 +13,7 @@ import pytest
 
 import minitransformer as mt
 import minitransformer.functional as F
-from minitransformer import kernels, nn
+from minitransformer import fast, nn
 from minitransformer.errors import ArgumentError, DTypeError, MiniTransformerError, ShapeError
 
 
@@ -517,7 +517,7 @@ def test_layer_norm_is_right_from_1e_minus_30_to_3e38_in_float32(device, path, e
     y64, dx64 = _layer_norm_64(x, g, eps)
     xt = mt.tensor(x, device=device, requires_grad=True)
     ones, zeros = (mt.tensor(np.full(16, v, np.float32), device=device) for v in (1.0, 0.0))
-    ctx = kernels.reference_only() if path == "reference" else warnings.catch_warnings()
+    ctx = fast.reference_only() if path == "reference" else fast.switched_on()
     with ctx, warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow warnings either
         y = F.layer_norm(xt, ones, zeros, eps=eps)
@@ -525,7 +525,7 @@ def test_layer_norm_is_right_from_1e_minus_30_to_3e38_in_float32(device, path, e
     np.testing.assert_allclose(y.numpy(), y64, rtol=1e-5, atol=2e-6)
     dx = xt.grad if isinstance(xt.grad, np.ndarray) else mt.backend.to_numpy(xt.grad)
     # On a GPU float32 subnormals are flushed to zero (CuPy's ufuncs and our kernels alike
-    # are compiled with -ftz=true: kernels/cuda_source.CUPY_APPENDS): a gradient element
+    # are compiled with -ftz=true: fast/cuda_source.CUPY_APPENDS): a gradient element
     # below the smallest normal float32 comes out 0 there. Row 2 spans the whole float32
     # range, and at 3e38 every row does: their 1/std (< 1.2e-38) is itself subnormal,
     # flushed, and their whole gradient (every element O(1/std)) comes out 0. Measured on an
@@ -574,7 +574,7 @@ def test_softmax_and_log_softmax_at_the_ends_of_float32(device, path):
         logp64 = np.maximum(
             z - np.log(np.maximum(np.exp(z).sum(-1, keepdims=True), 1e-300)), -np.inf
         )
-    ctx = kernels.reference_only() if path == "reference" else warnings.catch_warnings()
+    ctx = fast.reference_only() if path == "reference" else fast.switched_on()
     with ctx, np.errstate(over="ignore"):  # x - max overflows to -inf (e^-inf = 0: right)
         xt = mt.tensor(x, device=device, requires_grad=True)
         p = F.softmax(xt)
@@ -602,7 +602,7 @@ def test_cross_entropy_at_the_ends_of_float32(device, path, smoothing):
     x64 = x.astype(np.float64)
     lse = x64.max(-1) + np.log(np.exp(x64 - x64.max(-1, keepdims=True)).sum(-1))
     loss64 = (1 - smoothing) * (lse - x64[np.arange(3), t]) + smoothing * (lse - x64.mean(-1))
-    ctx = kernels.reference_only() if path == "reference" else warnings.catch_warnings()
+    ctx = fast.reference_only() if path == "reference" else fast.switched_on()
     with ctx, warnings.catch_warnings():
         warnings.simplefilter("error")  # no overflow on the way to a finite loss
         xt = mt.tensor(x, device=device, requires_grad=True)

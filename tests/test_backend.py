@@ -169,9 +169,10 @@ def test_importing_the_library_changes_nothing_process_wide():
         "before = [p['num_threads'] for p in threadpool_info()]\n"
         "import minitransformer as mt\n"
         "from minitransformer import host\n"
-        "from minitransformer.kernels import numpy as numpy_kernels\n"
         "a = np.ones((64, 64), np.float32)\n"
-        "numpy_kernels.matmul(a, a)\n"
+        "host.matmul(a, a)\n"
+        "mt.backend.namespace(a).matmul(a, a)\n"
+        "assert not mt.fast.enabled()\n"
         "after = [p['num_threads'] for p in threadpool_info()]\n"
         "assert before == after, (before, after)\n"
         "assert host.malloc_tuned is False and host.gemm_tuning is False\n"
@@ -198,6 +199,40 @@ def test_a_model_placed_on_a_gpu_makes_that_gpu_current(monkeypatch):
     backend.make_current("cpu")  # nothing to make current
     backend.make_current("strict:device1")
     assert used == [1]
-    monkeypatch.setattr(backend, "to_device", lambda a, device: a)  # no GPU memory here
+    monkeypatch.setattr(backend, "move", lambda a, device: a)  # no GPU memory here
     mt.nn.Linear(2, 2).to("cuda:3")
     assert used == [1, 3]
+
+
+def test_a_device_is_normalized_where_it_enters_not_once_per_array(tmp_path):
+    """Building a tiny Trainer (model, optimizer, data) normalizes its device a handful of
+    times, where the device enters (TrainConfig, Module.to, ...), not once per parameter and
+    again in every helper below (it was 319 calls)."""
+    import sys
+
+    from minitransformer.backend import devices
+    from minitransformer.train import TrainConfig, Trainer
+
+    code, calls = devices.normalize_device.__code__, []
+
+    def hook(frame, event, arg):  # noqa: ARG001
+        if event == "call" and frame.f_code is code:
+            calls.append(1)
+
+    cfg = TrainConfig(task="copy", steps=1, out=str(tmp_path / "r"), progress=False, plots=False)
+    sys.setprofile(hook)
+    try:
+        Trainer(cfg)
+    finally:
+        sys.setprofile(None)
+    assert 1 <= len(calls) <= 8, len(calls)
+
+
+def test_the_library_of_an_array_is_told_one_way():
+    from minitransformer.backend import library_of
+
+    assert library_of(np.zeros(2)) == library_of(np.float32(1.0)) == "numpy"
+    assert library_of([1.0]) is None and library_of(None) is None
+    strict = pytest.importorskip("array_api_strict")
+    assert library_of(strict.asarray([1.0])) == "strict"
+    assert backend.namespace(strict.asarray([1.0])) is strict

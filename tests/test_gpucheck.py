@@ -311,7 +311,9 @@ def test_exact_resume_on_cuda(tmp_path, kernels_switch, kernels):
     """Train 10 steps with dropout on cuda:0 in one go, or 4, stop, resume to 10: the same
     losses and weights, bit for bit (the CPU version: tests/test_train.py), with the fused
     kernels off and on (the switch re-read: see kernels_switch)."""
-    from minitransformer import kernels as fast_tier
+    from minitransformer import fast
+    from minitransformer.function import TWINS
+    from minitransformer.ops.layernorm import LayerNorm
     from minitransformer.train import TrainConfig, Trainer
 
     kernels_switch(kernels)
@@ -324,8 +326,9 @@ def test_exact_resume_on_cuda(tmp_path, kernels_switch, kernels):
                            task_knobs=dict(KNOBS), model_overrides=dict(SIZE))  # fmt: skip
 
     whole = Trainer(cfg(tmp_path / "whole", 10))
-    fused = fast_tier.find(next(iter(whole.model.parameters())).data) is not None
-    assert fused is (kernels == "1")  # the switch is what runs
+    array_type = type(next(iter(whole.model.parameters())).data)
+    fused = TWINS.get((LayerNorm, array_type)) is not None
+    assert fused is (kernels == "1") is fast.cuda_kernels_enabled()  # the switch is what runs
     whole.train()
     Trainer(cfg(tmp_path / "split", 4)).train()
     resumed = Trainer.resume(tmp_path / "split", steps=10)

@@ -122,10 +122,10 @@ def test_clip_grad_norm_matches_torch(max_norm):
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
 @pytest.mark.parametrize("ok", [None, True, False])
 def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay, ok):
-    """kernels.numpy.adam_update (one reused temporary, out=) gives the numbers of the
+    """fast.numpy.adam_update (one reused temporary, out=) gives the numbers of the
     four-line reference update over several steps, with and without weight decay, with the
     ok gate true or false (false: nothing changes, even for a NaN gradient)."""
-    from minitransformer.kernels import numpy as numpy_kernels
+    from minitransformer.fast import numpy as numpy_twins
     from minitransformer.optim.adam import adam_update
 
     rng = np.random.default_rng(3)
@@ -135,7 +135,7 @@ def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay,
         grads[2][5] = np.nan
     flag = None if ok is None else np.asarray(ok)
     runs = {}
-    for name, update in [("reference", adam_update), ("fused", numpy_kernels.adam_update)]:
+    for name, update in [("reference", adam_update), ("fused", numpy_twins.adam_update)]:
         p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
         for t, g in enumerate(grads, start=1):
             update(p, g, m, v, lr=1e-2, betas=(0.9, 0.98), eps=1e-9,
@@ -150,16 +150,29 @@ def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay,
 
 
 def test_adam_with_and_without_its_fast_path_gives_the_same_steps():
-    """The optimizer chooses the fused update on NumPy; under kernels.reference_only() it
-    runs the reference: the same trajectory."""
-    from minitransformer import kernels
+    """With the fast tier on the optimizer's step takes the fused update on NumPy (and it
+    is what runs); by default it runs the reference: the same trajectory."""
+    from minitransformer import fast
+    from minitransformer.fast import numpy as numpy_twins
 
     grads = _grads(8)
     params = _params()
-    want = _run(Adam(params, lr=1e-2, weight_decay=0.01), params, grads)
+    calls = []
+    fused = numpy_twins.adam_update
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    counted.dtypes = None
+    with fast.switched_on():
+        mt.function.TWINS[(mt.optim.adam.adam_update, np.ndarray)] = counted
+        want = _run(Adam(params, lr=1e-2, weight_decay=0.01), params, grads)
+    assert calls
+    calls.clear()
     params = _params()
-    with kernels.reference_only():
-        got = _run(Adam(params, lr=1e-2, weight_decay=0.01), params, grads)
+    got = _run(Adam(params, lr=1e-2, weight_decay=0.01), params, grads)
+    assert not calls
     _assert_close(got, want, atol=1e-13)
 
 

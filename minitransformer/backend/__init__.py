@@ -1,6 +1,6 @@
 """Which array library does the math: NumPy on the CPU, CuPy on a GPU.
 
-This package is the only place above the kernels that imports numpy or cupy by name for
+This package is the only place that imports numpy or cupy by name for
 the math on arrays of a device. Everything else asks for the *namespace* of its input arrays
 (``namespace(x)``) and calls the array-API functions on it (``xp.exp``, ``xp.matmul``, ...),
 so the same model code runs on every backend. (Host-side bookkeeping on NumPy arrays, such
@@ -8,7 +8,8 @@ as gradcheck's finite differences, uses NumPy itself.)
 
 - ``devices.py``  device names ("cpu", "cuda:N", "strict:NAME"), ``device_of``, importing
   CuPy / array-api-strict on first use, ``cuda_available``, ``synchronize``.
-- ``arrays.py``   namespaces, dtype helpers, creation and moves (``asarray``, ``to_numpy``,
+- ``arrays.py``   namespaces (where the fast tier installs leaner ones), dtype helpers,
+  creation and moves (``asarray``, ``to_numpy``,
   ``to_device``), the dtype/data checks of ``mt.tensor``, ``scatter_add``.
 - ``random.py``   ``Generator`` (seeded, counter-based dropout draws on the device),
   ``manual_seed``, ``default_generator``.
@@ -31,10 +32,14 @@ from .arrays import (
     dtype_name,
     host_array_with_default_dtype,
     host_numbers,
+    install_namespace,
     is_array,
+    move,
     namespace,
     namespace_for_device,
     numeric_data,
+    numpy_namespace,
+    on_first_use,
     reset_cupy_namespace,
     resolve_dtype,
     scatter_add,
@@ -46,6 +51,7 @@ from .devices import (
     device_of,
     device_of_array_device,
     get_default_device,
+    library_of,
     make_current,
     native_device,
     normalize_device,
@@ -74,10 +80,15 @@ __all__ = [
     "get_default_device",
     "host_array_with_default_dtype",
     "host_numbers",
+    "install_namespace",
     "is_array",
+    "library_of",
     "make_current",
+    "move",
     "manual_seed",
     "namespace",
+    "numpy_namespace",
+    "on_first_use",
     "namespace_for_device",
     "numeric_data",
     "native_device",

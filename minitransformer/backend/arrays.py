@@ -2,11 +2,17 @@
 
 Everything above the backend asks for the *namespace* of its input arrays
 (``namespace(x)``) and calls the array-API functions on it (``xp.exp``, ``xp.matmul``,
-...), so the same model code runs on NumPy, CuPy and the strict stand-in. NumPy's namespace
-is the lean one of ``kernels.numpy`` (the same functions, ``reshape`` and ``sum`` reached in
-one Python call): chosen in one place, ``_numpy_namespace``. CuPy's is the lean one of
-``kernels.cupy_namespace`` (CuPy's own functions and a small shim) by default, or
-``array_api_compat.cupy`` with ``MT_CUDA_KERNELS=0``: ``_cupy_namespace``.
+...), so the same model code runs on NumPy, CuPy and the strict stand-in.
+
+- NumPy (>= 2.1 is array-API compliant): NumPy's own functions, in a copy of its namespace
+  whose ``matmul`` is ``host.matmul`` (NumPy's product, with the host's BLAS-thread policy
+  once the CLI has tuned the host: the one place that policy applies, to every product).
+- CuPy: ``array_api_compat.cupy``.
+- the strict stand-in: ``array_api_strict``.
+
+A faster tier (``minitransformer/fast``, above the ops) may install a leaner namespace of
+the same functions for a library (``install_namespace``), and is told when CuPy is first
+used (``on_first_use``). The backend itself reads no switch and imports nothing above it.
 
 Values enter the library here: ``asarray`` makes an array on a device, ``check_dtype`` and
 ``numeric_data`` validate what a user hands to ``mt.tensor`` (once, where it enters).
@@ -14,17 +20,24 @@ Values enter the library here: ``asarray`` makes an array on a device, ``check_d
 
 from __future__ import annotations
 
-import functools
+import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import host
 from ..checks import short
 from ..errors import DeviceError, DTypeError, ShapeError
-from ..kernels import cupy_namespace
-from ..kernels import numpy as numpy_kernels
-from .devices import cupy_module, device_of, native_device, normalize_device, strict_module
+from . import devices
+from .devices import (
+    cupy_module,
+    device_of,
+    library_of,
+    native_device,
+    normalize_device,
+    strict_module,
+)
 
 Array = Any  # an array of any supported backend (numpy.ndarray, cupy.ndarray, strict Array)
 
@@ -32,60 +45,81 @@ Array = Any  # an array of any supported backend (numpy.ndarray, cupy.ndarray, s
 
 
 def namespace(*arrays: Array) -> Any:
-    """The array namespace of the given arrays (numpy, cupy or array_api_strict).
-
-    NumPy (>= 2) and CuPy arrays are served by ``array_api_compat``'s wrappers so that
-    standard names (``concat``, ``permute_dims``, ``astype``) work on both; NumPy gets its
-    own module when it already is compliant, which avoids a wrapper call per function, and
-    CuPy the lean namespace of ``kernels.cupy_namespace`` unless ``MT_CUDA_KERNELS=0``.
-    """
+    """The array namespace of the given arrays (NumPy's, CuPy's or array_api_strict)."""
     for x in arrays:
-        if isinstance(x, np.ndarray | np.generic):
-            return _numpy_namespace()
-        mod = type(x).__module__
-        if mod.startswith("cupy"):
+        library = library_of(x)
+        if library == "numpy":
+            return _numpy_ns
+        if library == "cupy":
             return _cupy_namespace()
-        if mod.startswith("array_api_strict"):
+        if library == "strict":
             return strict_module()
-    return _numpy_namespace()
+    return _numpy_ns
 
 
-@functools.cache
-def _numpy_namespace() -> Any:
-    """NumPy >= 2.1 is array-API compliant: its lean namespace (``kernels.numpy``);
-    older NumPy goes through ``array_api_compat``'s wrappers."""
-    if np.lib.NumpyVersion(np.__version__) >= "2.1.0":
-        return numpy_kernels.lean_namespace()
-    import array_api_compat.numpy
+def numpy_namespace() -> Any:
+    """NumPy's namespace as the ops get it: NumPy's functions, ``matmul`` with the host's
+    thread policy (``host.matmul``). A new module object: NumPy itself is not modified.
+    Older NumPy (< 2.1) goes through ``array_api_compat``'s wrappers."""
+    if np.lib.NumpyVersion(np.__version__) < "2.1.0":
+        import array_api_compat.numpy
 
-    return array_api_compat.numpy
+        return array_api_compat.numpy
+    ns = types.ModuleType("numpy", np.__doc__)
+    ns.__dict__.update(
+        {k: v for k, v in vars(np).items() if k not in ("__getattr__", "__dir__", "__spec__")}
+    )
+    ns.matmul = host.matmul
+    ns.__getattr__ = lambda name: getattr(np, name)  # names NumPy makes lazily (PEP 562)
+    return ns
 
 
-_cupy_ns: Any = None  # CuPy's namespace, chosen by MT_CUDA_KERNELS when CuPy is first used
+_numpy_ns: Any = numpy_namespace()  # what namespace() gives for NumPy arrays
+_cupy_ns: Any = None  # CuPy's, chosen when CuPy is first used
+_first_use: list[Callable[[Any], Any]] = []  # told when CuPy is first used (on_first_use)
+
+
+def install_namespace(library: str, ns: Any | None) -> Any:
+    """Serve ``ns`` as the namespace of ``library`` ("numpy" or "cupy") from now on; None:
+    the plain one again (for CuPy: chosen anew at its next use). Returns the namespace it
+    replaces. The fast tier installs its leaner namespaces (the same functions) this way."""
+    global _numpy_ns, _cupy_ns
+    if library == "numpy":
+        old, _numpy_ns = _numpy_ns, ns if ns is not None else numpy_namespace()
+        return old
+    if library == "cupy":
+        old, _cupy_ns = _cupy_ns, ns
+        return old
+    raise ValueError(f"install_namespace: library must be 'numpy' or 'cupy', got {library!r}")
+
+
+def on_first_use(hook: Callable[[Any], Any]) -> None:
+    """Call ``hook(cupy)`` when CuPy's namespace is next chosen (its first use, or after
+    ``reset_cupy_namespace``); a hook may return a namespace to serve instead of
+    ``array_api_compat.cupy`` (None: the plain one). The fast tier registers its CUDA
+    kernels this way, so nothing imports CuPy before a CuPy array exists."""
+    if hook not in _first_use:
+        _first_use.append(hook)
 
 
 def _cupy_namespace() -> Any:
-    """CuPy's namespace, chosen once, when CuPy is first used, by the switch
-    ``MT_CUDA_KERNELS``: on, the lean one of ``kernels.cupy_namespace``, and
-    ``kernels.use_cupy`` registers the fused kernels; off, ``array_api_compat.cupy``. Every op
-    asks for its namespace, so the switch is not read again (a read of the environment is
-    several Python calls): a process that changes it calls ``reset_cupy_namespace()``."""
+    """CuPy's namespace, chosen once, at its first use: a hook's (``on_first_use``) or
+    ``array_api_compat.cupy``. ``reset_cupy_namespace()`` makes the next use choose anew."""
     global _cupy_ns
     if _cupy_ns is None:
         cp = cupy_module()
-        on = kernels.use_cupy(cp)  # reads the switch
-        if on:
-            _cupy_ns = cupy_namespace.lean_namespace(cp)
-        else:
-            import array_api_compat.cupy
-
-            _cupy_ns = array_api_compat.cupy
+        chosen = None
+        for hook in _first_use:
+            chosen = hook(cp) or chosen
+        if chosen is None:
+            import array_api_compat.cupy as chosen
+        _cupy_ns = chosen
     return _cupy_ns
 
 
 def reset_cupy_namespace() -> None:
-    """Read ``MT_CUDA_KERNELS`` again when CuPy is next used (after changing it in a running
-    process, as the tests do): the namespace and the kernels' registration follow it."""
+    """Choose CuPy's namespace again at its next use (the hooks run again: after changing
+    ``MT_CUDA_KERNELS`` in a running process, as the tests do)."""
     global _cupy_ns
     _cupy_ns = None
 
@@ -109,7 +143,7 @@ def common_namespace(op: str, arrays: list) -> Any:
             break
     else:
         if type(first) is np.ndarray:
-            return _numpy_namespace()
+            return _numpy_ns
         return namespace(first) if first is not None else namespace()
     devices = [device_of(a) for a in arrays if is_array(a)]
     raise DeviceError(
@@ -120,10 +154,16 @@ def common_namespace(op: str, arrays: list) -> Any:
 
 
 def namespace_for_device(device: str) -> Any:
-    """The namespace that creates arrays on ``device``."""
-    device = normalize_device(device)
+    """The namespace that creates arrays on ``device`` (any name ``normalize_device`` takes)."""
+    if device == "cpu":  # the common case, already a normalized name
+        return _numpy_ns
+    return _namespace_on(normalize_device(device))
+
+
+def _namespace_on(device: str) -> Any:
+    """The namespace of a normalized device name."""
     if device == "cpu":
-        return _numpy_namespace()
+        return _numpy_ns
     if device.startswith("cuda"):
         return _cupy_namespace()  # cupy_module() first: the clear error without CuPy or a GPU
     return strict_module()
@@ -131,10 +171,10 @@ def namespace_for_device(device: str) -> Any:
 
 def is_array(x: Any) -> bool:
     """True for an array of any supported backend (not Python or NumPy scalars)."""
-    if isinstance(x, np.ndarray):
+    if type(x) is np.ndarray:
         return True
-    mod = type(x).__module__
-    return mod.startswith("cupy") or mod.startswith("array_api_strict")
+    library = library_of(x)
+    return library == "cupy" or library == "strict" or isinstance(x, np.ndarray)
 
 
 # ----------------------------------------------------------------------------- dtypes
@@ -263,8 +303,14 @@ def host_array_with_default_dtype(data: Any) -> tuple[np.ndarray, str | None]:
 
 def asarray(data: Any, dtype: Any = None, device: str | None = None) -> Array:
     """Make an array of ``data`` on ``device`` (default: the default device)."""
-    device = normalize_device(device)
-    xp = namespace_for_device(device)
+    if device is None:  # nothing to normalize: the default device (a normalized name)
+        return _asarray_on(data, dtype, devices.get_default_device())
+    return _asarray_on(data, dtype, normalize_device(device))
+
+
+def _asarray_on(data: Any, dtype: Any, device: str) -> Array:
+    """``asarray`` on a normalized device name."""
+    xp = _namespace_on(device)
     dt = resolve_dtype(xp, dtype)
     if is_array(data) and not isinstance(data, np.ndarray) and device_of(data) != device:
         data = to_numpy(data)  # across backends/devices, go through the host
@@ -283,12 +329,12 @@ def asarray(data: Any, dtype: Any = None, device: str | None = None) -> Array:
 
 def to_numpy(x: Array) -> np.ndarray:
     """Copy (or view, for NumPy) an array of any backend into a NumPy array on the host."""
-    if isinstance(x, np.ndarray | np.generic):
+    library = library_of(x)
+    if library == "numpy":
         return np.asarray(x)
-    mod = type(x).__module__
-    if mod.startswith("cupy"):
+    if library == "cupy":
         return x.get()
-    if mod.startswith("array_api_strict"):
+    if library == "strict":
         xs = strict_module()
         return np.asarray(x.to_device(xs.Device("CPU_DEVICE")))
     raise DeviceError(f"cannot convert {type(x).__name__} to NumPy")
@@ -296,10 +342,15 @@ def to_numpy(x: Array) -> np.ndarray:
 
 def to_device(x: Array, device: str) -> Array:
     """Move an array to ``device`` (a no-op when it is already there)."""
-    device = normalize_device(device)
+    return move(x, normalize_device(device))
+
+
+def move(x: Array, device: str) -> Array:
+    """``to_device`` for a device name ``normalize_device`` already gave (``Module.to`` and
+    ``Optimizer.to`` normalize once, then move every array)."""
     if device_of(x) == device:
         return x
-    return asarray(to_numpy(x), device=device)
+    return _asarray_on(to_numpy(x), None, device)
 
 
 # ----------------------------------------------------------------------------- beyond the standard

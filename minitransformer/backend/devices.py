@@ -9,8 +9,10 @@ Devices are plain strings:
   it allows only the standard API and refuses to mix devices, so code that silently falls
   back to NumPy or forgets a ``device=`` fails there the way it would fail on CuPy.
 
-This module turns what a user writes into one of these names (``normalize_device``), tells
-the device of an array (``device_of``), imports CuPy and array-api-strict on first use with
+This module turns what a user writes into one of these names (``normalize_device``: once,
+where a device enters; inside the backend names are passed on as they are), tells the array
+library of an array (``library_of``, the one way the library does so) and its device
+(``device_of``), imports CuPy and array-api-strict on first use with
 one clear sentence when they cannot work, and waits for a GPU (``synchronize``).
 """
 
@@ -116,14 +118,39 @@ def native_device(device: str) -> Any:
     return strict_module().Device(device.split(":", 1)[1])
 
 
+_LIBRARIES: dict[type, str | None] = {}  # type -> its array library (library_of), once seen
+
+
+def library_of(x: Any) -> str | None:
+    """The array library of ``x``: "numpy" (arrays and NumPy scalars), "cupy", "strict"
+    (array_api_strict's arrays and objects), or None. One dictionary lookup once the type has
+    been seen: the one place the library tells a backend by its type."""
+    kind = type(x)
+    try:
+        return _LIBRARIES[kind]
+    except KeyError:
+        pass
+    mod = kind.__module__
+    if issubclass(kind, np.ndarray | np.generic):
+        library = "numpy"
+    elif mod == "cupy" or mod.startswith("cupy."):
+        library = "cupy"
+    elif mod.startswith("array_api_strict"):
+        library = "strict"
+    else:
+        library = None
+    _LIBRARIES[kind] = library
+    return library
+
+
 def device_of(x: Any) -> str:
     """The device name of an array ("cpu", "cuda:0", "strict:device1")."""
-    if isinstance(x, np.ndarray | np.generic):
+    library = library_of(x)
+    if library == "numpy":
         return "cpu"
-    mod = type(x).__module__
-    if mod.startswith("cupy"):
+    if library == "cupy":
         return f"cuda:{x.device.id}"
-    if mod.startswith("array_api_strict"):
+    if library == "strict":
         return device_of_array_device(x.device)
     raise DeviceError(f"not an array of a supported backend: {type(x).__name__}")
 

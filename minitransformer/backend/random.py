@@ -150,7 +150,7 @@ def counter_bits(xp, device: str, shape: tuple[int, ...], seed: int, counter: in
         bits[i] = hash(hash(i ^ k1) ^ k2)        i = 0 .. n-1 (uint32 math)
 
     i is the flat C-order index as uint32 (past 2^32 elements it wraps, as a uint32
-    ``arange`` does). The GPU kernel ``kernels/cuda/dropout.cu`` computes the same bits
+    ``arange`` does). The GPU kernel ``fast/cuda/dropout.cu`` computes the same bits
     from the same keys inside the kernel.
 
     Array-API operations only, so it runs on any backend, makes the bits where they are

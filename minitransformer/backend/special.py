@@ -33,6 +33,7 @@ import numpy as np
 
 from ..errors import ArgumentError, DTypeError
 from .arrays import Array, dtype_name, is_array, namespace
+from .devices import library_of
 
 # FDLIBM s_erf.c, version 1.3 95/01/18: the coefficients, lowest power first
 # fmt: off
@@ -77,7 +78,7 @@ def erf(x: Array) -> Array:
     xp = namespace(x)
     if dtype == "float16":  # too few digits for the coefficients: compute in float32
         return xp.astype(erf(xp.astype(x, xp.float32)), x.dtype)
-    if type(x).__module__.startswith("cupy"):
+    if library_of(x) == "cupy":
         import cupyx.scipy.special  # ships with CuPy
 
         return cupyx.scipy.special.erf(x)

@@ -34,6 +34,7 @@ OTHER_LOAD_MAX = 0.5  # cores
 
 NAMES = {
     "ours": "minitransformer",
+    "ours_reference": "ours, reference",
     "torch": "pytorch eager",
     "torch1": "pytorch 1 thread",
     "torch_graph": "pytorch cuda graph",

@@ -19,8 +19,11 @@ because on a busy shared machine its multi-threaded kernels stall waiting for de
 threads (measured here: 3.1 s per tiny step vs 69 ms on an idle machine), which would make
 any ratio flatter us; the report gives ours over each, and over the faster of the two.
 
-A GPU run also times our step on the CPU of the same machine, interleaved, and reports
-train tokens/s on both: the GPU is worth switching to only if that line says so.
+On the CPU ours runs twice too: with the fast tier on (``minitransformer``, as the CLI
+runs) and with the reference ops (``ours, reference``, as the lessons run), so the report
+says what the tier is worth. A GPU run also times our step on the CPU of the same machine,
+interleaved, and reports train tokens/s on both: the GPU is worth switching to only if that
+line says so.
 """
 
 from __future__ import annotations
@@ -97,6 +100,8 @@ def run(
         raise ValueError(
             f"bench: --compare {compare!r} is not supported; use 'torch' or 'torch-graph'"
         )
+    if device == "cpu" and not in_process:  # both of ours: the fast tier and the reference
+        plan["ours_reference"] = ("ours-ref", device)
     if device != "cpu" and cpu_side:  # is the device worth switching to? our step on the CPU
         plan["ours_cpu"] = ("ours", "cpu")
     say = log or (lambda msg: None)
@@ -217,6 +222,10 @@ def run(
         report["memory_ratio_ours_over_torch"] = report["ours"]["peak_mb"] / max(
             report["torch"]["peak_mb"], 1e-9
         )
+    if "ours_reference" in impls:
+        ratios["ratio_ours_over_reference"] = [
+            a / b for a, b in zip(round_ms["ours"], round_ms["ours_reference"], strict=True)
+        ]
     report.update(summarize(round_ms, ratios, load_before, load_during))
     if "torch" in impls:
         report["ratio_per_round"] = ratios["ratio_ours_over_torch"]
@@ -276,6 +285,11 @@ def format_report(r: dict[str, Any]) -> str:
                 "ours/(the faster torch in each round): "
                 f"{_ratio(r, 'ratio_ours_over_best_torch')}"
             )
+    if "ratio_ours_over_reference" in r:
+        lines.append(
+            "   ratio ours (fast tier, as the CLI runs)/ours (reference ops, as the lessons "
+            f"run): {_ratio(r, 'ratio_ours_over_reference')}"
+        )
     if "ratio_ours_over_torch_graph" in r:
         lines.append(
             "   ratio ours/(torch as one CUDA graph, the floor): "

@@ -21,14 +21,15 @@ from typing import Any
 
 import numpy as np  # the fixed random batch and the GEMM ceiling's operands (host side)
 
-from .. import backend, host
+from .. import backend, fast, host
 from .memory import memory_meter
 from .models import ours_step, torch_graph_step, torch_step
 from .presets import PRESETS
 
 
 class _Runner:
-    """Builds one implementation at one preset and times its steps: "ours", "torch"
+    """Builds one implementation at one preset and times its steps: "ours" (the fast tier
+    on, as the CLI runs), "ours-ref" (the reference ops), "torch"
     (PyTorch on its default threads), "torch1" (PyTorch on one thread) or "torch-graph"
     (PyTorch's step replayed as one CUDA graph; a GPU only).
 
@@ -158,8 +159,12 @@ def worker_main(impl: str, preset: str, device: str) -> int:
     """The subprocess side of ``_Remote``: read commands, answer with JSON lines."""
     out = sys.stdout
     sys.stdout = sys.stderr  # stray prints must not corrupt the protocol
-    if impl == "ours":
+    if impl.startswith("ours"):
         host.tune_host()  # as the CLI runs it (this worker owns its process)
+        if impl == "ours":
+            fast.enable()  # the fast tier, as the CLI runs it
+        else:  # "ours-ref": the reference ops, what a notebook runs
+            fast.reference_only().__enter__()  # for the life of this worker
     runner = None
     for line in sys.stdin:
         msg = json.loads(line)

@@ -48,7 +48,7 @@ import threading
 import warnings
 from typing import Any
 
-from .. import backend, host
+from .. import backend, fast, host
 from ..errors import MiniTransformerError, TrainingError
 from .commands import COMMANDS, TRAIN_FIELDS
 from .parser import build_parser, subparser, usage_error
@@ -103,6 +103,8 @@ def _main(argv: list[str] | None) -> int:
             "a COMMAND is needed: train, translate, evaluate, plot, bench or ablate",
         )
     host.tune_host()  # the CLI owns its process: allocator and BLAS-thread tuning
+    if not args.reference:
+        fast.enable()  # ... and the fast tier's NumPy twins (--reference: the ops as written)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")

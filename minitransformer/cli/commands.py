@@ -19,7 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import ablate, bench, checkpoint, host, runs, viz
+from .. import ablate, backend, bench, checkpoint, fast, host, runs, viz
 from ..errors import ConfigError
 from ..pretrained import pretrained_folder
 from ..train import TrainConfig, Trainer
@@ -85,7 +85,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         print(trainer.task.summary(), file=sys.stderr)
         print(
             f"model: {trainer.model.extra_repr()}, {trainer.model.num_parameters():,} "
-            f"parameters, device {trainer.cfg.device}"
+            f"parameters, device {trainer.cfg.device}; ops: "
+            f"{fast.describe(backend.normalize_device(trainer.cfg.device))}"
             + (f", resuming at step {trainer.step}" if args.resume else "")
             + (f", data-parallel over {world.size} ranks" if world is not None else ""),
             file=sys.stderr,

@@ -53,6 +53,13 @@ def _per_task(field: str) -> str:
     return "default: " + "; ".join(f"{shown[v]} for {', '.join(t)}" for v, t in groups.items())
 
 
+REFERENCE_HELP = (
+    "run the reference ops (the math in minitransformer/ops, as the lessons run it) instead "
+    "of the fast tier's NumPy twins, which the commands use by default on the CPU (same "
+    "numbers; python -m minitransformer.fast lists the twins)"
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``minitransformer`` parser: train, translate, evaluate, plot, bench, ablate."""
     # --debug works before the command and after it (SUPPRESS: a sub-command's default
@@ -61,11 +68,14 @@ def build_parser() -> argparse.ArgumentParser:
     debug.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks"
     )
+    debug.add_argument("--reference", action="store_true", default=argparse.SUPPRESS,
+                       help=REFERENCE_HELP)  # fmt: skip
     parser = Parser(
         prog="minitransformer",
         description="The Transformer of 'Attention Is All You Need', from scratch on NumPy.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--reference", action="store_true", help=REFERENCE_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_train(sub, debug)
     _add_translate_and_evaluate(sub, debug)

@@ -205,7 +205,7 @@ class Module:
 
         def move(a: Any) -> Any:
             if device is not None:
-                a = backend.to_device(a, device)
+                a = backend.move(a, device)  # normalized once, above
             if dtype is not None and backend.dtype_name(a.dtype).startswith("float"):
                 xp = backend.namespace(a)
                 target = backend.resolve_dtype(xp, dtype)

@@ -8,10 +8,9 @@ Backward, with dO = dL/d(out):
     dQ = dS K / sqrt(d_k);  dK = dS^T Q / sqrt(d_k)
 A query row whose keys are ALL masked has P = 0 (not NaN): its output and the gradients
 flowing through it are exactly zero.
-The Function is this math as written; where ``kernels.find`` gives a module with attention
-kernels (CuPy's, on by default; ``MT_CUDA_KERNELS=0`` turns them off), the softmax and its
-backward each run as one launch (``kernels/cuda/attention_softmax.cu``), with the scale
-applied to q k^T and dS.
+The Function is this math as written, and it is what runs; on a GPU the fast tier's twin
+(``fast/cupy.py``, on by default; ``MT_CUDA_KERNELS=0`` turns it off) runs the softmax and
+its backward as one launch each (``fast/cuda/attention_softmax.cu``).
 What the inputs must look like is checked in ``attention_checks.py``.
 """
 
@@ -20,7 +19,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from .. import kernels
 from ..function import Function
 from ..tensor import Tensor
 from .attention_checks import check_mask, check_qkv
@@ -35,23 +33,17 @@ class ScaledDotProductAttention(Function):
     def forward(ctx, q, k, v, mask=None):
         xp = ctx.xp
         scale = 1.0 / math.sqrt(q.shape[-1])
-        fast = kernels.find(q)
-        if fast is not None and fast.attention_softmax_forward is not None:  # one launch
-            p = fast.attention_softmax_forward(xp.matmul(q, k.mT), mask, scale)
-        else:
-            s = xp.matmul(q * scale, k.mT)  # (..., T, S)
-            if mask is not None:
-                s = xp.where(mask, s, -math.inf)
-            m = xp.max(s, axis=-1, keepdims=True)  # (..., T, 1)
-            if mask is not None:  # fully masked row: max is -inf; shift by 0 instead of NaN
-                m = xp.where(m == -math.inf, 0.0, m)
-            s -= m
-            p = xp.exp(s)  # (..., T, S)
-            del s
-            denom = xp.sum(p, axis=-1, keepdims=True)  # (..., T, 1)
-            if mask is not None:  # 0/0 for a fully masked row -> 0/1 = 0
-                denom = xp.where(denom == 0, 1.0, denom)
-            p /= denom
+        s = xp.matmul(q * scale, k.mT)  # (..., T, S)
+        if mask is not None:
+            s = xp.where(mask, s, -math.inf)
+        m = xp.max(s, axis=-1, keepdims=True)  # (..., T, 1)
+        if mask is not None:  # fully masked row: max is -inf; shift by 0 instead of NaN
+            m = xp.where(m == -math.inf, 0.0, m)
+        p = xp.exp(s - m)  # (..., T, S)
+        denom = xp.sum(p, axis=-1, keepdims=True)  # (..., T, 1)
+        if mask is not None:  # 0/0 for a fully masked row -> 0/1 = 0
+            denom = xp.where(denom == 0, 1.0, denom)
+        p = p / denom
         ctx.save_for_backward(q, k, v)
         ctx.probs, ctx.scale = p, scale
         return xp.matmul(p, v)  # (..., T, d_v)
@@ -66,21 +58,12 @@ class ScaledDotProductAttention(Function):
         if need_v:
             dv = xp.matmul(p.mT, grad)  # (..., S, d_v)
         if need_q or need_k:
-            ds = xp.matmul(grad, v.mT)  # (..., T, S)  dP
-            fast = kernels.find(ds)
-            if fast is not None and fast.attention_softmax_backward is not None:  # one launch
-                ds = fast.attention_softmax_backward(ds, p, scale)  # scale * dS
-                dq = xp.matmul(ds, k) if need_q else None
-                dk = xp.matmul(ds.mT, q) if need_k else None
-                return dq, dk, dv, None
-            ds -= xp.vecdot(ds, p)[..., None]  # dP - rowsum(dP * P)
-            ds *= p
+            dp = xp.matmul(grad, v.mT)  # (..., T, S)
+            ds = p * (dp - xp.sum(dp * p, axis=-1, keepdims=True))  # (..., T, S)
             if need_q:
-                dq = xp.matmul(ds, k)  # (..., T, d_k)
-                dq *= scale
+                dq = xp.matmul(ds, k) * scale  # (..., T, d_k)
             if need_k:
-                dk = xp.matmul(ds.mT, q)  # (..., S, d_k)
-                dk *= scale
+                dk = xp.matmul(ds.mT, q) * scale  # (..., S, d_k)
         return dq, dk, dv, None
 
 

@@ -9,17 +9,16 @@ forward and backward are two array calls each, ``where(m, x * scale, 0)``.
 ``dropout_add(x, r)`` = r + dropout(x), the residual connection around each sublayer
 (``r + Dropout(Sublayer(r))``), as one op: dr = g, dx = g * m / (1 - p).
 
-On a GPU (kernels/cupy_step.py, unless MT_CUDA_KERNELS=0) both take one kernel launch that
-makes the mask's random bits itself from the two keys of the draw
-(``Generator.dropout_keys``): the keys are saved, not a mask, and backward makes the same
-mask again.
+This is what runs. On a GPU the fast tier's twins (``fast/cupy.py``, unless
+MT_CUDA_KERNELS=0) take one kernel launch each, making the same mask's random bits from the
+two keys of the draw (``Generator.dropout_keys``): they save the keys, not a mask.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import backend, kernels
+from .. import backend
 from ..checks import is_real
 from ..errors import ArgumentError, DeviceError
 from ..function import Function
@@ -35,19 +34,12 @@ class Dropout(Function):
     @staticmethod
     def forward(ctx, x, p: float, generator: backend.Generator):
         ctx.scale = 1.0 / (1.0 - p)
-        fast = kernels.find(x)
-        if fast is not None and fast.dropout_forward is not None:
-            ctx.fast, ctx.keys = fast, generator.dropout_keys(p)  # the draw, not a mask
-            return fast.dropout_forward(x, ctx.keys, ctx.scale)
-        ctx.keys = None
         keep = generator.keep_mask(tuple(x.shape), p)  # bool, P(True) = 1 - p
         ctx.save_for_backward(keep)
         return ctx.xp.where(keep, x * ctx.scale, 0.0)  # two calls, one temporary
 
     @staticmethod
     def backward(ctx, grad):
-        if ctx.keys is not None:  # the kernel makes the mask again from the keys
-            return ctx.fast.dropout_backward(grad, ctx.keys, ctx.scale)
         (keep,) = ctx.saved
         return ctx.xp.where(keep, grad * ctx.scale, 0.0)
 
@@ -60,11 +52,6 @@ class DropoutAdd(Function):
     @staticmethod
     def forward(ctx, r, x, p: float, generator: backend.Generator):
         ctx.scale = 1.0 / (1.0 - p)
-        fast = kernels.find(x)
-        if fast is not None and fast.dropout_add_forward is not None:
-            ctx.fast, ctx.keys = fast, generator.dropout_keys(p)
-            return fast.dropout_add_forward(x, r, ctx.keys, ctx.scale)
-        ctx.keys = None
         keep = generator.keep_mask(tuple(x.shape), p)
         ctx.save_for_backward(keep)
         return r + ctx.xp.where(keep, x * ctx.scale, 0.0)
@@ -73,8 +60,6 @@ class DropoutAdd(Function):
     def backward(ctx, grad):
         if not ctx.needs_input_grad[1]:
             return grad, None
-        if ctx.keys is not None:
-            return grad, ctx.fast.dropout_backward(grad, ctx.keys, ctx.scale)
         (keep,) = ctx.saved
         return grad, ctx.xp.where(keep, grad * ctx.scale, 0.0)
 

@@ -13,16 +13,14 @@ divided by its largest |x|, a: x / a lies in [-1, 1], its variance v in [0, 1], 
 never overflow, for every finite x (float32: up to 3.4e38; tiny rows such as 1e-30 keep
 their precision too, even with eps = 0). rstd = 1 / sqrt(var + eps) itself is below 1e-38
 (subnormal, fewer bits) only when the row's spread passes ~1e38.
-The Function below is this math as written; on NumPy the same numbers come from
-``kernels.numpy.layer_norm_forward`` / ``layer_norm_backward`` (row means as ``vecdot``, fewer
-temporaries), chosen in one visible place; ``kernels.reference_only()`` switches that off.
+The Function below is this math as written, and it is what runs (the fast tier's twins,
+``minitransformer/fast``, replace it only where switched on).
 """
 
 from __future__ import annotations
 
 import math
 
-from .. import kernels
 from ..backend import dtype_name
 from ..checks import is_real
 from ..errors import ArgumentError, ShapeError
@@ -40,19 +38,15 @@ class LayerNorm(Function):
     def forward(ctx, x, gamma, beta, eps: float = 1e-5):
         xp = ctx.xp
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (N, D): one row per position
-        fast = kernels.find(x2)
-        if fast is not None:
-            y, x_hat, rstd = fast.layer_norm_forward(x2, gamma, beta, eps)
-        else:
-            a = xp.max(xp.abs(x2), axis=-1, keepdims=True)  # (N, 1): each row's scale
-            a = xp.where(a > 0, a, 1.0)  # an all-zero row: divide by 1
-            xs = x2 / a  # (N, D), in [-1, 1]: no square below overflows
-            xc = xs - xp.mean(xs, axis=-1, keepdims=True)  # (x - mu) / a
-            var = xp.mean(xc * xc, axis=-1, keepdims=True)  # var(x) / a^2, biased, <= 1
-            sd = xp.hypot(a * xp.sqrt(var), math.sqrt(eps))  # sqrt(var(x) + eps): (N, 1)
-            rstd = 1.0 / sd  # (N, 1)
-            x_hat = xc * (a / sd)  # (N, D): (x - mu) * rstd, with a / sd of order 1
-            y = x_hat * gamma + beta
+        a = xp.max(xp.abs(x2), axis=-1, keepdims=True)  # (N, 1): each row's scale
+        a = xp.where(a > 0, a, 1.0)  # an all-zero row: divide by 1
+        xs = x2 / a  # (N, D), in [-1, 1]: no square below overflows
+        xc = xs - xp.mean(xs, axis=-1, keepdims=True)  # (x - mu) / a
+        var = xp.mean(xc * xc, axis=-1, keepdims=True)  # var(x) / a^2, biased, <= 1
+        sd = xp.hypot(a * xp.sqrt(var), math.sqrt(eps))  # sqrt(var(x) + eps): (N, 1)
+        rstd = 1.0 / sd  # (N, 1)
+        x_hat = xc * (a / sd)  # (N, D): (x - mu) * rstd, with a / sd of order 1
+        y = x_hat * gamma + beta
         ctx.save_for_backward(x_hat, rstd, gamma)
         return xp.reshape(y, x.shape)
 
@@ -61,25 +55,17 @@ class LayerNorm(Function):
         xp = ctx.xp
         x_hat, rstd, gamma = ctx.saved
         g = xp.reshape(grad, x_hat.shape)  # (N, D)
-        fast = kernels.find(g)
-        if fast is not None:
-            dx, dgamma, dbeta = fast.layer_norm_backward(
-                g, x_hat, rstd, gamma, ctx.needs_input_grad
-            )
-        else:
-            need_x, need_gamma, need_beta = ctx.needs_input_grad
-            dx = dgamma = dbeta = None
-            if need_beta:
-                dbeta = xp.sum(g, axis=0)  # (D,)
-            if need_gamma:
-                dgamma = xp.sum(g * x_hat, axis=0)  # (D,)
-            if need_x:
-                g_hat = g * gamma  # (N, D)
-                mean_g = xp.mean(g_hat, axis=-1, keepdims=True)  # (N, 1)
-                mean_gx = xp.mean(g_hat * x_hat, axis=-1, keepdims=True)  # (N, 1)
-                dx = rstd * (g_hat - mean_g - x_hat * mean_gx)
-        if dx is not None:
-            dx = xp.reshape(dx, grad.shape)
+        need_x, need_gamma, need_beta = ctx.needs_input_grad
+        dx = dgamma = dbeta = None
+        if need_beta:
+            dbeta = xp.sum(g, axis=0)  # (D,)
+        if need_gamma:
+            dgamma = xp.sum(g * x_hat, axis=0)  # (D,)
+        if need_x:
+            g_hat = g * gamma  # (N, D)
+            mean_g = xp.mean(g_hat, axis=-1, keepdims=True)  # (N, 1)
+            mean_gx = xp.mean(g_hat * x_hat, axis=-1, keepdims=True)  # (N, 1)
+            dx = xp.reshape(rstd * (g_hat - mean_g - x_hat * mean_gx), grad.shape)
         return dx, dgamma, dbeta
 
 

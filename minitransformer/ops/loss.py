@@ -10,19 +10,17 @@ Rows whose target is ``ignore_index`` give loss 0 and gradient 0; "mean" divides
 number of the other rows (as PyTorch). If every row is ignored, "mean" is 0 with a zero
 gradient (PyTorch gives NaN). Masked (-inf) logits are fine; with eps > 0 they make
 mean_c x_c = -inf, so the loss is inf (as in PyTorch), while the gradient stays finite.
-The Function is this math as written (lse from the row max m, as in softmax.py); on NumPy
-the per-row part runs ``kernels.numpy.cross_entropy_forward`` / ``_backward`` (one reused
-(N, V) buffer in forward, no (N, V) one-hot in backward). Forward saves e = e^(x - m) and
-its row sums s (p = e / s); backward never writes into them, so ``retain_graph=True``
-allows a second backward. What the inputs must
-look like is checked in ``loss_checks.py``.
+The Function is this math as written (lse from the row max m, as in softmax.py), and it
+is what runs (see ``fast/`` for twins). Forward saves e = e^(x - m) and its row sums s
+(p = e / s); backward never writes into them, so ``retain_graph=True`` allows a second
+backward. What the inputs must look like is checked in ``loss_checks.py``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .. import backend, kernels
+from .. import backend
 from ..function import Function
 from ..tensor import Tensor
 from .loss_checks import check_ids, check_inputs
@@ -30,9 +28,37 @@ from .softmax import safe_sum, shifted
 
 
 class CrossEntropy(Function):
-    """loss = reduce_i [(1 - eps)(lse_i - x_i,t_i) + eps (lse_i - mean_c x_i,c)]."""
+    """loss = reduce_i [(1 - eps)(lse_i - x_i,t_i) + eps (lse_i - mean_c x_i,c)].
+
+    The per-row math is ``rows_forward`` / ``rows_backward``, called through ``ctx.fn`` (this
+    class, or a fast twin that replaces just those two)."""
 
     fresh_grads = True
+
+    @staticmethod
+    def rows_forward(xp, x, t, eps: float):
+        """x (N, V) logits, t (N,) ids in range -> loss per row (N,), e = e^(x - m) (N, V),
+        s = its row sums (N, 1) (0 -> 1)."""
+        z = shifted(xp, x, -1)  # x - m: (N, V)
+        e = xp.exp(z)
+        s = safe_sum(xp, e, -1)  # (N, 1)
+        log_s = xp.log(s)  # lse - m; shifted values keep float32 exact near +-1e4
+        z_t = xp.take_along_axis(z, xp.expand_dims(t, axis=-1), axis=-1)  # (N, 1)
+        loss = (1.0 - eps) * (log_s - z_t)  # (1 - eps)(lse - x_t)
+        if eps:
+            mean_z = xp.sum(z / x.shape[-1], axis=-1, keepdims=True)  # no overflow of sum(z)
+            loss = loss + eps * (log_s - mean_z)
+        return xp.reshape(loss, (-1,)), e, s
+
+    @staticmethod
+    def rows_backward(xp, e, s, t, w, eps: float):
+        """dlogits = (p - q) w (N, V), p = e / s, q the smoothed one-hot of t; w (N, 1),
+        (1,) or 0-d."""
+        V = e.shape[-1]
+        q = xp.astype(xp.expand_dims(t, axis=-1) == xp.arange(V, device=e.device), e.dtype)
+        if eps:
+            q = (1.0 - eps) * q + eps / V  # smoothed target (N, V)
+        return (e / s - q) * w
 
     @staticmethod
     def forward(ctx, logits, target, label_smoothing=0.0, ignore_index=None, reduction="mean"):
@@ -42,20 +68,7 @@ class CrossEntropy(Function):
         valid = None if ignore_index is None else t != ignore_index  # (N,) bool
         if valid is not None:
             t = xp.where(valid, t, 0)  # any id in range; its row is zeroed
-        fast = kernels.find(x)
-        if fast is not None:
-            loss, e, s = fast.cross_entropy_forward(x, t, eps)  # (N,), (N, V), (N, 1)
-        else:
-            z = shifted(xp, x, -1)  # x - m: (N, V)
-            e = xp.exp(z)
-            s = safe_sum(xp, e, -1)  # (N, 1)
-            log_s = xp.log(s)  # lse - m; shifted values keep float32 exact near +-1e4
-            z_t = xp.take_along_axis(z, xp.expand_dims(t, axis=-1), axis=-1)  # (N, 1)
-            loss = (1.0 - eps) * (log_s - z_t)  # (1 - eps)(lse - x_t)
-            if eps:
-                mean_z = xp.sum(z / x.shape[-1], axis=-1, keepdims=True)  # no overflow of sum(z)
-                loss = loss + eps * (log_s - mean_z)
-            loss = xp.reshape(loss, (-1,))  # (N,)
+        loss, e, s = ctx.fn.rows_forward(xp, x, t, eps)  # (N,), (N, V), (N, 1)
         if valid is None:
             count = float(max(loss.shape[0], 1))
         else:
@@ -82,16 +95,7 @@ class CrossEntropy(Function):
             w = grad / count if ctx.reduction == "mean" else grad  # 0-d or (1,)
         if valid is not None:
             w = w * xp.expand_dims(xp.astype(valid, e.dtype), axis=-1)  # (N, 1): 0 if ignored
-        fast = kernels.find(e)
-        if fast is not None:
-            dx = fast.cross_entropy_backward(e, s, t, w, ctx.eps)
-        else:
-            V = e.shape[-1]
-            p = e / s  # softmax(x)
-            q = xp.astype(xp.expand_dims(t, axis=-1) == xp.arange(V, device=e.device), e.dtype)
-            if ctx.eps:
-                q = (1.0 - ctx.eps) * q + ctx.eps / V  # smoothed target (N, V)
-            dx = (p - q) * w
+        dx = ctx.fn.rows_backward(xp, e, s, t, w, ctx.eps)  # (N, V)
         return xp.reshape(dx, ctx.shape), None
 
 

@@ -9,13 +9,13 @@ Speed: a stack of rows times one matrix is done as ONE 2-D product, (rows, k) @ 
 one BLAS GEMM instead of a loop of small ones (lesson 02 measures 1.2-1.5x for long
 sequences and 3-100x for many short ones, dW especially).
 The weight is (d_in, d_out), as in the paper's "x W + b" (PyTorch stores W transposed).
-Every product is ``xp.matmul``; on NumPy it is ``kernels.numpy.matmul`` (the same product
-with a BLAS thread count chosen per product once the CLI has tuned the host).
+Every product is ``xp.matmul`` (on NumPy the backend serves ``host.matmul``: the same
+product, with a BLAS thread count chosen per product once the CLI has tuned the host).
 """
 
 from __future__ import annotations
 
-from .. import backend, kernels
+from .. import backend
 from ..errors import DTypeError, ShapeError
 from ..function import Function
 from ..tensor import Tensor
@@ -30,8 +30,7 @@ class MatMul(Function):
     @staticmethod
     def forward(ctx, a, b):
         xp = ctx.xp
-        fast = kernels.find(a)  # NumPy: the product with per-product BLAS threads
-        mm = xp.matmul if fast is None else fast.matmul
+        mm = xp.matmul
         ctx.save_for_backward(a, b)
         if b.ndim == 2 and a.ndim > 2:  # rows @ one matrix: one 2-D GEMM
             y = mm(xp.reshape(a, (-1, a.shape[-1])), b)  # (rows, m)
@@ -41,8 +40,7 @@ class MatMul(Function):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        fast = kernels.find(grad)  # NumPy: the product with per-product BLAS threads
-        mm = xp.matmul if fast is None else fast.matmul
+        mm = xp.matmul
         a, b = ctx.saved
         da = db = None
         if b.ndim == 2 and a.ndim > 2:
@@ -72,8 +70,7 @@ class Linear(Function):
     @staticmethod
     def forward(ctx, x, weight, bias=None, transpose_weight=False):
         xp = ctx.xp
-        fast = kernels.find(x)  # NumPy: the product with per-product BLAS threads
-        mm = xp.matmul if fast is None else fast.matmul
+        mm = xp.matmul
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
         ctx.save_for_backward(x2, weight)
         ctx.x_shape, ctx.transposed = x.shape, transpose_weight
@@ -86,8 +83,7 @@ class Linear(Function):
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        fast = kernels.find(grad)  # NumPy: the product with per-product BLAS threads
-        mm = xp.matmul if fast is None else fast.matmul
+        mm = xp.matmul
         x2, weight = ctx.saved
         g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
         dx = dw = db = None

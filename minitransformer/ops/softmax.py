@@ -11,13 +11,12 @@ nor lose the answer. Masked entries (-inf) get probability 0 and zero gradient.
 A row that is entirely -inf (everything masked) is defined as: softmax -> all 0 (not NaN),
 gradient 0; log_softmax -> all -inf, gradient dx = g (its softmax is taken as 0). Both
 stay NaN-free in forward and backward. An axis of length 0 (no classes) is refused.
-The Functions are this math as written; on NumPy, forward runs ``kernels.numpy.softmax`` /
-``log_softmax`` (the same numbers with ufunc reductions, exp written into its own buffer).
+The Functions are this math as written, and they are what runs (see ``fast/`` for twins).
 """
 
 from __future__ import annotations
 
-from .. import backend, kernels
+from .. import backend
 from ..checks import is_int
 from ..errors import DTypeError, ShapeError
 from ..function import Function
@@ -46,13 +45,9 @@ class Softmax(Function):
 
     @staticmethod
     def forward(ctx, x, axis: int = -1):
-        fast = kernels.find(x)
-        if fast is not None:
-            y = fast.softmax(x, axis)
-        else:
-            xp = ctx.xp
-            e = xp.exp(shifted(xp, x, axis))  # e^(x - m)
-            y = e / safe_sum(xp, e, axis)
+        xp = ctx.xp
+        e = xp.exp(shifted(xp, x, axis))  # e^(x - m)
+        y = e / safe_sum(xp, e, axis)
         ctx.save_for_backward(y)
         ctx.axis = axis
         return y
@@ -72,13 +67,9 @@ class LogSoftmax(Function):
 
     @staticmethod
     def forward(ctx, x, axis: int = -1):
-        fast = kernels.find(x)
-        if fast is not None:
-            o = fast.log_softmax(x, axis)
-        else:
-            xp = ctx.xp
-            z = shifted(xp, x, axis)  # x - m
-            o = z - xp.log(safe_sum(xp, xp.exp(z), axis))
+        xp = ctx.xp
+        z = shifted(xp, x, axis)  # x - m
+        o = z - xp.log(safe_sum(xp, xp.exp(z), axis))
         ctx.save_for_backward(o)
         ctx.axis = axis
         return o

@@ -4,8 +4,8 @@
   the flat buffers, ``state_dict``/``load_state_dict``, ``to(device)``.
 - ``flatbuffer.py`` ``FlatGroup``: parameters, gradients and state as views into one flat
   buffer per device and dtype.
-- ``sgd.py``, ``adam.py``  the updates: the plain math (the reference) and, for Adam, the
-  fused NumPy update beside it in ``kernels/numpy.py``.
+- ``sgd.py``, ``adam.py``  the updates: the plain math, which is what runs (the fast tier,
+  ``minitransformer/fast``, may register a fused twin; ``Optimizer.step`` picks it).
 - ``schedule.py``   ``NoamSchedule``, the paper's learning-rate schedule.
 - ``clip.py``       ``clip_grad_norm`` (global-norm clipping), ``grads_finite`` and
                     ``step_ok`` (the device flag that lets a step's update be applied).

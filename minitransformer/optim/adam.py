@@ -7,9 +7,8 @@ For each parameter θ with gradient ∇θ, at its t-th update::
     v ← β2 v + (1 − β2) g²        (the mean of their squares)
     θ ← θ − lr / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
 
-``adam_update`` is that math in array-API operators (the reference, every backend);
-``kernels.numpy.adam_update`` is the same update fused with ``out=`` on NumPy, chosen in
-``Adam._update``.
+``adam_update`` is that math in array-API operators, and it is what runs (on every backend;
+``Optimizer.step`` hands it the fast tier's twin where one is switched on, see ``fast/``).
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .. import backend, kernels
+from .. import backend
 from ..errors import ConfigError
 from ..tensor import Tensor
 from .hyperparameters import check_number
@@ -69,11 +68,9 @@ class Adam(Optimizer):
         self.weight_decay = check_number("Adam", "weight_decay", weight_decay, 0.0)
         super().__init__(params, lr)
 
-    def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
-        m, v = state["m"], state["v"]
-        fast = kernels.find(p)
-        if fast is not None:
-            return fast.adam_update(p, g, m, v, lr=self.lr, betas=self.betas, eps=self.eps,
-                                    weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip
-        adam_update(p, g, m, v, lr=self.lr, betas=self.betas, eps=self.eps,
-                    weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip
+    rule = staticmethod(adam_update)
+
+    def _update(self, rule: Any, p: Array, g: Array, state: dict[str, Array], t: int,
+                ok: Any) -> None:  # fmt: skip
+        rule(p, g, state["m"], state["v"], lr=self.lr, betas=self.betas, eps=self.eps,
+             weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from .. import backend, kernels
+from .. import backend
 from ..tensor import Tensor
 from .hyperparameters import check_number
 
@@ -41,13 +41,19 @@ def clip_coefficient(total: Array, max_norm: float) -> Array:
     return xp.where(xp.isfinite(total), coef, xp.ones_like(coef))
 
 
+def clip_flat(grad: Array, max_norm: float) -> Array:
+    """The norm of one flat gradient buffer ``grad`` (n,), as a 0-d array on its device,
+    and, unless ``max_norm`` is inf, ``grad`` scaled in place by ``clip_coefficient``: what
+    ``Optimizer.clip_grad_norm`` does to an optimizer's single buffer."""
+    total = total_norm([grad])
+    if max_norm != math.inf:
+        grad *= backend.namespace(grad).astype(clip_coefficient(total, max_norm), grad.dtype)
+    return total
+
+
 def step_ok(loss: Array, norm: Array, prev: Array | None = None) -> Array:
     """isfinite(loss) & isfinite(norm) (& prev): the 0-d bool, on the device, that lets a
-    training step's update be applied (``Optimizer.step(apply_if=...)``): no host read. On
-    a GPU with the fused kernels, one launch (``kernels/cupy_step.step_ok``)."""
-    fast = kernels.find(norm)
-    if fast is not None and fast.step_ok is not None:
-        return fast.step_ok(loss, norm, prev)
+    training step's update be applied (``Optimizer.step(apply_if=...)``): no host read."""
     xp = backend.namespace(norm)
     ok = xp.isfinite(loss) & xp.isfinite(norm)
     return ok if prev is None else ok & prev

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import operator
 
-from .. import backend, kernels
+from .. import backend
 from ..tensor import Tensor
 
 Array = backend.Array
@@ -36,11 +36,8 @@ Array = backend.Array
 def concat_into(out: Array, arrays: list[Array]) -> None:
     """out[...] = the arrays flattened and laid end to end. Shapes: out (n,), n = Σ sizes.
 
-    The reference: one concatenation of 1-D reshapes, then one copy into ``out``; on NumPy
-    ``kernels.numpy.concat_into`` writes straight into ``out`` (no temporary)."""
-    fast = kernels.find(out)
-    if fast is not None:
-        return fast.concat_into(out, arrays)
+    One concatenation of 1-D reshapes, then one copy into ``out`` (rare in training:
+    backward writes each gradient into its view of ``out`` already)."""
     xp = backend.namespace(out)
     out[...] = xp.concat([xp.reshape(a, (-1,)) for a in arrays])
 

@@ -6,9 +6,14 @@ writes each gradient straight into a twin buffer, and the state (Adam's m and v)
 same layout. A step is then a handful of array calls whatever the number of parameters
 (tiny has 85, base 253), where a loop over parameters makes ~10 per parameter; on a GPU
 each call costs ~12 µs of launch overhead, more than the arithmetic. A subclass writes its
-update once (``_update``); the base applies it to the whole flat buffer, or to one
+update once (its ``rule``, the plain math, and ``_update``, which hands the rule its
+hyperparameters); the base applies it to the whole flat buffer, or to one
 parameter's views when parameters must be treated apart (some lack a gradient, or their
 step counts differ), so both give the same numbers as PyTorch.
+
+The one place an optimizer meets the fast tier is ``step``: ``implementation(rule, data)``
+gives the registered twin of the rule for the buffer's array type (``fast/``), else the
+rule itself (the default on the CPU).
 
 No host synchronisation: ``clip_grad_norm`` returns the norm as a 0-d array on the device,
 and ``step(apply_if=ok)`` applies the update only where the 0-d bool ``ok`` is True
@@ -45,10 +50,11 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .. import backend, kernels
+from .. import backend
 from ..errors import ConfigError, DeviceError, ShapeError
+from ..function import implementation
 from ..tensor import Tensor
-from .clip import clip_coefficient, total_norm
+from .clip import clip_coefficient, clip_flat, total_norm
 from .flatbuffer import FlatGroup
 from .hyperparameters import check_number
 
@@ -80,7 +86,7 @@ def _host_flag(ok: Any) -> bool | None:
     bool); None when it lives on a device and must stay there."""
     if ok is None or isinstance(ok, bool):
         return True if ok is None else ok
-    if type(ok).__module__ == "numpy" or type(ok).__module__.startswith("numpy."):
+    if backend.library_of(ok) == "numpy":
         return bool(ok)
     return None
 
@@ -89,9 +95,10 @@ class Optimizer:
     """Base class: parameters in flat groups, a learning rate, per-element state.
 
     Subclasses name their state arrays in ``state_names`` (e.g. ``("m", "v")``), their JSON
-    hyperparameters in ``hyperparameters``, and implement ``_update(p, g, state, t, ok)``:
-    one update of the array ``p`` (a parameter, or a whole flat group) with gradient ``g``,
-    state arrays ``state`` of the same layout, step count ``t`` and device flag ``ok``.
+    hyperparameters in ``hyperparameters``, give their update's math as ``rule`` (a plain
+    function) and implement ``_update(rule, p, g, state, t, ok)``: one update by ``rule`` (or
+    its fast twin) of the array ``p`` (a parameter, or a whole flat group) with gradient
+    ``g``, state arrays ``state`` of the same layout, step count ``t`` and device flag ``ok``.
 
     Attributes:
         params: the parameters, in the order given (state is keyed by this index).
@@ -209,9 +216,8 @@ class Optimizer:
 
     def _norm_and_clip(self, max_norm: float) -> Array:
         """The total norm of the gathered gradients (0-d, on their device); unless
-        ``max_norm`` is inf, the gradients scaled by ``clip_coefficient``. One flat buffer
-        whose kernel module has a fused norm (kernels/cupy_step.py on a GPU) takes its
-        launches; otherwise clip.py's reference math."""
+        ``max_norm`` is inf, the gradients scaled by ``clip_coefficient`` (clip.py's math;
+        one flat buffer: ``clip_flat``, or its fused twin on a GPU)."""
         devices = {g.device for g in self.groups}
         if len(devices) > 1:
             raise DeviceError(
@@ -220,11 +226,7 @@ class Optimizer:
             )
         if len(self.groups) == 1:
             grad = self.groups[0].grad
-            fast = kernels.find(grad)
-            if fast is not None and fast.clip_grad_norm is not None:  # no host read
-                if max_norm == math.inf:
-                    return fast.grad_norm(grad)
-                return fast.clip_grad_norm(grad, max_norm)
+            return implementation(clip_flat, grad)(grad, max_norm)
         total = total_norm([g.grad for g in self.groups])
         if max_norm == math.inf:
             return total
@@ -247,6 +249,7 @@ class Optimizer:
         flag = _host_flag(apply_if)
         ok = None if flag else apply_if  # a device flag stays on the device
         for gi, (group, has) in enumerate(zip(self.groups, self._has_grad, strict=True)):
+            rule = implementation(self.rule, group.data)  # the math, or its fast twin
             members = self._members[gi]
             steps = {self.param_steps[i] for i in members}
             whole = all(has) and len(steps) == 1  # the fast path: the whole group at once
@@ -256,25 +259,29 @@ class Optimizer:
                     if not whole and flag is not False:  # one parameter at a time, same math
                         views = self._state_views(gi, j)
                         data, grad = group.views[j], group.grad_views[j]
-                        self._update(data, grad, views, self.param_steps[i], ok)
+                        self._update(rule, data, grad, views, self.param_steps[i], ok)
             if whole and flag is not False:
                 flat = {name: self._flat_state(gi, name) for name in self.state_names}
                 if self.state_names and self.state[self.state_names[0]][members[-1]] is None:
                     for j in range(len(members)):  # the per-parameter views, made once
                         self._state_views(gi, j)
-                self._update(group.data, group.grad, flat, self.param_steps[members[0]], ok)
+                self._update(rule, group.data, group.grad, flat, self.param_steps[members[0]], ok)
 
-    def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
+    rule: Any = None  # the update's math, a plain function (adam_update, sgd_update)
+
+    def _update(self, rule: Any, p: Array, g: Array, state: dict[str, Array], t: int,
+                ok: Any) -> None:  # fmt: skip
         raise NotImplementedError
 
     # ------------------------------------------------------------------ devices
     def to(self, device: str) -> Optimizer:
         """Move every state array to ``device`` (do it together with ``model.to(device)``)."""
+        device = backend.normalize_device(device)
         for arrays in self.state.values():
             for i, a in enumerate(arrays):
                 if a is not None:
-                    arrays[i] = backend.to_device(a, device)
-        if all(p.device == backend.normalize_device(device) for p in self.params):
+                    arrays[i] = backend.move(a, device)
+        if all(p.device == device for p in self.params):
             self._layout()
         return self
 

@@ -57,6 +57,9 @@ class SGD(Optimizer):
             self.state_names = ()
             self.state = {}
 
-    def _update(self, p: Array, g: Array, state: dict[str, Array], t: int, ok: Any) -> None:
-        sgd_update(p, g, state.get("momentum"), lr=self.lr, momentum=self.momentum,
-                   weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip
+    rule = staticmethod(sgd_update)
+
+    def _update(self, rule: Any, p: Array, g: Array, state: dict[str, Array], t: int,
+                ok: Any) -> None:  # fmt: skip
+        rule(p, g, state.get("momentum"), lr=self.lr, momentum=self.momentum,
+             weight_decay=self.weight_decay, t=t, ok=ok)  # fmt: skip

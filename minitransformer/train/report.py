@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .. import backend, host
+from .. import backend, fast, host
 from ..config import TrainConfig
 from ..data.batching import make_batch
 from ..decode import greedy_decode
@@ -153,6 +153,7 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
         config=trainer.model_cfg.to_dict(),
         train_config=dataclasses.asdict(cfg),
         parameters=trainer.model.num_parameters(),
+        ops=fast.describe(backend.normalize_device(cfg.device)),
         hardware=host.hardware(backend.normalize_device(cfg.device)),
     )
     if trainer.world is not None:

@@ -35,6 +35,7 @@ from ..config import TrainConfig, TransformerConfig
 from ..data.batching import Batch, BatchStream
 from ..data.tasks import Task, make_task
 from ..errors import TrainingError
+from ..function import implementation
 from ..nn import Transformer
 from ..optim import Adam, NoamSchedule, step_ok
 from . import evaluation, report, stopping
@@ -115,7 +116,8 @@ class Trainer:
             norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
         else:
             norm = self.optimizer.grad_norm()
-        healthy = step_ok(loss.data, norm, self._healthy)  # finite now and at every step so far
+        ok = implementation(step_ok, norm)  # the math, or its fused twin on a GPU (fast/)
+        healthy = ok(loss.data, norm, self._healthy)  # finite now and at every step so far
         self._healthy = healthy  # sticky: after a bad step no update is ever applied
         self.optimizer.step(apply_if=healthy)  # the n-th update uses lr_at(n) ...
         self.schedule.step()  # ... then the schedule sets the next step's lr

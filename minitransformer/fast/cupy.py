@@ -1,30 +1,44 @@
-"""Fused CUDA kernels for CuPy arrays, each beside the reference it replaces (named after it)
-and tested against it. See ``kernels/__init__.py``; the CUDA C is in ``kernels/cuda/*.cu``.
+"""The fast tier for CuPy arrays: fused CUDA kernels, each a twin of the reference it
+replaces and tested against it (tests/fast/test_cuda_rows.py, test_cuda_step.py on a GPU);
+the CUDA C is in ``fast/cuda/*.cu``.
 
 On a GPU every array call is a kernel launch (~12 µs of overhead), so the reference ops,
-written as a dozen array calls each, are launch-bound at the model's sizes. Each function
+written as a dozen array calls each, are launch-bound at the model's sizes. Each kernel
 below does a row reduction and its elementwise work in one launch (LayerNorm, softmax,
 cross-entropy, attention's masked softmax), the same math in the same order as the reference,
-returning what the reference returns in the same layout.
+returning what the reference returns in the same layout; the training step's kernels
+(dropout, Adam, the gradient norm and the step flag) are in ``cupy_step.py``. ``TWINS``, at
+the end, lists the replacement Functions and functions registered for ``cupy.ndarray``.
 
-The kernels take float32 and float64 arrays (``DTYPES``: ``kernels.find`` gives an op this
-module only for those, so float16 runs the op's own reference math), made C-contiguous
-first. The rest is reshaping, not math: attention scores of more than 4 dimensions have
-their leading axes folded into one, a softmax over another axis than the last is moved
-there and back, and a launch over no rows is skipped. On by default (this
-module is registered for ``cupy.ndarray``); ``MT_CUDA_KERNELS=0`` switches it off. Tested on
-a GPU by ``pytest -m gpu`` with the switch off and on (``python -m minitransformer.gpucheck``).
+The kernels take float32 and float64 arrays (``DTYPES``: the twins say so in ``dtypes``, so
+float16 runs the reference math), made C-contiguous first. The rest is reshaping, not
+math: attention scores of more than 4 dimensions have their leading axes folded into one,
+a softmax over another axis than the last is moved there and back, and a launch over no
+rows is skipped. On by default on a GPU; ``MT_CUDA_KERNELS=0`` switches it off
+(``fast/__init__.py``). Tested on a GPU by ``pytest -m gpu`` with the switch off and on
+(``python -m minitransformer.gpucheck``).
 
-Floors: imports NumPy, ``cuda_source`` and (when present) CuPy; importable without CuPy.
+Importable without CuPy (``cp`` is None then): its names are checked on the CPU.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from . import cuda_source
+from ..ops.attention import ScaledDotProductAttention as _Attention
+from ..ops.dropout import Dropout as _Dropout
+from ..ops.dropout import DropoutAdd as _DropoutAdd
+from ..ops.layernorm import LayerNorm as _LayerNorm
+from ..ops.loss import CrossEntropy as _CrossEntropy
+from ..ops.softmax import LogSoftmax as _LogSoftmax
+from ..ops.softmax import Softmax as _Softmax
+from ..optim.adam import adam_update as _adam_update
+from ..optim.clip import clip_flat as _clip_flat
+from ..optim.clip import step_ok as _step_ok
+from . import cuda_source, cupy_step
 
 try:
     import cupy as cp
@@ -49,7 +63,6 @@ def block_size(n: int) -> int:
     return 128 if n <= 512 else 256 if n <= 4096 else 1024
 
 
-matmul = cp.matmul if cp is not None else None  # cuBLAS already: nothing to fuse
 _NO_STRIDES = (np.int64(0),) * 4  # no mask: the kernel reads none
 
 
@@ -238,6 +251,150 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
     return dx
 
 
-# The training step's kernels (dropout, Adam, the gradient norm and the gather) live in a file
-# of their own; this module is the one registered for cupy.ndarray, so it carries their names.
-from .cupy_step import *  # noqa: E402, F403
+# ----------------------------------------------------------------------------- the twins
+# Whole replacement Functions, each a subclass of its reference (``Function.run`` records the
+# twin in ``ctx.fn``, so backward follows forward), and the optimizer's functions.
+
+
+class LayerNorm(_LayerNorm):
+    """Twin of ``ops.layernorm.LayerNorm``: one launch each way (``layer_norm.cu``)."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, x, gamma, beta, eps: float = 1e-5):
+        y, x_hat, rstd = layer_norm_forward(x.reshape(-1, x.shape[-1]), gamma, beta, eps)
+        ctx.save_for_backward(x_hat, rstd, gamma)
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_hat, rstd, gamma = ctx.saved
+        g = grad.reshape(x_hat.shape)
+        dx, dgamma, dbeta = layer_norm_backward(g, x_hat, rstd, gamma, ctx.needs_input_grad)
+        return (None if dx is None else dx.reshape(grad.shape)), dgamma, dbeta
+
+
+class Softmax(_Softmax):
+    """Twin of ``ops.softmax.Softmax``'s forward (one launch); backward is the reference's."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, x, axis: int = -1):
+        y = softmax(x, axis)
+        ctx.save_for_backward(y)
+        ctx.axis = axis
+        return y
+
+
+class LogSoftmax(_LogSoftmax):
+    """Twin of ``ops.softmax.LogSoftmax``'s forward (one launch)."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, x, axis: int = -1):
+        o = log_softmax(x, axis)
+        ctx.save_for_backward(o)
+        ctx.axis = axis
+        return o
+
+
+class CrossEntropy(_CrossEntropy):
+    """Twin of ``ops.loss.CrossEntropy``'s per-row math (one launch each way)."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def rows_forward(xp, x, t, eps: float):
+        return cross_entropy_forward(x, t, eps)
+
+    @staticmethod
+    def rows_backward(xp, e, s, t, w, eps: float):
+        return cross_entropy_backward(e, s, t, w, eps)
+
+
+class ScaledDotProductAttention(_Attention):
+    """Twin of ``ops.attention.ScaledDotProductAttention``: the masked softmax of the scores
+    and its backward are one launch each (the scale applied inside: q k^T and dS unscaled)."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        xp, scale = ctx.xp, 1.0 / math.sqrt(q.shape[-1])
+        p = attention_softmax_forward(xp.matmul(q, k.mT), mask, scale)  # (..., T, S)
+        ctx.save_for_backward(q, k, v)
+        ctx.probs, ctx.scale = p, scale
+        return xp.matmul(p, v)
+
+    @staticmethod
+    def backward(ctx, grad):
+        xp, (q, k, v) = ctx.xp, ctx.saved
+        need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        dq = dk = None
+        dv = xp.matmul(ctx.probs.mT, grad) if need_v else None
+        if need_q or need_k:
+            ds = attention_softmax_backward(xp.matmul(grad, v.mT), ctx.probs, ctx.scale)
+            dq = xp.matmul(ds, k) if need_q else None  # ds is scale * dS already
+            dk = xp.matmul(ds.mT, q) if need_k else None
+        return dq, dk, dv, None
+
+
+class Dropout(_Dropout):
+    """Twin of ``ops.dropout.Dropout``: the kernel makes the mask from the draw's keys, in
+    forward and again in backward (the keys are saved, not a mask)."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, x, p: float, generator):
+        ctx.scale, ctx.keys = 1.0 / (1.0 - p), generator.dropout_keys(p)
+        return cupy_step.dropout_forward(x, ctx.keys, ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return cupy_step.dropout_backward(grad, ctx.keys, ctx.scale)
+
+
+class DropoutAdd(_DropoutAdd):
+    """Twin of ``ops.dropout.DropoutAdd``: r + dropout(x) in one launch."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, r, x, p: float, generator):
+        ctx.scale, ctx.keys = 1.0 / (1.0 - p), generator.dropout_keys(p)
+        return cupy_step.dropout_add_forward(x, r, ctx.keys, ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not ctx.needs_input_grad[1]:
+            return grad, None
+        return grad, cupy_step.dropout_backward(grad, ctx.keys, ctx.scale)
+
+
+def clip_flat(grad: Array, max_norm: float) -> Array:
+    """Twin of ``optim.clip.clip_flat``: the norm in two launches, the scaling in a third,
+    no host read (``cupy_step.grad_norm`` / ``clip_grad_norm``)."""
+    if max_norm == math.inf:
+        return cupy_step.grad_norm(grad)
+    return cupy_step.clip_grad_norm(grad, max_norm)
+
+
+clip_flat.dtypes = cupy_step.adam_update.dtypes = cupy_step.step_ok.dtypes = DTYPES
+
+# reference -> twin: what ``fast`` registers for cupy.ndarray when CuPy is first used
+TWINS = {
+    _LayerNorm: LayerNorm,
+    _Softmax: Softmax,
+    _LogSoftmax: LogSoftmax,
+    _CrossEntropy: CrossEntropy,
+    _Attention: ScaledDotProductAttention,
+    _Dropout: Dropout,
+    _DropoutAdd: DropoutAdd,
+    _adam_update: cupy_step.adam_update,
+    _clip_flat: clip_flat,
+    _step_ok: cupy_step.step_ok,
+}

@@ -1,9 +1,10 @@
-"""Fast paths for NumPy arrays on the CPU, each measured, each beside the reference it
-replaces (named after it) and tested against it. See ``kernels/__init__.py``.
+"""The fast tier for NumPy arrays on the CPU: twins of reference ops, each measured, each
+tested against its reference (tests/fast/test_numpy.py). Off unless ``fast.enable()``.
 
 What is fast here is mostly *fewer Python calls and fewer temporaries*: at the model sizes
 of the lessons a step's time on a CPU is interpreter time and memory traffic as much as
-arithmetic.
+arithmetic. ``TWINS`` lists what this module registers (``fast/__init__.py`` installs it);
+``lean_namespace`` is the namespace it serves for NumPy arrays meanwhile.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import host
+from .. import backend
+from ..ops.layernorm import LayerNorm as _LayerNorm
+from ..ops.loss import CrossEntropy as _CrossEntropy
+from ..ops.softmax import LogSoftmax as _LogSoftmax
+from ..ops.softmax import Softmax as _Softmax
+from ..optim.adam import adam_update as _adam_update
 
 Array = np.ndarray
-DTYPES = None  # these fast paths take arrays of every dtype (``kernels.find``)
 
 # ----------------------------------------------------------------------------- the namespace
 
@@ -38,39 +43,13 @@ def _sum(x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = F
 
 
 def lean_namespace() -> types.ModuleType:
-    """NumPy's namespace with two changes: ``reshape`` is ``_reshape`` and ``sum`` is
+    """The backend's NumPy namespace (``backend.numpy_namespace()``: NumPy's functions, the
+    host's ``matmul``) with two changes: ``reshape`` is ``_reshape`` and ``sum`` is
     ``_sum``. A training step reshapes ~240 times (2-D GEMMs, heads, LayerNorm rows) and sums
-    ~60 times; through NumPy's Python wrappers that is ~900 Python calls. Every other name
-    is NumPy's own object (the namespace is a copy of NumPy's module dict; names NumPy makes
-    lazily are looked up on first use). NumPy itself is not modified."""
-    ns = types.ModuleType("numpy", np.__doc__)
-    ns.__dict__.update(
-        {k: v for k, v in vars(np).items() if k not in ("__getattr__", "__dir__", "__spec__")}
-    )
+    ~60 times; through NumPy's Python wrappers that is ~900 Python calls."""
+    ns = backend.numpy_namespace()
     ns.reshape, ns.sum = _reshape, _sum
-    ns.__getattr__ = lambda name: getattr(np, name)  # lazy attributes (PEP 562)
     return ns
-
-
-# ----------------------------------------------------------------------------- matmul
-
-
-def matmul(a: Array, b: Array) -> Array:
-    """``a @ b`` (reference: ``xp.matmul``) with a BLAS thread count chosen for this product
-    (``host.gemm_threads``: one thread for small products, at most the free cores for large
-    ones) once the CLI has called ``host.tune_host()``; plain ``np.matmul`` otherwise."""
-    if not host.gemm_tuning:  # an attribute read: untuned, a product costs no extra call
-        return np.matmul(a, b)
-    get, put = host.openblas_threads_api()  # not None: tune_host() checked it
-    threads = get()
-    use = host.gemm_threads(threads, a.shape[-2] * a.shape[-1] * b.shape[-1])
-    if use == threads:
-        return np.matmul(a, b)
-    put(use)
-    try:
-        return np.matmul(a, b)
-    finally:
-        put(threads)
 
 
 # ----------------------------------------------------------------------------- ops
@@ -234,14 +213,8 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
 
 
 # ----------------------------------------------------------------------------- optimizer
-# The optimizer's flat buffers: gathering gradients into one buffer, and Adam's update with
-# one reused temporary (SGD's update is a few in-place operations already: no kernel).
-
-
-def concat_into(out: Array, arrays: list[Array]) -> None:
-    """``optim.flatbuffer.concat_into``: the arrays flattened end to end, written straight
-    into ``out`` (n,) by one ``concatenate(..., out=)``: no temporary of size n."""
-    np.concatenate([a.ravel() for a in arrays], out=out)
+# Adam's update with one reused temporary (SGD's update is a few in-place operations
+# already: no twin).
 
 
 def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
@@ -271,9 +244,79 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     p += buf
 
 
-# ----------------------------------------------------------------------------- none on NumPy
-# No NumPy fast path for these (the reference is already the fused math): None, so that an
-# op reads an attribute (``fast.dropout_forward is not None``) instead of calling getattr.
-attention_softmax_forward = attention_softmax_backward = None
-dropout_forward = dropout_backward = dropout_add_forward = None
-grad_norm = clip_grad_norm = step_ok = None
+# ----------------------------------------------------------------------------- the twins
+# Whole replacement Functions, each a subclass of its reference whose forward and backward
+# call the kernels above (``Function.run`` records the twin in ``ctx.fn``, so backward
+# follows forward). ``dtypes = None``: they take every dtype.
+
+
+class LayerNorm(_LayerNorm):
+    """Twin of ``ops.layernorm.LayerNorm``: ``layer_norm_forward`` / ``layer_norm_backward``."""
+
+    dtypes = None
+
+    @staticmethod
+    def forward(ctx, x, gamma, beta, eps: float = 1e-5):
+        y, x_hat, rstd = layer_norm_forward(x.reshape(-1, x.shape[-1]), gamma, beta, eps)
+        ctx.save_for_backward(x_hat, rstd, gamma)
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_hat, rstd, gamma = ctx.saved
+        g = grad.reshape(x_hat.shape)
+        dx, dgamma, dbeta = layer_norm_backward(g, x_hat, rstd, gamma, ctx.needs_input_grad)
+        return (None if dx is None else dx.reshape(grad.shape)), dgamma, dbeta
+
+
+class Softmax(_Softmax):
+    """Twin of ``ops.softmax.Softmax``'s forward (``softmax``); backward is the reference's."""
+
+    dtypes = None
+
+    @staticmethod
+    def forward(ctx, x, axis: int = -1):
+        y = softmax(x, axis)
+        ctx.save_for_backward(y)
+        ctx.axis = axis
+        return y
+
+
+class LogSoftmax(_LogSoftmax):
+    """Twin of ``ops.softmax.LogSoftmax``'s forward (``log_softmax``)."""
+
+    dtypes = None
+
+    @staticmethod
+    def forward(ctx, x, axis: int = -1):
+        o = log_softmax(x, axis)
+        ctx.save_for_backward(o)
+        ctx.axis = axis
+        return o
+
+
+class CrossEntropy(_CrossEntropy):
+    """Twin of ``ops.loss.CrossEntropy``'s per-row math (``cross_entropy_forward`` /
+    ``_backward``); the reduction and ignored rows stay the reference's."""
+
+    dtypes = None
+
+    @staticmethod
+    def rows_forward(xp, x, t, eps: float):
+        return cross_entropy_forward(x, t, eps)
+
+    @staticmethod
+    def rows_backward(xp, e, s, t, w, eps: float):
+        return cross_entropy_backward(e, s, t, w, eps)
+
+
+adam_update.dtypes = None
+
+# reference -> twin: what ``fast.enable()`` registers for numpy.ndarray
+TWINS = {
+    _LayerNorm: LayerNorm,
+    _Softmax: Softmax,
+    _LogSoftmax: LogSoftmax,
+    _CrossEntropy: CrossEntropy,
+    _adam_update: adam_update,
+}

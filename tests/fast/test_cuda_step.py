@@ -1,12 +1,12 @@
-"""The training step's GPU kernels (kernels/cupy_step.py, kernels/cuda/{dropout,adam,
+"""The training step's GPU kernels (fast/cupy_step.py, fast/cuda/{dropout,adam,
 grad_norm}.cu) against the references they replace.
 
 On the CPU each kernel's math is transcribed once more in NumPy, in the kernel's order of
 operations (uint32 hash, per-element roundings, the fixed reduction tree), and compared with
-the library's reference: the dropout bits exactly, Adam exactly against kernels.numpy's
+the library's reference: the dropout bits exactly, Adam exactly against fast.numpy's
 update (and to rtol 1e-12 / 1e-5 against optim.adam's), the norm to a stated tolerance. The same
-transcriptions drive the Dropout and DropoutAdd ops' keyed path end to end (a stand-in kernel
-module on the strict backend). On a GPU the kernels themselves run against the references.
+transcriptions drive fast.cupy's Dropout and DropoutAdd twins end to end (registered for the
+strict backend). On a GPU the kernels themselves run against the references.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer import kernels
 from minitransformer.backend.random import Generator, counter_bits, counter_keys
-from minitransformer.kernels import cupy_step
-from minitransformer.kernels import numpy as numpy_kernels
+from minitransformer.fast import cupy as fast_cupy
+from minitransformer.fast import cupy_step
+from minitransformer.fast import numpy as numpy_twins
+from minitransformer.function import TWINS
+from minitransformer.ops import dropout as ops_dropout
 from minitransformer.ops.dropout import dropout, dropout_add
 from minitransformer.optim.adam import adam_update as adam_reference
 from minitransformer.optim.clip import clip_coefficient, total_norm
@@ -143,18 +145,23 @@ def test_keep_threshold_and_index_wrap():
 # ----------------------------------------------------------------------------- the ops' keyed path
 
 
-class _KeyedKernels:
-    """A stand-in for kernels.cupy on the strict backend: the transcribed kernels."""
+class _KeyedDropout(fast_cupy.Dropout):
+    """fast.cupy's Dropout twin, for the strict stand-in (every dtype)."""
 
-    DTYPES = None  # every dtype (kernels.find)
+    dtypes = None
 
-    dropout_forward = staticmethod(
-        lambda x, keys, scale: _on(x, kernel_dropout(_np(x), keys, scale))
-    )
-    dropout_backward = dropout_forward
-    dropout_add_forward = staticmethod(
-        lambda x, r, keys, scale: _on(x, kernel_dropout(_np(x), keys, scale, _np(r)))
-    )
+
+class _KeyedDropoutAdd(fast_cupy.DropoutAdd):
+    dtypes = None
+
+
+def _transcribed(monkeypatch):
+    """cupy_step's dropout launches replaced by their NumPy transcriptions (strict arrays)."""
+    forward = lambda x, keys, scale: _on(x, kernel_dropout(_np(x), keys, scale))  # noqa: E731
+    monkeypatch.setattr(cupy_step, "dropout_forward", forward)
+    monkeypatch.setattr(cupy_step, "dropout_backward", forward)
+    monkeypatch.setattr(cupy_step, "dropout_add_forward", lambda x, r, keys, scale: _on(
+        x, kernel_dropout(_np(x), keys, scale, _np(r))))  # fmt: skip
 
 
 def _np(a):
@@ -166,16 +173,20 @@ def _on(like, a):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_the_keyed_path_of_the_ops_equals_the_reference(rng, dtype):
-    """Dropout and DropoutAdd with a kernel module: keys saved (no mask), the mask made again
-    in backward; forward and gradients equal the reference path exactly."""
+def test_the_keyed_path_of_the_ops_equals_the_reference(rng, dtype, monkeypatch):
+    """fast.cupy's Dropout and DropoutAdd twins (their launches transcribed in NumPy): keys
+    saved (no mask), the mask made again in backward; forward and gradients equal the
+    reference ops exactly."""
     strict = pytest.importorskip("array_api_strict")
     dev = "strict:device1"
     xs, rs, gs = (rng.standard_normal((5, 33)) for _ in range(3))
     results = []
+    _transcribed(monkeypatch)
+    array_type = type(strict.asarray(0.0))
     for keyed in (False, True):
         if keyed:
-            kernels.register(type(strict.asarray(0.0)), _KeyedKernels)
+            TWINS[(ops_dropout.Dropout, array_type)] = _KeyedDropout
+            TWINS[(ops_dropout.DropoutAdd, array_type)] = _KeyedDropoutAdd
         try:
             x = mt.tensor(xs, dtype=dtype, device=dev, requires_grad=True)
             r = mt.tensor(rs, dtype=dtype, device=dev, requires_grad=True)
@@ -185,7 +196,8 @@ def test_the_keyed_path_of_the_ops_equals_the_reference(rng, dtype):
             (y * z).backward(mt.tensor(gs, dtype=dtype, device=dev))
             results.append([_np(t) for t in (y.data, z.data, x.grad, r.grad)])
         finally:
-            kernels._BY_TYPE.pop(type(strict.asarray(0.0)), None)
+            TWINS.pop((ops_dropout.Dropout, array_type), None)
+            TWINS.pop((ops_dropout.DropoutAdd, array_type), None)
     for a, b in zip(*results, strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -203,10 +215,10 @@ def test_adams_kernel_math_equals_the_reference(rng, dtype, weight_decay):
     for t in (1, 2, 50):
         g = rng.standard_normal(1000).astype(dtype)
         adam_reference(*ref[:1], g, *ref[1:], t=t, **kw)
-        numpy_kernels.adam_update(fused[0], g, *fused[1:], t=t, **kw)
+        numpy_twins.adam_update(fused[0], g, *fused[1:], t=t, **kw)
         kernel_adam(kern[0], g, *kern[1:], cupy_step.adam_scalars(dtype, t=t, **kw))
         for a, b, c in zip(ref, fused, kern, strict=True):
-            np.testing.assert_array_equal(c, b)  # the kernel's roundings are kernels.numpy's
+            np.testing.assert_array_equal(c, b)  # the kernel's roundings are fast.numpy's
             tol = (1e-12, 1e-15) if dtype == "float64" else (1e-5, 1e-6)  # rtol, atol
             np.testing.assert_allclose(c, a, rtol=tol[0], atol=tol[1])
     before = [a.copy() for a in kern]
@@ -240,7 +252,7 @@ def test_the_norm_kernels_clip_factor_is_1_for_a_nan_or_inf_norm():
 
 
 def test_every_kernel_used_is_an_entry_point_of_its_file():
-    from minitransformer.kernels import cuda_source
+    from minitransformer.fast import cuda_source
 
     text = open(cupy_step.__file__, encoding="utf-8").read()
     used = set(re.findall(r'kernel_for\(\s*"(\w+\.cu)",\s*"(\w+)"', text))  # literal names
@@ -252,10 +264,14 @@ def test_every_kernel_used_is_an_entry_point_of_its_file():
 
 
 def test_the_module_names_and_grids():
-    """Importable without CuPy; every hook name the ops read exists on both modules."""
+    """Importable without CuPy; every kernel the twins call is exported, and the step's
+    twins are registered for CuPy (fast.cupy.TWINS)."""
     for name in ("dropout_forward", "dropout_backward", "dropout_add_forward", "grad_norm",
-                 "clip_grad_norm", "step_ok"):  # fmt: skip
-        assert name in cupy_step.__all__ and getattr(numpy_kernels, name) is None
+                 "clip_grad_norm", "step_ok", "adam_update"):  # fmt: skip
+        assert name in cupy_step.__all__
+    twins = fast_cupy.TWINS.values()
+    assert cupy_step.adam_update in twins and cupy_step.step_ok in twins
+    assert fast_cupy.Dropout in twins and fast_cupy.DropoutAdd in twins
     assert cupy_step.elementwise_grid(0) == 1 and cupy_step.elementwise_grid(10**12) == 65536
     assert cupy_step.norm_grid(257) == 2 and cupy_step.norm_grid(10**9) == 1024
 
@@ -289,7 +305,7 @@ def test_gpu_adam_kernel_equals_numpy_and_skips_when_not_ok(rng, dtype):
     host = [rng.standard_normal(5000).astype(dtype) for _ in range(4)]
     host[3] = np.abs(host[3])
     dev = [cp.asarray(a) for a in host]
-    numpy_kernels.adam_update(host[0], host[1], host[2], host[3], **kw)
+    numpy_twins.adam_update(host[0], host[1], host[2], host[3], **kw)
     cupy_step.adam_update(*dev, ok=cp.asarray(True), **kw)
     for a, b in zip(host, dev, strict=True):
         np.testing.assert_array_equal(cp.asnumpy(b), a)
@@ -316,6 +332,3 @@ def test_gpu_norm_clip_and_flag_stay_on_the_device(rng, dtype):
     assert isinstance(ok, cp.ndarray) and ok.shape == () and bool(ok)
     bad = cupy_step.step_ok(cp.asarray(np.nan, dtype=dtype), norm, prev=ok)
     assert not bool(bad)
-    out = cp.empty(7, dtype=dtype)
-    cupy_step.concat_into(out, [cp.ones((2, 2), dtype=dtype), cp.zeros(3, dtype=dtype)])
-    np.testing.assert_array_equal(cp.asnumpy(out), [1, 1, 1, 1, 0, 0, 0])

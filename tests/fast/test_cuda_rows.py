@@ -1,10 +1,10 @@
-"""The fused row kernels of ``kernels/cupy.py`` (``kernels/cuda/layer_norm.cu``,
+"""The fused row kernels of ``fast/cupy.py`` (``fast/cuda/layer_norm.cu``,
 ``cross_entropy.cu``, ``attention_softmax.cu``) against the reference ops.
 
 (a) On every machine: each kernel's math transcribed once more in NumPy, in the kernel's
     order (per-thread partial sums over the columns k, k + blockDim, ..., then the warp's
     xor-butterfly tree and warp 0's tree over the warps; the mask read through its element
-    strides), compared with the reference op run under ``kernels.reference_only()``:
+    strides), compared with the reference op run under ``fast.reference_only()``:
     float64 to 1e-12 (relative to the row's scale), float32 to 2e-6; on LayerNorm's rows of
     1e4 + noise and ~1e19 (where x / a rounds differently on each side) no further from the
     exact (float64) answer than twice the reference's own error. Also: the sources compile with
@@ -23,9 +23,9 @@ import pytest
 
 import minitransformer as mt
 import minitransformer.functional as F
-from minitransformer import kernels
-from minitransformer.kernels import cuda_source
-from minitransformer.kernels import cupy as kc
+from minitransformer import fast
+from minitransformer.fast import cuda_source
+from minitransformer.fast import cupy as kc
 from minitransformer.ops.attention import ScaledDotProductAttention
 from minitransformer.ops.layernorm import LayerNorm
 from minitransformer.ops.loss import CrossEntropy
@@ -162,7 +162,7 @@ def close(got, want, dtype, scale=1.0):
 
 def ln_reference(x, gamma, beta, eps, g):
     t = [mt.tensor(a, requires_grad=True) for a in (x, gamma, beta)]
-    with kernels.reference_only():
+    with fast.reference_only():
         y, ctx = LayerNorm.run(*t, eps=eps)
         y.backward(mt.tensor(g))
     x_hat, rstd, _ = ctx.saved
@@ -216,7 +216,7 @@ def test_layer_norm_kernel_math_matches_the_reference(dtype, D, rng):
 
 def ce_reference(x, t, eps, reduction):
     xt = mt.tensor(x, requires_grad=True)
-    with kernels.reference_only():
+    with fast.reference_only():
         loss, ctx = CrossEntropy.run(xt, t, label_smoothing=eps, reduction=reduction)
         loss.backward(mt.tensor(np.ones(loss.shape, dtype=x.dtype)))
     e, s = ctx.saved[:2]
@@ -245,7 +245,7 @@ def test_cross_entropy_kernel_math_matches_the_reference(dtype, eps, V, rng):
 
 def attention_reference(q, k, v, mask, dout):
     qt, kt, vt = (mt.tensor(a, requires_grad=True) for a in (q, k, v))
-    with kernels.reference_only():
+    with fast.reference_only():
         out, ctx = ScaledDotProductAttention.run(qt, kt, vt, mask)
         out.backward(mt.tensor(dout))
     return ctx.probs, qt.grad.data, kt.grad.data
@@ -291,7 +291,7 @@ def test_row_softmax_kernel_math_matches_the_reference(dtype, log, rng):
     x = (5 * rng.standard_normal((4, 3, 300))).astype(dtype)
     x[0, 0] = -np.inf  # an all -inf row: softmax 0, log_softmax -inf
     x[1, 1] += 1e4
-    with kernels.reference_only():
+    with fast.reference_only():
         f = F.log_softmax if log else F.softmax
         want = f(mt.tensor(x), axis=-1).data
     close(attention_softmax_model(x, None, 1.0, log=log), want, dtype, 1e4 if log else 1.0)
@@ -309,22 +309,21 @@ def test_every_kernel_the_wrapper_asks_for_exists_in_float32_and_float64():
     assert len(used) == 7 and {file for file, _ in used} == set(ROW_FILES), used
 
 
-def test_the_cupy_module_defines_what_the_ops_call_and_imports_without_cupy():
-    """Every ``fast.NAME`` an op or the optimizer reads (found in the package's source) is
-    defined by both kernel modules, so registering kernels.cupy cannot fail at a first use."""
-    import re
-    from pathlib import Path
-
-    package = Path(mt.__file__).parent
-    used = set()
-    for path in package.rglob("*.py"):
-        if path.parent.name != "kernels":
-            used |= set(re.findall(r"\bfast\.(\w+)", path.read_text(encoding="utf-8")))
-    assert {"layer_norm_forward", "adam_update", "attention_softmax_forward"} <= used, used
-    for name in sorted(used):
-        assert hasattr(kc, name), f"kernels.cupy lacks {name}"
-        assert hasattr(kernels.numpy, name), f"kernels.numpy lacks {name}"
-    assert kernels.numpy.attention_softmax_forward is None  # the reference is the fast path
+def test_the_cupy_twins_replace_their_references_and_import_without_cupy():
+    """fast.cupy imports without CuPy; each twin it registers for cupy.ndarray is a subclass
+    of the reference Function it replaces (or a function in place of a plain one), takes
+    float32 and float64 (float16 runs the reference), and every kernel the Function twins
+    call is defined in the module."""
+    for ref, twin in kc.TWINS.items():
+        assert twin.dtypes == kc.DTYPES == frozenset(cuda_source.SUFFIX), twin
+        if isinstance(ref, type):
+            assert issubclass(twin, ref) and twin.__module__ == kc.__name__, twin
+        else:
+            assert callable(twin) and twin.__name__ == ref.__name__, twin
+    for name in ("layer_norm_forward", "layer_norm_backward", "softmax", "log_softmax",
+                 "cross_entropy_forward", "cross_entropy_backward",
+                 "attention_softmax_forward", "attention_softmax_backward"):  # fmt: skip
+        assert callable(getattr(kc, name)), name
 
 
 def test_block_sizes_are_whole_warps_and_chunks_cover_every_row():
@@ -396,6 +395,6 @@ def test_gpu_attention_softmax_kernels_match_the_reference(dtype, mask_kind, rng
     close(cp.asnumpy(ds @ ck), dq, dtype, 10.0)
     close(cp.asnumpy(cp.swapaxes(ds, -1, -2) @ cq), dk, dtype, 10.0)
     x = cp.asarray(5 * rng.standard_normal((4, 300)).astype(dtype))
-    with kernels.reference_only():
+    with fast.reference_only():
         want = F.softmax(mt.tensor(cp.asnumpy(x)), axis=-1).data
     close(cp.asnumpy(kc.softmax(x, -1)), want, dtype)

@@ -1,13 +1,13 @@
 """The training step's fused GPU kernels for CuPy arrays: dropout (with the residual add),
 Adam over the flat buffer, and the gradient norm / clip / finite check with no host read.
 
-Each function is named after the reference it replaces and returns what the reference
-returns, like ``kernels/numpy.py``; the CUDA C is in ``kernels/cuda/{dropout,adam,
-grad_norm}.cu`` (each file's header has the math and the launch layout). ``kernels/cupy.py``
-re-exports these names for cupy.ndarray (on by default; ``MT_CUDA_KERNELS=0`` turns it off).
+Each function returns what the reference it replaces returns, like ``fast/numpy.py``; the
+CUDA C is in ``fast/cuda/{dropout,adam,grad_norm}.cu`` (each file's header has the math and
+the launch layout). ``fast/cupy.py`` registers them (its ``TWINS``) for cupy.ndarray (on by
+default; ``MT_CUDA_KERNELS=0`` turns it off).
 
-Kernels take float32 and float64 arrays (``kernels.find`` gives the ops this module only
-for those: float16 runs the ops' own reference math). Inputs are made C-contiguous
+Kernels take float32 and float64 arrays (the twins' ``dtypes``: float16 runs the reference
+math). Inputs are made C-contiguous
 (``cupy.ascontiguousarray``: no copy when they are); the optimizer's buffers, which the
 kernels write in place, are contiguous by construction (one flat buffer per group, or views
 of its slices). Scalars go to the kernels with explicit
@@ -34,7 +34,6 @@ except ImportError:  # a machine without CuPy: the names are still here, for tes
 __all__ = [
     "adam_update",
     "clip_grad_norm",
-    "concat_into",
     "dropout_add_forward",
     "dropout_backward",
     "dropout_forward",
@@ -69,15 +68,6 @@ def _true(like: Array) -> Array:
     if t is None:
         t = _TRUE[dev] = cp.ones((), dtype=cp.bool_)
     return t
-
-
-# ----------------------------------------------------------------------------- flat buffers
-
-
-def concat_into(out: Array, arrays: list[Array]) -> None:
-    """``optim.flatbuffer.concat_into``: the arrays flattened end to end, written straight
-    into ``out`` (n,) by one ``cupy.concatenate(..., out=)`` (no temporary of size n)."""
-    cp.concatenate([a.ravel() for a in arrays], out=out)
 
 
 # ----------------------------------------------------------------------------- dropout
@@ -126,7 +116,7 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
                 betas: tuple[float, float], eps: float, weight_decay: float, t: int,
                 ok: Any = None) -> None:  # fmt: skip
     """``optim.adam.adam_update`` in ONE launch (adam.cu): m, v, then p, in place, with
-    ``kernels.numpy.adam_update``'s order of operations. The bias corrections are host
+    ``fast.numpy.adam_update``'s order of operations. The bias corrections are host
     scalars: step_size = lr / (1 - β1^t) and sqrt(1 - β2^t). ``ok`` (a 0-d bool on the
     device, or None: always) is read inside the kernel: False changes nothing, and the host
     never reads it. p, g, m, v: one flat group's buffers (or views of their slices), of one

@@ -1,4 +1,4 @@
-"""Every CUDA source of the GPU kernels (minitransformer/kernels/cuda/*.cu) compiles with
+"""Every CUDA source of the GPU kernels (minitransformer/fast/cuda/*.cu) compiles with
 ``nvcc -ptx`` for sm_90 (H100) and sm_80 (A100), warnings counted as failures, so a typo
 fails CI on a machine with no GPU; the compile check itself is tested on a small valid, a
 broken and a warning CUDA snippet. Every ``kernel("FILE.cu", "NAME")`` in the kernel
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.kernels import cuda_source
+from minitransformer.fast import cuda_source
 
 ARCHS = ("sm_90", "sm_80")
 NVCC = shutil.which("nvcc")
@@ -170,7 +170,7 @@ def test_every_kernel_the_python_asks_for_is_an_entry_point_of_its_file():
         for file, name, line in kernel_references(ast.parse(module.read_text("utf-8"))):
             where = f"{module.name}:{line}"
             if file not in files:
-                problems.append(f"{where}: no file kernels/cuda/{file}")
+                problems.append(f"{where}: no file fast/cuda/{file}")
                 continue
             names = cuda_source.entry_points(cuda_source.source(file))
             if isinstance(name, str) and name not in names:
@@ -181,13 +181,13 @@ def test_every_kernel_the_python_asks_for_is_an_entry_point_of_its_file():
 
 
 def test_the_cuda_sources_are_installed_with_the_package():
-    """pyproject's package-data names kernels/cuda/*.cu (checked once with a wheel build:
+    """pyproject's package-data names fast/cuda/*.cu (checked once with a wheel build:
     ``pip wheel . --no-deps``, then ``unzip -l``); every source file matches it."""
     tomllib = pytest.importorskip("tomllib")
     root = KERNEL_MODULES.parents[1]
     with open(root / "pyproject.toml", "rb") as f:
         globs = tomllib.load(f)["tool"]["setuptools"]["package-data"]["minitransformer"]
-    assert "kernels/cuda/*.cu" in globs
+    assert "fast/cuda/*.cu" in globs
     package = KERNEL_MODULES.parent
     for path in sorted(cuda_source.SOURCES.iterdir()):  # the .cu files and shared headers
         rel = path.relative_to(package).as_posix()

@@ -1,4 +1,4 @@
-"""The lean CuPy namespace (kernels/cupy_namespace.py) and the switch MT_CUDA_KERNELS, on the
+"""The lean CuPy namespace (fast/cupy_namespace.py) and the switch MT_CUDA_KERNELS, on the
 CPU: the shim runs on a stand-in "cupy" made of NumPy's functions (CI has no CuPy) and must
 give what array_api_compat gives (its NumPy namespace: the same wrappers compat puts over
 CuPy), with ``device=`` accepted and checked; every ``xp.NAME`` the library calls must be
@@ -7,16 +7,18 @@ served (shimmed, or listed as checked in CuPy 14); the switch reads on/off/typo.
 from __future__ import annotations
 
 import ast
-import sys
 import types
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from minitransformer import backend, kernels
+from minitransformer import backend, fast
 from minitransformer.backend import arrays
-from minitransformer.kernels import cupy_namespace
+from minitransformer.fast import cupy as fast_cupy
+from minitransformer.fast import cupy_namespace
+from minitransformer.function import TWINS, implementation
+from minitransformer.ops.layernorm import LayerNorm
 
 compat = pytest.importorskip("array_api_compat.numpy")
 
@@ -41,6 +43,9 @@ class FakeDevice:
 
 class FakeArray:
     """Stands for cupy.ndarray (its type's module says "cupy")."""
+
+    def __init__(self, dtype: str = "float32"):
+        self.dtype = np.dtype(dtype)
 
 
 FakeArray.__module__ = "cupy._core.core"
@@ -224,69 +229,57 @@ def test_the_switch_reads_on_and_off(monkeypatch, value, on):
         monkeypatch.delenv("MT_CUDA_KERNELS", raising=False)
     else:
         monkeypatch.setenv("MT_CUDA_KERNELS", value)
-    assert kernels.cuda_kernels_enabled() is on
+    assert fast.cuda_kernels_enabled() is on
 
 
 @pytest.mark.parametrize("value", ["true", "false", "2", " 0"])
 def test_a_switch_value_it_does_not_know_names_the_fix(monkeypatch, value):
     monkeypatch.setenv("MT_CUDA_KERNELS", value)
     with pytest.raises(ValueError, match="MT_CUDA_KERNELS=0 to run the reference ops"):
-        kernels.cuda_kernels_enabled()
+        fast.cuda_kernels_enabled()
 
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """A fake CuPy behind the backend, and a fake kernels.cupy (the real one needs CuPy)."""
+    """A fake CuPy behind the backend (fast.cupy imports without the real one)."""
     cp = fake_cupy()
-    fast = types.ModuleType("minitransformer.kernels.cupy")
-    fast.DTYPES = None  # every dtype (kernels.find)
-    monkeypatch.setitem(sys.modules, "minitransformer.kernels.cupy", fast)
-    monkeypatch.setattr(kernels, "cupy", fast, raising=False)
     monkeypatch.setattr(arrays, "cupy_module", lambda: cp)
     monkeypatch.setattr(arrays, "_cupy_ns", None)
-    yield cp, fast
-    kernels._BY_TYPE.pop(FakeArray, None)
+    yield cp
+    for key in [k for k in TWINS if k[1] is FakeArray]:
+        del TWINS[key]
+    arrays.reset_cupy_namespace()
 
 
-def test_use_cupy_registers_the_kernels_only_when_switched_on(monkeypatch, fake_gpu):
-    cp, fast = fake_gpu
-    x = FakeArray()
+def test_cupys_first_use_registers_the_twins_only_when_switched_on(monkeypatch, fake_gpu):
+    cp, x = fake_gpu, FakeArray()
     monkeypatch.setenv("MT_CUDA_KERNELS", "1")
-    assert kernels.use_cupy(cp) is True and kernels.find(x) is fast
+    assert fast._use_cupy(cp) is not None
+    assert implementation(LayerNorm, x) is fast_cupy.LayerNorm
     monkeypatch.setenv("MT_CUDA_KERNELS", "0")
-    assert kernels.use_cupy(cp) is False and kernels.find(x) is None
+    assert fast._use_cupy(cp) is None and implementation(LayerNorm, x) is LayerNorm
     monkeypatch.delenv("MT_CUDA_KERNELS")  # the default: on
-    assert kernels.use_cupy(cp) is True and kernels.find(x) is fast
+    assert fast._use_cupy(cp) is not None and implementation(LayerNorm, x) is fast_cupy.LayerNorm
+    with fast.reference_only():  # no twin inside
+        assert fast._use_cupy(cp) is None and implementation(LayerNorm, x) is LayerNorm
 
 
 def test_the_backend_gives_cupy_arrays_the_lean_namespace_when_switched_on(monkeypatch, fake_gpu):
-    cp, fast = fake_gpu
-    x = FakeArray()
+    cp, x = fake_gpu, FakeArray()
     monkeypatch.setenv("MT_CUDA_KERNELS", "1")
     arrays.reset_cupy_namespace()
     xp = backend.namespace(x)
     assert xp.__name__ == "cupy"
     assert xp is backend.namespace(x) is arrays.namespace_for_device("cuda:0")  # built once
-    assert kernels.find(x) is fast, "the kernels were registered with the namespace"
+    assert implementation(LayerNorm, x) is fast_cupy.LayerNorm, "registered at first use"
     assert xp.zeros is not cp.zeros and xp.exp is cp.exp
 
 
-def test_find_gives_a_module_only_the_dtypes_its_kernels_take(monkeypatch):
-    """kernels.find(x) is the registered module when x's dtype is in its DTYPES (or DTYPES
-    is None), else None: a float16 array runs the op's reference math. register refuses a
-    module that does not say."""
-
-    class Stand:  # an array type of its own, with a dtype
-        def __init__(self, dtype):
-            self.dtype = np.dtype(dtype)
-
-    fast = types.ModuleType("two_dtypes")
-    fast.DTYPES = frozenset({np.dtype("float32"), np.dtype("float64")})
-    monkeypatch.setitem(kernels._BY_TYPE, Stand, fast)
-    assert kernels.find(Stand("float32")) is fast and kernels.find(Stand("float64")) is fast
-    assert kernels.find(Stand("float16")) is None
-    fast.DTYPES = None
-    assert kernels.find(Stand("float16")) is fast
-    with pytest.raises(ValueError, match="has no DTYPES"):
-        kernels.register(Stand, types.ModuleType("says_nothing"))
-    assert kernels.find(np.zeros(2, np.float16)) is kernels.numpy  # NumPy's take every dtype
+def test_a_twin_serves_only_the_dtypes_its_kernels_take(fake_gpu):
+    """A CuPy twin takes float32 and float64: a float16 array runs the reference op."""
+    fast._use_cupy(fake_gpu)
+    assert implementation(LayerNorm, FakeArray("float32")) is fast_cupy.LayerNorm
+    assert implementation(LayerNorm, FakeArray("float64")) is fast_cupy.LayerNorm
+    assert implementation(LayerNorm, FakeArray("float16")) is LayerNorm
+    with fast.switched_on():  # NumPy's twins take every dtype
+        assert implementation(LayerNorm, np.zeros(2, np.float16)) is not LayerNorm
