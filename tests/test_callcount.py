@@ -6,8 +6,10 @@ Measured for one tiny copy-task step (``python -m minitransformer.callcount``): 
 flat optimizer and the leaner engine 19,639 Python calls and 2,724 array calls; now about
 6,070 and 1,400 (flat optimizer with gradients written into it, no host syncs, cached
 dtype names, one op per head split/merge, a one-call NumPy reshape and sum, two-call
-dropout, fewer temporaries in LayerNorm, attention and cross-entropy). The budgets leave
-~7% of room.
+dropout, fewer temporaries in LayerNorm, attention and cross-entropy). Since the reference
+ops run by default and the fast tier is the CLI's (issue 27), the Python calls are pinned as
+the CLI runs (the tier on: 5,916) and as a notebook runs (the reference: 7,291). The budgets
+leave ~6% of room.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import minitransformer as mt
 from minitransformer.callcount import count_step_calls
 from minitransformer.optim import SGD, Adam
 
-PYTHON_CALLS_BUDGET = 6_500
+PYTHON_CALLS_BUDGET = 6_300  # the fast tier on, as the CLI runs
+PYTHON_CALLS_REFERENCE_BUDGET = 7_750  # the reference ops, as a notebook runs
 ARRAY_CALLS_BUDGET = 1_500
 
 
@@ -29,6 +32,8 @@ def test_one_training_step_stays_within_its_call_budget():
     pytest.importorskip("array_api_strict")
     counts = count_step_calls()
     assert counts["python_calls"] <= PYTHON_CALLS_BUDGET, counts["python_calls"]
+    reference = counts["python_calls_reference"]
+    assert counts["python_calls"] < reference <= PYTHON_CALLS_REFERENCE_BUDGET, reference
     assert counts["array_calls"] <= ARRAY_CALLS_BUDGET, (
         counts["array_calls"],
         list(counts["array_calls_by_name"].items())[:10],

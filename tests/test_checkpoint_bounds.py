@@ -88,28 +88,65 @@ def _peak_rss_mb(code: str) -> tuple[float, str]:
 # --- the closed-form layout is the built model's --------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "changes",
-    [
-        {},
-        dict(tie_embeddings=False, tgt_vocab=31),
-        dict(pre_norm=True, learned_positions=True, key_dim=8),
-        dict(N=3, d_model=32, h=8, d_ff=48, dtype="float64"),
-        dict(logits_bias=True, decoder_N=3, decoder_h=2, decoder_d_ff=40, activation="swish"),
-        dict(logits_bias=True, tie_embeddings=False, tgt_vocab=31, decoder_N=1, key_dim=4),
-    ],
-)
-def test_model_layout_is_the_state_dict_of_a_built_model(changes):
+# fmt: off
+VARIANTS = [  # (preset, changed fields): tied/untied, pre-LN, learned positions, key_dim, ...
+    ("tiny", {}),
+    ("small", {}),
+    ("tiny", dict(tie_embeddings=False, tgt_vocab=31)),
+    ("tiny", dict(pre_norm=True, learned_positions=True, key_dim=8)),
+    ("tiny", dict(N=3, d_model=32, h=8, d_ff=48, dtype="float64")),
+    ("tiny", dict(logits_bias=True, decoder_N=3, decoder_h=2, decoder_d_ff=40,
+                  activation="swish")),
+    ("tiny", dict(logits_bias=True, tie_embeddings=False, tgt_vocab=31, decoder_N=1, key_dim=4)),
+    ("small", dict(pre_norm=True, tie_embeddings=False, tgt_vocab=29, logits_bias=True,
+                   learned_positions=True, max_len=40, decoder_h=8, key_dim=12)),
+    ("tiny", dict(N=1, decoder_N=2, decoder_d_ff=8, scale_attention=False,
+                  attention_block_size=4, position_layout="halves")),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("preset, changes", VARIANTS)
+def test_model_layout_is_the_state_dict_of_a_built_model(preset, changes):
+    """The config's one shape table (parameter_shapes) is the built model's parameters,
+    name for name and in order; num_parameters() sums it; model_layout() adds the dtype."""
     from minitransformer.nn.transformer import Transformer
 
-    cfg = TransformerConfig.preset("tiny", src_vocab=30, tgt_vocab=30).to_dict()
+    cfg = TransformerConfig.preset(preset, src_vocab=30, tgt_vocab=30).to_dict()
     cfg = TransformerConfig.from_dict({**cfg, **changes})
     model = Transformer(cfg)
     built = {k: (tuple(v.shape), str(v.dtype)) for k, v in model.state_dict().items()}
     assert model_layout(cfg) == built and list(model_layout(cfg)) == list(built)
+    params = [(name, tuple(p.shape)) for name, p in model.named_parameters()]
+    assert list(cfg.parameter_shapes().items()) == params  # the table, name for name
     # the optimizer's state index i is the i-th parameter: the layout's order
     assert [tuple(p.shape) for p in model.parameters()] == [s for s, _ in built.values()]
     assert cfg.num_parameters() == model.num_parameters()  # the closed form of the config
+    assert cfg.num_parameters() == sum(int(np.prod(s)) for s in cfg.parameter_shapes().values())
+
+
+@pytest.mark.parametrize("name", ["tiny", "small", "base", "big"])
+def test_num_parameters_sums_the_shape_table_of_each_preset(name):
+    """No model built: the count is the table's sum for every preset (the base model with
+    a 37,000-token joint vocabulary has the 63,082,496 weights lesson 11 quotes)."""
+    for vocab, tied in ((37000, True), (500, False)):
+        sizes = dict(src_vocab=vocab, tgt_vocab=vocab, tie_embeddings=tied)
+        cfg = TransformerConfig.preset(name, **sizes)
+        shapes = cfg.parameter_shapes()
+        assert cfg.num_parameters() == sum(int(np.prod(s)) for s in shapes.values())
+        assert len(shapes) == (3 if not tied else 1) + 16 * cfg.N + 26 * cfg.N
+    base = TransformerConfig.preset("base", src_vocab=37000, tgt_vocab=37000)
+    assert base.num_parameters() == 63_082_496
+
+
+def test_num_parameters_does_not_list_the_layers():
+    """A config of a million tiny layers is sized per layer table (the check of a
+    checkpoint's model_config must not loop over N), and one of a billion is refused."""
+    cfg = TransformerConfig(src_vocab=4, tgt_vocab=4, d_model=1, h=1, N=10**6, d_ff=1)
+    per_layer = 8 + 4 + 4, 16 + 4 + 6  # (attention(s), ffn, LayerNorms): encoder, decoder
+    assert cfg.num_parameters() == 4 + 10**6 * sum(per_layer)
+    with pytest.raises(ConfigError, match="parameters"):
+        TransformerConfig(src_vocab=4, tgt_vocab=4, d_model=1, h=1, N=10**9, d_ff=1)
 
 
 # --- the header --------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ before a run resumes from one.
   before anything is allocated.
 - ``legacy.py``: the ``.npz`` files of formats 1 and 2 (a hardened reader).
 - ``upgrade.py``: ``upgrade_checkpoint``, an ``.npz`` file converted to the current format.
-- ``layout.py``: the arrays a model checkpoint must hold, from its model config alone.
+- ``layout.py``: the arrays a model checkpoint must hold, from its model config alone (the
+  config's shape table, ``TransformerConfig.parameter_shapes()``, with its dtype).
 - ``schema.py``: the checks of a training checkpoint, each problem one CheckpointError that
   names the field.
 - ``locate.py``: a run's checkpoint (``checkpoint_file``, ``latest_checkpoint``), ``section``.

@@ -2,8 +2,10 @@
 
 :func:`model_layout` gives the name, shape and dtype of every weight the
 :class:`~minitransformer.nn.Transformer` of a ``TransformerConfig`` has, in its
-``state_dict()`` order, in closed form: no model is built and nothing is allocated
-(``tests/test_checkpoint_bounds.py`` checks it against built models).
+``state_dict()`` order, in closed form: the config's one shape table
+(``TransformerConfig.parameter_shapes()``, which ``num_parameters()`` also sums) with the
+config's dtype. No model is built and nothing is allocated (``tests/test_checkpoint_bounds.py``
+checks it against built models).
 
 :func:`expect_model_arrays` is the ``expect`` a reader passes to ``load_checkpoint`` for a
 checkpoint written by ``Trainer.save`` (or slimmed to its ``model.*`` arrays): before any
@@ -38,44 +40,9 @@ _FIX = (
 
 
 def model_layout(cfg: TransformerConfig) -> Layout:
-    """Every weight of ``Transformer(cfg)``: ``{name: (shape, dtype)}`` in state_dict order."""
-    D = cfg.d_model
-    out: dict[str, tuple[int, ...]] = {"src_embed.weight": (cfg.src_vocab, D)}
-    if not cfg.tie_embeddings:
-        out["tgt_embed.weight"] = (cfg.tgt_vocab, D)
-    if cfg.learned_positions:
-        out["positions.table"] = (cfg.max_len, D)
-
-    def attention(prefix: str, h: int) -> None:
-        qk = h * (cfg.key_dim or D // h)  # the query/key width (key_dim may differ from D / h)
-        for name, width in (("w_q", qk), ("w_k", qk), ("w_v", D), ("w_o", D)):
-            fan_in = width if name == "w_o" else D
-            out[f"{prefix}.{name}.weight"] = (fan_in, D if name == "w_o" else width)
-            out[f"{prefix}.{name}.bias"] = (D if name == "w_o" else width,)
-
-    def layer(prefix: str, attentions: tuple[str, ...], h: int, F: int) -> None:
-        for name in attentions:
-            attention(f"{prefix}.{name}", h)
-        out[f"{prefix}.ffn.w_1.weight"], out[f"{prefix}.ffn.w_1.bias"] = (D, F), (F,)
-        out[f"{prefix}.ffn.w_2.weight"], out[f"{prefix}.ffn.w_2.bias"] = (F, D), (D,)
-        for block in range(1, len(attentions) + 2):
-            out[f"{prefix}.block{block}.norm.gamma"] = (D,)
-            out[f"{prefix}.block{block}.norm.beta"] = (D,)
-
-    for stack, attentions in (
-        ("encoder", ("self_attn",)),
-        ("decoder", ("self_attn", "cross_attn")),
-    ):
-        N, h, F = cfg.sizes(stack)
-        for i in range(N):
-            layer(f"{stack}.layers.{i}", attentions, h, F)
-        if cfg.pre_norm:
-            out[f"{stack}.norm.gamma"], out[f"{stack}.norm.beta"] = (D,), (D,)
-    if not cfg.tie_embeddings:
-        out["out_proj.weight"] = (D, cfg.tgt_vocab)
-    if cfg.logits_bias:  # the model's own parameter: state_dict lists it before its modules'
-        out = {"logits_bias": (cfg.tgt_vocab,), **out}
-    return {name: (shape, cfg.dtype) for name, shape in out.items()}
+    """Every weight of ``Transformer(cfg)``: ``{name: (shape, dtype)}`` in state_dict order,
+    the config's shape table (``cfg.parameter_shapes()``) with its dtype."""
+    return {name: (shape, cfg.dtype) for name, shape in cfg.parameter_shapes().items()}
 
 
 def expect_model_arrays(path: Path, meta: Mapping[str, Any], entries: Entries) -> None:

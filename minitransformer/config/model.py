@@ -17,6 +17,7 @@ This module stands on the ground: it imports nothing from the autograd core.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,6 +36,22 @@ ACTIVATIONS = ("relu", "gelu", "swish")  # the feed-forward's nonlinearity; the 
 POSITION_LAYOUTS = ("interleaved", "halves")  # sin, cos, sin, ... (paper) | all sines, then cosines
 MAX_LEN = 65_536  # positions; sentences are hundreds of tokens, the paper's table is 5,000
 MAX_PARAMETER_GIB = 16  # float32 weights; the paper's big model is ~0.8 GiB
+
+Shapes = dict[str, tuple[int, ...]]
+"""Weight name -> shape, as ``state_dict()`` lists them."""
+
+
+def head_split_problem(d_model: int, h: int) -> str | None:
+    """The rule that h heads split d_model (d_k = d_v = d_model / h), as the one message
+    TransformerConfig.validate and nn.MultiHeadAttention give; None when d_model % h == 0."""
+    if d_model % h == 0:
+        return None
+    divisors = [d for d in range(1, min(d_model, 64) + 1) if d_model % d == 0]
+    return (
+        f"d_model ({d_model}) must be divisible by h ({h}) so that each head gets "
+        f"d_k = d_model / h; pick h in {divisors} or pick e.g. d_model = "
+        f"{h * max(1, d_model // h)}"
+    )
 
 
 @dataclass
@@ -152,7 +169,7 @@ class TransformerConfig:
                 f"preset({name!r}): unknown field(s) {unknown}; valid fields: "
                 f"{sorted(_field_names())}"
             )
-        return cls(**fields).validate()
+        return cls(**fields)  # validated by __post_init__
 
     def validate(self) -> TransformerConfig:
         """Raise ConfigError listing every inconsistency; return self when all is well."""
@@ -172,11 +189,8 @@ class TransformerConfig:
         if not problems:
             problems += self._size_problems()
         for h in dict.fromkeys((self.h, self.decoder_h or self.h)) if not problems else ():
-            if self.d_model % h != 0:
-                problems.append(
-                    f"d_model ({self.d_model}) must be divisible by h ({h}) so that each head "
-                    f"gets d_k = d_model / h; pick e.g. d_model = {h * max(1, self.d_model // h)}"
-                )
+            if problem := head_split_problem(self.d_model, h):
+                problems.append(problem)
         block = self.attention_block_size
         if block is not None and (type(block) is not int or block <= 0):
             problems.append(
@@ -226,26 +240,65 @@ class TransformerConfig:
             )
         return self
 
+    def parameter_shapes(self) -> Shapes:
+        """Every weight of the Transformer this config builds, ``{name: shape}`` in its
+        ``state_dict()`` order (tied matrices once), in closed form: nothing is built or
+        allocated. The model's one shape table: num_parameters() sums it and
+        checkpoint.model_layout adds the dtype (tests check it against built models)."""
+        return {
+            prefix.format(i=i) + name: shape
+            for prefix, copies, shapes in self._shape_groups()
+            for i in range(copies)
+            for name, shape in shapes.items()
+        }
+
     def num_parameters(self) -> int:
-        """Trainable scalars of the model this config builds (tied matrices once)."""
-        D, (N, h, F), (N_dec, h_dec, F_dec) = self.d_model, *map(self.sizes, ("encoder", "decoder"))
+        """Trainable scalars of the model this config builds: the sum over
+        parameter_shapes() of each shape's product, counted once per layer table times its
+        N copies (so a config with a huge N is sized without listing its layers)."""
+        return sum(
+            copies * sum(math.prod(shape) for shape in shapes.values())
+            for _, copies, shapes in self._shape_groups()
+        )
 
-        def attention(heads: int) -> int:  # w_q, w_k (D, heads d_k), w_v, w_o (D, D), biases
-            qk = heads * (self.key_dim or D // heads)
-            return 2 * (D * qk + qk) + 2 * (D * D + D)
+    def _shape_groups(self) -> list[tuple[str, int, Shapes]]:
+        """The shape table as (name prefix, copies, {name: shape}) in state_dict order;
+        "encoder.layers.{i}." has N copies (i = 0 .. N - 1), every other group one. Per layer:
 
-        def ffn(F: int) -> int:
-            return 2 * D * F + F + D
-
-        enc = N * (attention(h) + ffn(F) + 2 * 2 * D)  # self-attn, FFN, 2 LayerNorms
-        dec = N_dec * (2 * attention(h_dec) + ffn(F_dec) + 3 * 2 * D)  # + cross, 3 LayerNorms
-        final_norms = 2 * 2 * D if self.pre_norm else 0
-        final_norms += self.tgt_vocab if self.logits_bias else 0
-        embed = self.src_vocab * D
+            self_attn (+ cross_attn in the decoder): w_q, w_k (D, h d_k), w_v, w_o (D, D),
+                                                     each with a bias of its width
+            ffn: w_1 (D, d_ff) + (d_ff,), w_2 (d_ff, D) + (D,)
+            block1, block2 (+ block3): norm.gamma, norm.beta (D,), one per sublayer
+        """
+        D, V = self.d_model, self.tgt_vocab
+        # The model's own parameter (logits_bias) comes before its modules' in state_dict.
+        top: Shapes = {"logits_bias": (V,)} if self.logits_bias else {}
+        top["src_embed.weight"] = (self.src_vocab, D)
         if not self.tie_embeddings:
-            embed += 2 * self.tgt_vocab * D  # target embedding and output projection
-        positions = self.max_len * D if self.learned_positions else 0
-        return enc + dec + final_norms + embed + positions
+            top["tgt_embed.weight"] = (V, D)
+        if self.learned_positions:
+            top["positions.table"] = (self.max_len, D)
+        groups = [("", 1, top)]
+        for stack in ("encoder", "decoder"):
+            N, h, d_ff = self.sizes(stack)
+            attentions = ("self_attn", "cross_attn") if stack == "decoder" else ("self_attn",)
+            qk = h * (self.key_dim or D // h)  # h d_k: key_dim may differ from D / h
+            layer: Shapes = {}
+            for attention in attentions:
+                for w, width in (("w_q", qk), ("w_k", qk), ("w_v", D), ("w_o", D)):
+                    layer[f"{attention}.{w}.weight"] = (D, width)
+                    layer[f"{attention}.{w}.bias"] = (width,)
+            layer["ffn.w_1.weight"], layer["ffn.w_1.bias"] = (D, d_ff), (d_ff,)
+            layer["ffn.w_2.weight"], layer["ffn.w_2.bias"] = (d_ff, D), (D,)
+            for block in range(1, len(attentions) + 2):
+                norm = f"block{block}.norm"
+                layer[f"{norm}.gamma"], layer[f"{norm}.beta"] = (D,), (D,)
+            groups.append((f"{stack}.layers.{{i}}.", N, layer))
+            if self.pre_norm:  # the stack's final LayerNorm
+                groups.append((f"{stack}.norm.", 1, {"gamma": (D,), "beta": (D,)}))
+        if not self.tie_embeddings:
+            groups.append(("", 1, {"out_proj.weight": (D, V)}))
+        return groups
 
     def _size_problems(self) -> list[str]:
         """Sizes that would exhaust memory before the first step: refused up front."""
@@ -282,7 +335,7 @@ class TransformerConfig:
         missing = [k for k in ("src_vocab", "tgt_vocab") if k not in d]
         if missing:
             raise ConfigError(f"from_dict: required key(s) {missing} are missing")
-        return cls(**d).validate()
+        return cls(**d)  # validated by __post_init__
 
 
 def _field_names() -> set[str]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from .. import backend, checks
 from .. import functional as F
+from ..config.model import head_split_problem
 from ..errors import DTypeError, ShapeError
 from ..ops.attention import ScaledDotProductAttention
 from ..ops.attention_checks import check_mask, check_sizes
@@ -62,7 +63,8 @@ class MultiHeadAttention(Module):
     ``block_size`` (None = the fused op) runs the memory-efficient ``BlockedAttention``
     instead: keys and values in blocks of that many positions with an online softmax, the
     same outputs and gradients without the (B, H, T, S) weights in memory (see
-    ``ops/blocked_attention.py``). The attribute may be changed after construction.
+    ``ops/blocked_attention.py``); the model passes ``cfg.attention_block_size``. The
+    attribute may be changed after construction.
 
     Set ``store_weights = True`` to keep the attention probabilities of the last call in
     ``last_weights`` (B, H, T, S) (a raw array, for plots); off by default, so training
@@ -78,27 +80,21 @@ class MultiHeadAttention(Module):
         d_k: int | None = None,
         scale: bool = True,
         block_size: int | None = None,
+        *,
+        _checked: bool = False,
     ):
         super().__init__()
-        where = "MultiHeadAttention"
-        d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
-        h = checks.positive_int(where, "h", h, "h is the number of heads, e.g. 8")
-        if d_model % h != 0:
-            divisors = [d for d in range(1, min(d_model, 64) + 1) if d_model % d == 0]
-            raise ShapeError(
-                f"MultiHeadAttention: d_model ({d_model}) must be divisible by h ({h}) so that "
-                f"each head gets d_k = d_model / h; pick h in {divisors} or change d_model"
+        if not _checked:
+            d_model, h, d_k, scale, block_size = check_attention(
+                "MultiHeadAttention", d_model, h, d_k, scale, block_size
             )
         self.d_model, self.h, self.d_v = d_model, h, d_model // h
-        if d_k is not None:
-            d_k = checks.positive_int(where, "d_k", d_k, "query/key width, or None for d_model/h")
         self.d_k = self.d_v if d_k is None else d_k
-        self.scale = checks.flag(where, "scale", scale)
-        self.block_size = None if block_size is None else check_block_size(where, block_size)
-        self.w_q = Linear(d_model, h * self.d_k, generator=generator)
-        self.w_k = Linear(d_model, h * self.d_k, generator=generator)
-        self.w_v = Linear(d_model, d_model, generator=generator)
-        self.w_o = Linear(d_model, d_model, generator=generator)
+        self.scale, self.block_size = scale, block_size
+        self.w_q = Linear(d_model, h * self.d_k, generator=generator, _checked=True)
+        self.w_k = Linear(d_model, h * self.d_k, generator=generator, _checked=True)
+        self.w_v = Linear(d_model, d_model, generator=generator, _checked=True)
+        self.w_o = Linear(d_model, d_model, generator=generator, _checked=True)
         self.store_weights = False
         self.last_weights: Any = None
 
@@ -172,3 +168,20 @@ class MultiHeadAttention(Module):
         extra = "" if self.scale else ", scale=False"
         extra += "" if self.block_size is None else f", block_size={self.block_size}"
         return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}{extra}"
+
+
+def check_attention(
+    where: str, d_model: int, h: int, d_k: int | None, scale: bool, block_size: int | None
+) -> tuple[int, int, int | None, bool, int | None]:
+    """The arguments of a MultiHeadAttention (or of a layer ``where`` that builds one),
+    checked: (d_model, h, d_k, scale, block_size), ints made ints. d_model must split into
+    h heads (the rule of ``config.model.head_split_problem``, stated there once)."""
+    d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
+    h = checks.positive_int(where, "h", h, "h is the number of heads, e.g. 8")
+    if problem := head_split_problem(d_model, h):
+        raise ShapeError(f"{where}: {problem}")
+    if d_k is not None:
+        d_k = checks.positive_int(where, "d_k", d_k, "query/key width, or None for d_model/h")
+    scale = checks.flag(where, "scale", scale)
+    block_size = None if block_size is None else check_block_size(where, block_size)
+    return d_model, h, d_k, scale, block_size

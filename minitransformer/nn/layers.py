@@ -5,6 +5,11 @@ or the default CPU generator that ``backend.manual_seed`` seeds), then stored as
 on the default device; ``module.to(device, dtype)`` moves or casts them later. Drawing in
 float64 first means a float32 and a float64 model built from one seed hold the same
 weights up to rounding.
+
+Every constructor checks its arguments where they enter (a library error naming the
+argument and the fix). A layer that builds others from values it has checked already, or
+the Transformer from a validated ``TransformerConfig``, passes the private ``_checked=True``
+so those values are not checked a second time on the way down.
 """
 
 from __future__ import annotations
@@ -37,13 +42,20 @@ class Linear(Module):
     """
 
     def __init__(
-        self, d_in: int, d_out: int, bias: bool = True, generator: backend.Generator | None = None
+        self,
+        d_in: int,
+        d_out: int,
+        bias: bool = True,
+        generator: backend.Generator | None = None,
+        *,
+        _checked: bool = False,
     ):
         super().__init__()
-        fix = "Linear(d_in, d_out) takes the input and output widths, e.g. Linear(512, 2048)"
-        d_in = checks.positive_int("Linear", "d_in", d_in, fix)
-        d_out = checks.positive_int("Linear", "d_out", d_out, fix)
-        bias = checks.flag("Linear", "bias", bias)
+        if not _checked:
+            fix = "Linear(d_in, d_out) takes the input and output widths, e.g. Linear(512, 2048)"
+            d_in = checks.positive_int("Linear", "d_in", d_in, fix)
+            d_out = checks.positive_int("Linear", "d_out", d_out, fix)
+            bias = checks.flag("Linear", "bias", bias)
         self.d_in, self.d_out = d_in, d_out
         a = math.sqrt(6.0 / (d_in + d_out))
         w = _generator(generator).uniform((d_in, d_out), -a, a, dtype="float64")
@@ -64,10 +76,13 @@ class Embedding(Module):
     embedded tokens have unit variance per coordinate, the scale of the sinusoids.
     """
 
-    def __init__(self, V: int, D: int, generator: backend.Generator | None = None):
+    def __init__(
+        self, V: int, D: int, generator: backend.Generator | None = None, *, _checked: bool = False
+    ):
         super().__init__()
-        V = checks.positive_int("Embedding", "V", V, "V is the vocabulary size: len(vocab)")
-        D = checks.positive_int("Embedding", "D", D, "D is the vector width, d_model")
+        if not _checked:
+            V = checks.positive_int("Embedding", "V", V, "V is the vocabulary size: len(vocab)")
+            D = checks.positive_int("Embedding", "D", D, "D is the vector width, d_model")
         self.V, self.D = V, D
         w = _generator(generator).normal((V, D), std=D**-0.5, dtype="float64")
         self.weight = Parameter(w, dtype="float32")
@@ -85,10 +100,12 @@ class LayerNorm(Module):
     Shapes: x (..., D) -> y (..., D); gamma = 1 and beta = 0 at init.
     """
 
-    def __init__(self, D: int, eps: float = 1e-5):
+    def __init__(self, D: int, eps: float = 1e-5, *, _checked: bool = False):
         super().__init__()
-        D = checks.positive_int("LayerNorm", "D", D, "D is the width of the last axis, d_model")
-        eps = checks.real("LayerNorm", "eps", eps, 0.0, low_open=True, fix="the usual is 1e-5")
+        if not _checked:
+            where = "LayerNorm"
+            D = checks.positive_int(where, "D", D, "D is the width of the last axis, d_model")
+            eps = checks.real(where, "eps", eps, 0.0, low_open=True, fix="the usual is 1e-5")
         self.D, self.eps = D, eps
         self.gamma = Parameter(_host().ones(D), dtype="float32")
         self.beta = Parameter(_host().zeros(D), dtype="float32")
@@ -104,9 +121,11 @@ class Dropout(Module):
     """In training, zero each element with probability p and scale the rest by 1/(1-p)
     (so the expectation is unchanged); in eval mode, the identity."""
 
-    def __init__(self, p: float, generator: backend.Generator | None = None):
+    def __init__(
+        self, p: float, generator: backend.Generator | None = None, *, _checked: bool = False
+    ):
         super().__init__()
-        self.p = checks.probability("Dropout", "p", p)
+        self.p = float(p) if _checked else checks.probability("Dropout", "p", p)
         self.generator = generator  # None: the default generator of the input's device
 
     def forward(self, x: Tensor) -> Tensor:
@@ -150,25 +169,40 @@ class PositionwiseFeedForward(Module):
         dropout: float = 0.0,
         generator: backend.Generator | None = None,
         activation: str = "relu",
+        *,
+        _checked: bool = False,
     ):
         super().__init__()
-        where = "PositionwiseFeedForward"
-        checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
-        checks.positive_int(where, "d_ff", d_ff, "the inner width, e.g. 4 * d_model")
-        checks.probability(where, "dropout", dropout)
-        if not isinstance(activation, str) or activation not in self.FUNCTIONS:
-            raise ConfigError(
-                f"{where}: activation must be one of {sorted(self.FUNCTIONS)}, got "
-                f"{activation!r}; the paper's is 'relu'"
+        if not _checked:
+            where = "PositionwiseFeedForward"
+            d_model, d_ff, dropout, activation = check_feed_forward(
+                where, d_model, d_ff, dropout, activation
             )
         self.activation = activation
         self.act = getattr(F, self.FUNCTIONS[activation])
-        self.w_1 = Linear(d_model, d_ff, generator=generator)
-        self.w_2 = Linear(d_ff, d_model, generator=generator)
-        self.dropout = Dropout(dropout)
+        self.w_1 = Linear(d_model, d_ff, generator=generator, _checked=True)
+        self.w_2 = Linear(d_ff, d_model, generator=generator, _checked=True)
+        self.dropout = Dropout(dropout, _checked=True)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(self.dropout(self.act(self.w_1(x))))
 
     def extra_repr(self) -> str:
         return "" if self.activation == "relu" else f"activation={self.activation}"
+
+
+def check_feed_forward(
+    where: str, d_model: int, d_ff: int, dropout: float, activation: str
+) -> tuple[int, int, float, str]:
+    """The arguments of a PositionwiseFeedForward (or of a layer ``where`` that builds one),
+    checked: (d_model, d_ff, dropout, activation), ints made ints."""
+    d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
+    d_ff = checks.positive_int(where, "d_ff", d_ff, "the inner width, e.g. 4 * d_model")
+    dropout = checks.probability(where, "dropout", dropout)
+    functions = PositionwiseFeedForward.FUNCTIONS
+    if not isinstance(activation, str) or activation not in functions:
+        raise ConfigError(
+            f"{where}: activation must be one of {sorted(functions)}, got {activation!r}; "
+            "the paper's is 'relu'"
+        )
+    return d_model, d_ff, dropout, activation

@@ -30,9 +30,16 @@ from .. import functional as F
 from ..config import TransformerConfig
 from ..errors import ArgumentError
 from ..tensor import Tensor
-from .attention import KVCache, MultiHeadAttention
+from .attention import KVCache, MultiHeadAttention, check_attention
 from .inputs import check_ids, check_memory
-from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward
+from .layers import (
+    Dropout,
+    Embedding,
+    LayerNorm,
+    Linear,
+    PositionwiseFeedForward,
+    check_feed_forward,
+)
 from .marian_weights import read_marian, write_marian
 from .masks import causal_mask, padding_mask
 from .module import Module, ModuleList, Parameter
@@ -40,12 +47,13 @@ from .positional import PositionalEncoding
 
 
 class _Residual(Module):
-    """One residual block around a sublayer, post-LN or pre-LN (see the module doc)."""
+    """One residual block around a sublayer, post-LN or pre-LN (see the module doc).
+    Built by a layer from its checked arguments."""
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
-        self.norm = LayerNorm(d_model)
-        self.dropout = Dropout(dropout)
+        self.norm = LayerNorm(d_model, _checked=True)
+        self.dropout = Dropout(dropout, _checked=True)
         self.pre_norm = pre_norm
 
     def forward(self, x: Tensor, sublayer: Any) -> Tensor:
@@ -54,8 +62,20 @@ class _Residual(Module):
         return self.norm(self.dropout.add(sublayer(x), x))  # norm(x + dropout(sublayer(x)))
 
 
-class EncoderLayer(Module):
-    """Self-attention then feed-forward, each in a residual block. x (B, S, D) -> (B, S, D)."""
+class _Layer(Module):
+    """What EncoderLayer and DecoderLayer share: their sublayers, built from one list of
+    arguments. Each attention in ``ATTENTIONS`` (self-attention; the decoder adds
+    cross-attention), then the feed-forward, each in a residual block (block1, block2, ...).
+
+    d_model, h, d_ff: the sizes (TransformerConfig's); dropout: P_drop of each sublayer
+    output; pre_norm: pre-LN instead of the paper's post-LN; generator: draws the weights;
+    d_k (None = d_model / h), scale (1/√d_k) and block_size (None = the fused op) of each
+    attention; activation: the feed-forward's nonlinearity. The arguments are checked here,
+    once, and the sublayers trust them (``_checked=True`` skips even that: the
+    Transformer's come from a validated TransformerConfig).
+    """
+
+    ATTENTIONS: tuple[str, ...]
 
     def __init__(
         self,
@@ -68,48 +88,56 @@ class EncoderLayer(Module):
         d_k: int | None = None,
         scale: bool = True,
         activation: str = "relu",
+        block_size: int | None = None,
+        *,
+        _checked: bool = False,
     ):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
+        if not _checked:
+            where = type(self).__name__
+            d_model, h, d_k, scale, block_size = check_attention(
+                where, d_model, h, d_k, scale, block_size
+            )
+            _, d_ff, dropout, activation = check_feed_forward(
+                where, d_model, d_ff, dropout, activation
+            )
+            pre_norm = checks.flag(where, "pre_norm", pre_norm)
+        self.d_model, self.pre_norm = d_model, pre_norm
+        for name in self.ATTENTIONS:
+            attention = MultiHeadAttention(
+                d_model, h, generator, d_k, scale, block_size, _checked=True
+            )
+            setattr(self, name, attention)
         self.ffn = PositionwiseFeedForward(
-            d_model, d_ff, generator=generator, activation=activation
+            d_model, d_ff, generator=generator, activation=activation, _checked=True
         )
-        self.block1 = _Residual(d_model, dropout, pre_norm)
-        self.block2 = _Residual(d_model, dropout, pre_norm)
+        for i in range(1, len(self.ATTENTIONS) + 2):
+            setattr(self, f"block{i}", _Residual(d_model, dropout, pre_norm))
+
+
+class EncoderLayer(_Layer):
+    """Self-attention then feed-forward, each in a residual block. x (B, S, D) -> (B, S, D).
+
+    ``EncoderLayer(d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None,
+    d_k=None, scale=True, activation="relu", block_size=None)``: see ``_Layer``.
+    """
+
+    ATTENTIONS = ("self_attn",)
 
     def forward(self, x: Tensor, src_mask: Any = None) -> Tensor:
         x = self.block1(x, lambda y: self.self_attn(y, y, y, src_mask))
         return self.block2(x, self.ffn)
 
 
-class DecoderLayer(Module):
+class DecoderLayer(_Layer):
     """Masked self-attention, cross-attention over memory, feed-forward; each residual.
 
     x (B, T, D), memory (B, S, D), tgt_mask (B|1, 1, T, T'), src_mask (B, 1, 1, S).
     ``cache``: (self-attention KVCache, cross-attention KVCache) for cached decoding.
+    The arguments are EncoderLayer's (see ``_Layer``).
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        h: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        pre_norm: bool = False,
-        generator: backend.Generator | None = None,
-        d_k: int | None = None,
-        scale: bool = True,
-        activation: str = "relu",
-    ):
-        super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
-        self.cross_attn = MultiHeadAttention(d_model, h, generator, d_k, scale)
-        self.ffn = PositionwiseFeedForward(
-            d_model, d_ff, generator=generator, activation=activation
-        )
-        self.block1 = _Residual(d_model, dropout, pre_norm)
-        self.block2 = _Residual(d_model, dropout, pre_norm)
-        self.block3 = _Residual(d_model, dropout, pre_norm)
+    ATTENTIONS = ("self_attn", "cross_attn")
 
     def forward(
         self,
@@ -126,33 +154,24 @@ class DecoderLayer(Module):
 
 
 class _Stack(Module):
-    """N copies of one layer class (plus a final LayerNorm when pre-LN)."""
+    """N copies of one layer class (plus a final LayerNorm when pre-LN).
 
-    layer_class: type[Module]
+    ``Encoder(N, d_model, h, d_ff, ...)``: the number of layers N, then the arguments of
+    the layer class (EncoderLayer's, see ``_Layer``). The first layer checks them; its
+    N - 1 copies take them as checked.
+    """
 
-    def __init__(
-        self,
-        N: int,
-        d_model: int,
-        h: int,
-        d_ff: int,
-        dropout: float = 0.0,
-        pre_norm: bool = False,
-        generator: backend.Generator | None = None,
-        d_k: int | None = None,
-        scale: bool = True,
-        activation: str = "relu",
-    ):
+    layer_class: type[_Layer]
+
+    def __init__(self, N: int, *args: Any, _checked: bool = False, **kwargs: Any):
         super().__init__()
-        where = type(self).__name__
-        N = checks.positive_int(where, "N", N, "N is the number of layers, e.g. 6")
-        checks.probability(where, "dropout", dropout)
-        pre_norm = checks.flag(where, "pre_norm", pre_norm)
-        args = (d_model, h, d_ff, dropout, pre_norm, generator)
-        kwargs = dict(d_k=d_k, scale=scale, activation=activation)
-        layers = [self.layer_class(*args, **kwargs) for _ in range(N)]
-        self.layers = ModuleList(layers)
-        self.norm = LayerNorm(d_model) if pre_norm else None
+        if not _checked:
+            where = type(self).__name__
+            N = checks.positive_int(where, "N", N, "N is the number of layers, e.g. 6")
+        first = self.layer_class(*args, _checked=_checked, **kwargs)
+        copies = [self.layer_class(*args, _checked=True, **kwargs) for _ in range(N - 1)]
+        self.layers = ModuleList([first, *copies])
+        self.norm = LayerNorm(first.d_model, _checked=True) if first.pre_norm else None
 
 
 class Encoder(_Stack):
@@ -221,30 +240,34 @@ class Transformer(Module):
                 "TransformerConfig.from_dict(d)"
             )
         seed = checks.non_negative_int("Transformer", "seed", seed, "pass e.g. seed=0")
-        self.cfg = cfg.validate()
+        self.cfg = cfg.validate()  # checked once, here: the layers below trust its values
         gen = backend.Generator(seed, "cpu")
-        D = cfg.d_model
-        self.src_embed = Embedding(cfg.src_vocab, D, generator=gen)
+        D, V = cfg.d_model, cfg.tgt_vocab
+        self.src_embed = Embedding(cfg.src_vocab, D, generator=gen, _checked=True)
         self.tgt_embed = (
-            self.src_embed if cfg.tie_embeddings else Embedding(cfg.tgt_vocab, D, generator=gen)
+            self.src_embed if cfg.tie_embeddings else Embedding(V, D, gen, _checked=True)
         )
         self.positions = PositionalEncoding(
             D, cfg.max_len, cfg.dropout, cfg.learned_positions, cfg.position_layout
         )
-        kwargs = dict(d_k=cfg.key_dim, scale=cfg.scale_attention, activation=cfg.activation)
+        layer_args = dict(
+            dropout=cfg.dropout,
+            pre_norm=cfg.pre_norm,
+            generator=gen,
+            d_k=cfg.key_dim,
+            scale=cfg.scale_attention,
+            activation=cfg.activation,
+            block_size=cfg.attention_block_size,
+        )
         for name, stack in (("encoder", Encoder), ("decoder", Decoder)):
             N, h, d_ff = cfg.sizes(name)  # cfg.decoder_* where the decoder differs
-            args = (N, D, h, d_ff, cfg.dropout, cfg.pre_norm)
-            setattr(self, name, stack(*args, generator=gen, **kwargs))
+            setattr(self, name, stack(N, D, h, d_ff, **layer_args, _checked=True))
         self.out_proj = (
-            None if cfg.tie_embeddings else Linear(D, cfg.tgt_vocab, bias=False, generator=gen)
+            None if cfg.tie_embeddings else Linear(D, V, bias=False, generator=gen, _checked=True)
         )
-        zeros = backend.namespace_for_device("cpu").zeros(cfg.tgt_vocab)
+        zeros = backend.namespace_for_device("cpu").zeros(V)
         self.logits_bias = Parameter(zeros, dtype="float32") if cfg.logits_bias else None
         self.scale = math.sqrt(D) if cfg.scale_embedding else None  # None: no multiply
-        for module in self.modules():  # cfg.attention_block_size: None = the fused op
-            if isinstance(module, MultiHeadAttention):
-                module.block_size = cfg.attention_block_size
         self.to(dtype=cfg.dtype)
 
     # ------------------------------------------------------------------ the three passes
