@@ -309,6 +309,21 @@ def test_a_model_config_claiming_gigabytes_is_refused_with_little_memory(tmp_pat
         assert peak < 300, f"peak {peak:.0f} MB: {out}"
 
 
+def test_a_model_config_claiming_millions_of_layers_is_refused_without_listing_them(tmp_path):
+    """A forged model_config with d_model 2 and N = 2,000,000 stays under the size cap but
+    implies 84 million weight arrays: refused by their count, before any layout is listed."""
+    import time
+
+    arrays, meta = _shipped()
+    forged = dict(d_model=2, h=1, N=2_000_000, d_ff=2, key_dim=None, decoder_N=None)
+    meta = {**meta, "model_config": {**meta["model_config"], **forged}}
+    path = save_checkpoint(tmp_path / "forged.safetensors", arrays, meta)
+    t = time.perf_counter()
+    with pytest.raises(CheckpointError, match="implies 84,000,001 weight arrays") as info:
+        load_checkpoint(path, expect=expect_model_arrays)
+    assert time.perf_counter() - t < 5 and "N (checkpoint 2000000, expected 2)" in str(info.value)
+
+
 # --- legacy .npz archives --------------------------------------------------------------------
 
 

@@ -79,6 +79,8 @@ def run(
     warmup = min(3.0, seconds / 4) if warmup is None else warmup
     # worker name -> (implementation, device); run round by round in this order
     plan = {"ours": ("ours", device)}
+    if device == "cpu" and not in_process:  # both of ours: the fast tier and the reference
+        plan["ours_reference"] = ("ours-ref", device)
     skipped = graph_skipped = None
     if compare == "torch-graph" and not device.startswith("cuda"):
         raise ValueError(
@@ -100,8 +102,6 @@ def run(
         raise ValueError(
             f"bench: --compare {compare!r} is not supported; use 'torch' or 'torch-graph'"
         )
-    if device == "cpu" and not in_process:  # both of ours: the fast tier and the reference
-        plan["ours_reference"] = ("ours-ref", device)
     if device != "cpu" and cpu_side:  # is the device worth switching to? our step on the CPU
         plan["ours_cpu"] = ("ours", "cpu")
     say = log or (lambda msg: None)

@@ -33,6 +33,8 @@ Layout = dict[str, tuple[tuple[int, ...], str]]
 
 _OPTIM = re.compile(r"optim\.([A-Za-z_]\w{0,31})\.(\d{1,9})")
 _MAX_OPTIM_STATES = 4  # Adam keeps m and v; SGD momentum one
+_FAR_MORE = 10_000  # a config implying this many arrays more than the file holds is refused
+# before its layout is listed (a base model has 253; a forged N could claim billions)
 _FIX = (
     "use an intact checkpoint written by `minitransformer train` (an edited, truncated or "
     "foreign file is refused)"
@@ -53,6 +55,15 @@ def expect_model_arrays(path: Path, meta: Mapping[str, Any], entries: Entries) -
         problem = "this checkpoint has no model config or tokenizer ('model_config' is missing)"
         _fail(path, problem, _FIX)
     cfg = check_model_config(path, meta["model_config"])
+    expected = cfg.num_weight_arrays()  # counted, not listed: N may claim millions of layers
+    if expected > len(entries) + _FAR_MORE:
+        _fail(
+            path,
+            f"its model_config implies {expected:,} weight arrays ({cfg.num_parameters():,} "
+            f"weights) but the file holds {len(entries):,} arrays"
+            + _config_of_weights(cfg, entries),
+            _FIX,
+        )
     layout = model_layout(cfg)
     shapes = list(layout.values())
     missing = [k for k in layout if f"model.{k}" not in entries]

@@ -261,6 +261,10 @@ class TransformerConfig:
             for _, copies, shapes in self._shape_groups()
         )
 
+    def num_weight_arrays(self) -> int:
+        """How many arrays ``parameter_shapes()`` lists, counted without listing them."""
+        return sum(copies * len(shapes) for _, copies, shapes in self._shape_groups())
+
     def _shape_groups(self) -> list[tuple[str, int, Shapes]]:
         """The shape table as (name prefix, copies, {name: shape}) in state_dict order;
         "encoder.layers.{i}." has N copies (i = 0 .. N - 1), every other group one. Per layer:

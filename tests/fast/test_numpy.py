@@ -34,14 +34,6 @@ IGN = -100
 _T = np.array([[1, 4, IGN], [0, 2, 3]])  # targets for logits (2, 3, 5), one ignored
 
 
-def _masked(x):
-    """Logits with masked (-inf) entries and one all -inf row (softmax gives 0 there)."""
-    x = x.copy()
-    x[0, 0, 1] = x[1, 2, :2] = -np.inf
-    x[1, 1, :] = -np.inf
-    return x
-
-
 def _masked_ce(x):
     """Cross-entropy logits with -inf entries away from the targets (a finite loss)."""
     x = x.copy()
@@ -53,10 +45,6 @@ def _masked_ce(x):
 CASES = {
     "layer_norm": (lambda x, g, b: F.layer_norm(x, g, b), [(2, 3, 8), (8,), (8,)],
                    ["layer_norm_forward", "layer_norm_backward"], None),
-    "softmax": (lambda x: F.softmax(x), [(2, 3, 5)], ["softmax"], None),
-    "softmax_axis0": (lambda x: F.softmax(x, axis=0), [(4, 3)], ["softmax"], None),
-    "softmax_masked": (lambda x: F.softmax(x), [(2, 3, 5)], ["softmax"], _masked),
-    "log_softmax": (lambda x: F.log_softmax(x, axis=1), [(2, 3, 5)], ["log_softmax"], None),
     "cross_entropy": (lambda x: F.cross_entropy(x, _T, ignore_index=IGN), [(2, 3, 5)],
                       ["cross_entropy_forward", "cross_entropy_backward"], None),
     "cross_entropy_smoothed": (
@@ -131,8 +119,7 @@ def test_the_table_names_every_twin_and_what_it_replaces():
     rows = fast.table()
     numpy_rows = {r["reference"]: r for r in rows if r["library"] == "numpy"}
     assert set(numpy_rows) == {
-        "ops.layernorm.LayerNorm", "ops.softmax.Softmax", "ops.softmax.LogSoftmax",
-        "ops.loss.CrossEntropy", "optim.adam.adam_update",
+        "ops.layernorm.LayerNorm", "ops.loss.CrossEntropy", "optim.adam.adam_update",
     }  # fmt: skip
     assert all(r["on"] == "no" for r in numpy_rows.values())
     cupy_refs = {r["reference"] for r in rows if r["library"] == "cupy"}
@@ -146,7 +133,7 @@ def test_the_table_names_every_twin_and_what_it_replaces():
 
 @pytest.mark.parametrize(
     "case",
-    ["layer_norm", "softmax", "log_softmax", "cross_entropy", "cross_entropy_smoothed"],
+    ["layer_norm", "cross_entropy", "cross_entropy_smoothed"],
 )  # fmt: skip
 def test_each_numpy_twin_passes_gradcheck(case):
     fn, shapes, _, _ = CASES[case]
@@ -166,8 +153,6 @@ def test_kernels_leave_their_inputs_and_saved_arrays_intact():
     _, x_hat, rstd = numpy_twins.layer_norm_forward(x, gamma, beta, 1e-5)
     saved = [x_hat.copy(), rstd.copy()]
     numpy_twins.layer_norm_backward(x, x_hat, rstd, gamma, (True, True, True))
-    numpy_twins.softmax(x, -1)
-    numpy_twins.log_softmax(x, 0)
     _, e, s = numpy_twins.cross_entropy_forward(x, t, 0.1)
     saved += [e.copy(), s.copy()]
     numpy_twins.cross_entropy_backward(e, s, t, np.float64(0.5), 0.1)
