@@ -95,7 +95,7 @@ class Function:
         tensors = [x if type(x) is Tensor or isinstance(x, Tensor) else None for x in inputs]
         arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
         xp = backend.common_namespace(cls.__name__, arrays)
-        if TWINS:  # the fast tier is on: the twin for the first input's array type, if any
+        if TWINS and arrays:  # the fast tier is on: the twin for the first input's type, if any
             cls = implementation(cls, arrays[0])
         if _grad_mode.enabled:  # is_grad_enabled() (this thread's), read without a call
             needs = tuple([t is not None and t.requires_grad for t in tensors])

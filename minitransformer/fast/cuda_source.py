@@ -1,6 +1,6 @@
-"""The CUDA C sources of the GPU kernels (``kernels/cuda/*.cu``), and their one-time build.
+"""The CUDA C sources of the GPU kernels (``fast/cuda/*.cu``), and their one-time build.
 
-Each fused GPU kernel is readable CUDA C in a file of its own under ``kernels/cuda/``, named
+Each fused GPU kernel is readable CUDA C in a file of its own under ``fast/cuda/``, named
 after the reference it replaces (``layer_norm.cu`` beside ``ops/layernorm.py``). The files
 are plain CUDA C with ``extern "C"`` entry points and no system ``#include`` (a shared
 header of this folder, ``block_reduce.cuh``, is inlined by ``source``): the same text is
@@ -42,8 +42,8 @@ _LOCAL_INCLUDE = re.compile(r'^#include\s+"([\w.]+)".*$', flags=re.M)
 
 
 def source(file: str) -> str:
-    """The text of ``kernels/cuda/<file>``, with each ``#include "NAME.cuh"`` line replaced
-    by the text of ``kernels/cuda/NAME.cuh`` (the shared block reductions): NVRTC is given
+    """The text of ``fast/cuda/<file>``, with each ``#include "NAME.cuh"`` line replaced
+    by the text of ``fast/cuda/NAME.cuh`` (the shared block reductions): NVRTC is given
     one text and no folder to look in, where nvcc finds the header next to the file."""
     text = (SOURCES / file).read_text(encoding="utf-8")
     return _LOCAL_INCLUDE.sub(lambda m: (SOURCES / m.group(1)).read_text(encoding="utf-8"), text)
@@ -75,12 +75,12 @@ def _module(file: str) -> Any:
 
 @functools.cache
 def kernel(file: str, name: str) -> Any:
-    """The kernel ``name`` of ``kernels/cuda/<file>`` as a ``cupy.RawKernel``: the file is
+    """The kernel ``name`` of ``fast/cuda/<file>`` as a ``cupy.RawKernel``: the file is
     compiled once per process (NVRTC; CuPy caches the binary on disk), each kernel looked
     up once."""
     return _module(file).get_function(name)
 
 
 def kernel_for(file: str, name: str, dtype: Any) -> Any:
-    """The kernel ``name`` + ``SUFFIX[dtype]`` of ``kernels/cuda/<file>`` (built once)."""
+    """The kernel ``name`` + ``SUFFIX[dtype]`` of ``fast/cuda/<file>`` (built once)."""
     return kernel(file, name + SUFFIX[dtype])

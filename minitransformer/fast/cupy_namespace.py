@@ -5,7 +5,7 @@ Why: ``array_api_compat.cupy`` wraps many functions (``zeros`` is four Python ca
 ``get_xp`` wrapper, the alias, its device check, then CuPy), and on a GPU every Python call
 is time the GPU waits for its next launch. Here a name is CuPy's own object wherever CuPy 14
 already matches the array API, and a one-call shim where it does not, so a CuPy call is one
-Python call (two through a shim). Like ``kernels.numpy.lean_namespace``, the namespace is a
+Python call (two through a shim). Like ``fast.numpy.lean_namespace``, the namespace is a
 copy of CuPy's module dict; CuPy itself is not modified.
 
 Compared name by name with ``array_api_compat.cupy`` 1.16 against CuPy 14.2 (introspected
@@ -215,7 +215,7 @@ SHIMMED = (
 
 LINALG_SHIMMED = ("vector_norm", "vecdot")
 
-# the array-API names this library calls (tests/kernels/test_cupy_namespace.py greps them)
+# the array-API names this library calls (tests/fast/test_cupy_namespace.py greps them)
 # that CuPy 14.2 serves as the standard spells them: checked one by one against the
 # standard and array_api_compat.cupy (see the module doc); a new name goes here only so
 CUPY_OWN = (

@@ -48,7 +48,8 @@ class PositionalEncoding(Module):
     """x (B, T, D) -> dropout(x + PE[offset : offset + T]) (B, T, D).
 
     ``offset`` is the position of x's first token (nonzero during cached decoding, where
-    one new token arrives at a time).
+    one new token arrives at a time). ``_checked=True``: the arguments come from a validated
+    TransformerConfig (the Transformer's), so they are not checked again.
     """
 
     def __init__(
@@ -58,15 +59,18 @@ class PositionalEncoding(Module):
         dropout: float = 0.0,
         learned: bool = False,
         layout: str = "interleaved",
+        *,
+        _checked: bool = False,
     ):
         super().__init__()
-        where = "PositionalEncoding"
-        d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
-        max_len = checks.positive_int(
-            where, "max_len", max_len, "the longest sequence the model accepts, e.g. 256"
-        )
-        learned = checks.flag(where, "learned", learned)
-        checks.probability(where, "dropout", dropout)
+        if not _checked:
+            where = "PositionalEncoding"
+            d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
+            max_len = checks.positive_int(
+                where, "max_len", max_len, "the longest sequence the model accepts, e.g. 256"
+            )
+            learned = checks.flag(where, "learned", learned)
+            checks.probability(where, "dropout", dropout)
         self.d_model, self.max_len, self.learned = d_model, max_len, learned
         table = sinusoid_table(max_len, d_model, layout)  # checks layout
         self.layout = layout
@@ -79,7 +83,7 @@ class PositionalEncoding(Module):
                 persistent=False,
                 build=lambda: sinusoid_table(max_len, d_model, layout),  # to(dtype=) recomputes
             )
-        self.dropout = Dropout(dropout)
+        self.dropout = Dropout(dropout, _checked=True)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         if x.ndim != 3 or x.shape[-1] != self.d_model:

@@ -248,7 +248,7 @@ class Transformer(Module):
             self.src_embed if cfg.tie_embeddings else Embedding(V, D, gen, _checked=True)
         )
         self.positions = PositionalEncoding(
-            D, cfg.max_len, cfg.dropout, cfg.learned_positions, cfg.position_layout
+            D, cfg.max_len, cfg.dropout, cfg.learned_positions, cfg.position_layout, _checked=True
         )
         layer_args = dict(
             dropout=cfg.dropout,

@@ -43,7 +43,7 @@ class ScaledDotProductAttention(Function):
         denom = xp.sum(p, axis=-1, keepdims=True)  # (..., T, 1)
         if mask is not None:  # 0/0 for a fully masked row -> 0/1 = 0
             denom = xp.where(denom == 0, 1.0, denom)
-        p = p / denom
+        p /= denom  # (..., T, S): P, each row summing to 1 (or 0 where fully masked)
         ctx.save_for_backward(q, k, v)
         ctx.probs, ctx.scale = p, scale
         return xp.matmul(p, v)  # (..., T, d_v)
@@ -59,11 +59,13 @@ class ScaledDotProductAttention(Function):
             dv = xp.matmul(p.mT, grad)  # (..., S, d_v)
         if need_q or need_k:
             dp = xp.matmul(grad, v.mT)  # (..., T, S)
-            ds = p * (dp - xp.sum(dp * p, axis=-1, keepdims=True))  # (..., T, S)
+            ds = p * (dp - xp.vecdot(dp, p)[..., None])  # rowsum(dP * P) is a dot product
             if need_q:
-                dq = xp.matmul(ds, k) * scale  # (..., T, d_k)
+                dq = xp.matmul(ds, k)  # (..., T, d_k)
+                dq *= scale
             if need_k:
-                dk = xp.matmul(ds.mT, q) * scale  # (..., S, d_k)
+                dk = xp.matmul(ds.mT, q)  # (..., S, d_k)
+                dk *= scale
         return dq, dk, dv, None
 
 

@@ -1,6 +1,6 @@
 // Adam over the optimizer's flat buffers in ONE launch: p, m and v updated in place.
 //
-// Replaces: optim/adam.py adam_update (the reference) and kernels/numpy.py adam_update (the
+// Replaces: optim/adam.py adam_update (the reference) and fast/numpy.py adam_update (the
 // same update with one temporary), whose order of operations this kernel follows exactly:
 //
 //     g  = g + wd p                              (only when wd != 0: L2 as PyTorch's Adam)
@@ -12,7 +12,7 @@
 //     step_size = lr / (1 - b1^t),   bc2_sqrt = sqrt(1 - b2^t)      (t: the update count).
 // Every operation is rounded on its own (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn and the
 // double versions), never contracted into a fused multiply-add, so each element gets the
-// bits kernels/numpy.py's adam_update gets on the CPU, for normal numbers: CuPy compiles
+// bits fast/numpy.py's adam_update gets on the CPU, for normal numbers: CuPy compiles
 // every kernel with -ftz=true (cuda_source.CUPY_APPENDS), so a float32 subnormal (a tiny
 // m, v or g^2) is flushed to zero here, as CuPy's own float32 ufuncs flush it.
 //
@@ -22,7 +22,7 @@
 //
 // Shapes: p, g, m, v (n,) contiguous, the same dtype T (float or double).
 // Launch: a 1-D grid-stride loop, 256 threads per block, grid = min(ceil(n / 256), 65536)
-// (kernels/cupy_step.py). Each element is read and written once: memory-bound.
+// (fast/cupy_step.py). Each element is read and written once: memory-bound.
 //
 // kernels: adam_update_f32 adam_update_f64
 

@@ -1,6 +1,6 @@
 // Label-smoothed cross-entropy of logits against class ids, forward and backward. Replaces
 // the per-row math of ops/loss.py (CrossEntropy.forward / backward) for CuPy float32 and
-// float64 logits (kernels.numpy.cross_entropy_forward / _backward are the NumPy twins).
+// float64 logits (fast.numpy.cross_entropy_forward / _backward are the NumPy twins).
 //
 // Shapes: x (N, V) C-contiguous logits, t (N,) int64 ids in [0, V), eps = label smoothing.
 // Forward, per row (m = max_c x_c, taken as 0 when it is not finite, as ops/softmax.shifted):

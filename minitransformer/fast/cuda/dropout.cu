@@ -23,7 +23,7 @@
 // normal numbers (float32 subnormals are flushed: CuPy compiles with -ftz=true).
 //
 // Launch: a 1-D grid-stride loop, 256 threads per block, grid = min(ceil(n / 256), 65536)
-// (chosen in kernels/cupy_step.py). n is 64-bit; past 2^32 elements the index i wraps
+// (chosen in fast/cupy_step.py). n is 64-bit; past 2^32 elements the index i wraps
 // (i mod 2^32 is hashed), as the reference's uint32 arange does, so the bits still match.
 //
 // kernels: dropout_apply_f32 dropout_apply_f64 dropout_add_f32 dropout_add_f64

@@ -21,7 +21,7 @@
 //   3. grad_scale: the grid of launch 1; g_i = g_i * coef, read from the device.
 //   (step_ok: one thread, the finite check.)
 // The order of every addition is fixed (no atomics), so the norm is deterministic, and a
-// NumPy transcription (tests/kernels/test_cuda_step.py) reproduces it bit for bit.
+// NumPy transcription (tests/fast/test_cuda_step.py) reproduces it bit for bit.
 // Products and sums use __dmul_rn / __dadd_rn so no fused multiply-add changes the rounding.
 //
 // block_sum: within each warp a butterfly of __shfl_xor_sync (offsets 16, 8, 4, 2, 1: after
