@@ -29,15 +29,34 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     """One Adam update of ``p``, ``m`` and ``v`` (in place) with gradient ``g``, at the
     parameter's ``t``-th update (the module doc's formulas; m ← β1 m + (1 − β1) g is
     written m += (1 − β1)(g − m)). Each change is multiplied by ``ok`` (a 0-d bool on
-    the device; None: always apply), see ``gate``."""
+    the device; None: always apply), see ``gate``.
+
+    Written one operation a line, in place on one buffer: ``p`` is usually an optimizer's
+    whole flat buffer (every parameter), so a temporary of p's size is as large as the model
+    (300 MB for opus-mt's), and an expression such as ``m / (sqrt(v) / c + eps)`` would make
+    three of them. ``buf`` is made once per update and reused (``buf **= 0.5`` is the square
+    root, ``buf **= -1`` the reciprocal)."""
     xp = backend.namespace(p)
     b1, b2 = betas
     g, okf = gate(xp, ok, g)
     if weight_decay:
         g = g + weight_decay * p
-    m += (okf * (1 - b1)) * (g - m)
-    v += (okf * (1 - b2)) * (g * g - v)
-    p -= (okf * (lr / (1 - b1**t))) * (m / (xp.sqrt(v) / (1 - b2**t) ** 0.5 + eps))
+    buf = g - m
+    buf *= okf * (1 - b1)
+    m += buf  # m ← m + (1 − β1)(g − m) = β1 m + (1 − β1) g
+    buf[...] = g
+    buf *= g
+    buf -= v
+    buf *= okf * (1 - b2)
+    v += buf  # v ← v + (1 − β2)(g² − v) = β2 v + (1 − β2) g²
+    buf[...] = v
+    buf **= 0.5
+    buf /= (1 - b2**t) ** 0.5
+    buf += eps  # √v / √(1 − β2^t) + ε
+    buf **= -1
+    buf *= m  # m / (√v / √(1 − β2^t) + ε)
+    buf *= okf * (lr / (1 - b1**t))
+    p -= buf  # θ ← θ − lr / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
 
 
 class Adam(Optimizer):
