@@ -38,11 +38,12 @@ class LayerNorm(Function):
     def forward(ctx, x, gamma, beta, eps: float = 1e-5):
         xp = ctx.xp
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (N, D): one row per position
+        D = x2.shape[1]
         a = xp.max(xp.abs(x2), axis=-1, keepdims=True)  # (N, 1): each row's scale
         a = xp.where(a > 0, a, 1.0)  # an all-zero row: divide by 1
         xs = x2 / a  # (N, D), in [-1, 1]: no square below overflows
         xc = xs - xp.mean(xs, axis=-1, keepdims=True)  # (x - mu) / a
-        var = xp.mean(xc * xc, axis=-1, keepdims=True)  # var(x) / a^2, biased, <= 1
+        var = xp.vecdot(xc, xc)[:, None] / D  # mean of squares: var(x) / a^2, biased, <= 1
         sd = xp.hypot(a * xp.sqrt(var), math.sqrt(eps))  # sqrt(var(x) + eps): (N, 1)
         rstd = 1.0 / sd  # (N, 1)
         x_hat = xc * (a / sd)  # (N, D): (x - mu) * rstd, with a / sd of order 1
@@ -64,7 +65,7 @@ class LayerNorm(Function):
         if need_x:
             g_hat = g * gamma  # (N, D)
             mean_g = xp.mean(g_hat, axis=-1, keepdims=True)  # (N, 1)
-            mean_gx = xp.mean(g_hat * x_hat, axis=-1, keepdims=True)  # (N, 1)
+            mean_gx = xp.vecdot(g_hat, x_hat)[:, None] / g.shape[1]  # (N, 1): a row dot
             dx = xp.reshape(rstd * (g_hat - mean_g - x_hat * mean_gx), grad.shape)
         return dx, dgamma, dbeta
 

@@ -186,7 +186,10 @@ def check_layer_norm_forward(got, x, gamma, beta, g):
         for got_, ref, ex in ((my, y, exact[0]), (mx_hat, x_hat, exact[1])):
             err_kernel = np.max(np.abs(got_[hard] - ex[hard]))
             err_reference = np.max(np.abs(ref[hard] - ex[hard]))
-            assert err_kernel <= 2 * err_reference + 1e-15, (err_kernel, err_reference)
+            # In float64 the "exact" answer is the reference itself (err_reference 0): the
+            # kernel may differ by a few ulps of order-1 values (its sums' order is its own).
+            slack = 16 * np.finfo(x.dtype).eps if dtype == "float64" else 1e-15
+            assert err_kernel <= 2 * err_reference + slack, (err_kernel, err_reference)
 
 
 def ln_rows(dtype, rng):
