@@ -6,13 +6,17 @@ Everything above the backend asks for the *namespace* of its input arrays
 
 - NumPy (>= 2.1 is array-API compliant): NumPy's own functions, in a copy of its namespace
   whose ``matmul`` is ``host.matmul`` (NumPy's product, with the host's BLAS-thread policy
-  once the CLI has tuned the host: the one place that policy applies, to every product).
+  once the CLI has tuned the host: the one place that policy applies, to every product),
+  and whose ``reshape`` and ``sum`` reach NumPy's method and ufunc reduction in one Python
+  call (``numpy.reshape`` and ``numpy.sum`` take three or four to get there; a training
+  step calls them ~300 times).
 - CuPy: ``array_api_compat.cupy``.
 - the strict stand-in: ``array_api_strict``.
 
 A faster tier (``minitransformer/fast``, above the ops) may install a leaner namespace of
-the same functions for a library (``install_namespace``), and is told when CuPy is first
-used (``on_first_use``). The backend itself reads no switch and imports nothing above it.
+the same functions for a library (``install_namespace``: CuPy's, on a GPU), and is told
+when CuPy is first used (``on_first_use``). The backend itself reads no switch and imports
+nothing above it.
 
 Values enter the library here: ``asarray`` makes an array on a device, ``check_dtype`` and
 ``numeric_data`` validate what a user hands to ``mt.tensor`` (once, where it enters).
@@ -57,10 +61,25 @@ def namespace(*arrays: Array) -> Any:
     return _numpy_ns
 
 
+def _reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Any:
+    """``numpy.reshape``: the ndarray method in one call (the function for other cases)."""
+    if copy is None and type(x) is np.ndarray:
+        return x.reshape(shape)
+    return np.reshape(x, shape, copy=copy)
+
+
+def _sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
+    """``numpy.sum``: ``add.reduce`` (what numpy.sum runs for an ndarray) in one call."""
+    if type(x) is np.ndarray:
+        return np.add.reduce(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
 def numpy_namespace() -> Any:
     """NumPy's namespace as the ops get it: NumPy's functions, ``matmul`` with the host's
-    thread policy (``host.matmul``). A new module object: NumPy itself is not modified.
-    Older NumPy (< 2.1) goes through ``array_api_compat``'s wrappers."""
+    thread policy (``host.matmul``), ``reshape`` and ``sum`` in one call. A new module
+    object: NumPy itself is not modified. Older NumPy (< 2.1) goes through
+    ``array_api_compat``'s wrappers."""
     if np.lib.NumpyVersion(np.__version__) < "2.1.0":
         import array_api_compat.numpy
 
@@ -69,7 +88,7 @@ def numpy_namespace() -> Any:
     ns.__dict__.update(
         {k: v for k, v in vars(np).items() if k not in ("__getattr__", "__dir__", "__spec__")}
     )
-    ns.matmul = host.matmul
+    ns.matmul, ns.reshape, ns.sum = host.matmul, _reshape, _sum
     ns.__getattr__ = lambda name: getattr(np, name)  # names NumPy makes lazily (PEP 562)
     return ns
 

@@ -89,22 +89,21 @@ backend.on_first_use(_use_cupy)
 
 
 def _apply() -> None:
-    """Make the table and NumPy's namespace match ``_numpy_on`` and ``_reference_depth``;
-    CuPy's are chosen again at its next use."""
+    """Make the table match ``_numpy_on`` and ``_reference_depth``; CuPy's twins and
+    namespace are chosen again at its next use."""
     on = _numpy_on and not _reference_depth
     for ref, twin in numpy_twins.TWINS.items():
         if on:
             TWINS[(ref, np.ndarray)] = twin
         else:
             TWINS.pop((ref, np.ndarray), None)
-    backend.install_namespace("numpy", numpy_twins.lean_namespace() if on else None)
     for key in [k for k in TWINS if k[1] is not np.ndarray]:
         del TWINS[key]
     backend.reset_cupy_namespace()
 
 
 def enable() -> None:
-    """Switch the NumPy twins on (and NumPy's lean namespace) for this process."""
+    """Switch the NumPy twins on for this process."""
     global _numpy_on
     _numpy_on = True
     _apply()
@@ -185,7 +184,7 @@ def describe(device: str = "cpu") -> str:
     if device != "cpu" or not enabled():
         return "reference ops"
     names = ", ".join(ref.__name__ for ref in numpy_twins.TWINS)
-    return f"fast tier: NumPy twins ({names}), lean NumPy namespace"
+    return f"fast tier: NumPy twins ({names})"
 
 
 __all__ = [

@@ -3,59 +3,28 @@ tested against its reference (tests/fast/test_numpy.py). Off unless ``fast.enabl
 
 What is fast here is mostly *fewer Python calls and fewer temporaries*: at the model sizes
 of the lessons a step's time on a CPU is interpreter time and memory traffic as much as
-arithmetic. ``TWINS`` lists what this module registers (``fast/__init__.py`` installs it);
-``lean_namespace`` is the namespace it serves for NumPy arrays meanwhile.
+arithmetic. ``TWINS`` lists what this module registers (``fast/__init__.py`` installs it).
 
 Each twin earns its place, measured (a training step of the translate task as the CLI runs
 it, CPU time per step, interleaved rounds, one Xeon core; the step's time without that twin
 over the whole tier's, tiny / small): LayerNorm 1.075 / 1.058, CrossEntropy 1.043 / 1.029,
-adam_update 1.014 / 1.035, the lean namespace 1.013 / 1.008 (and ~1,000 fewer Python
-calls a step); the whole tier against the reference ops 1.15 / 1.13. NumPy twins of softmax
-and log-softmax measured 1.00 (neither runs in a training step) and were deleted.
+adam_update 1.014 / 1.035; the whole tier against the reference ops 1.15 / 1.13. NumPy twins
+of softmax and log-softmax measured 1.00 (neither runs in a training step) and were
+deleted; the one-call ``reshape`` and ``sum`` (1.01, ~1,000 fewer Python calls a step) are
+no math and moved to the backend's NumPy namespace, where every op gets them.
 """
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import numpy as np
 
-from .. import backend
 from ..ops.layernorm import LayerNorm as _LayerNorm
 from ..ops.loss import CrossEntropy as _CrossEntropy
 from ..optim.adam import adam_update as _adam_update
 
 Array = np.ndarray
-
-# ----------------------------------------------------------------------------- the namespace
-
-
-def _reshape(x: Array, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Array:
-    """``numpy.reshape`` in one Python call: the ndarray method directly, the full
-    function (three Python calls: dispatcher, wrapper, method) only for the rare cases."""
-    if copy is None and type(x) is np.ndarray:
-        return x.reshape(shape)
-    return np.reshape(x, shape, copy=copy)
-
-
-def _sum(x: Array, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Array:
-    """``numpy.sum`` in one Python call: ``add.reduce`` (what ``numpy.sum`` runs for an
-    ndarray after three Python calls of dispatch)."""
-    if type(x) is np.ndarray:
-        return np.add.reduce(x, axis=axis, dtype=dtype, keepdims=keepdims)
-    return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
-
-
-def lean_namespace() -> types.ModuleType:
-    """The backend's NumPy namespace (``backend.numpy_namespace()``: NumPy's functions, the
-    host's ``matmul``) with two changes: ``reshape`` is ``_reshape`` and ``sum`` is
-    ``_sum``. A training step reshapes ~240 times (2-D GEMMs, heads, LayerNorm rows) and sums
-    ~60 times; through NumPy's Python wrappers that is ~900 Python calls."""
-    ns = backend.numpy_namespace()
-    ns.reshape, ns.sum = _reshape, _sum
-    return ns
-
 
 # ----------------------------------------------------------------------------- ops
 # Each kernel below is named after the reference it replaces (in minitransformer/ops/) and
