@@ -54,11 +54,15 @@ class CrossEntropy(Function):
     def rows_backward(xp, e, s, t, w, eps: float):
         """dlogits = (p - q) w (N, V), p = e / s, q the smoothed one-hot of t; w (N, 1),
         (1,) or 0-d."""
-        V = e.shape[-1]
-        q = xp.astype(xp.expand_dims(t, axis=-1) == xp.arange(V, device=e.device), e.dtype)
-        if eps:
-            q = (1.0 - eps) * q + eps / V  # smoothed target (N, V)
-        return (e / s - q) * w
+        V, device = e.shape[-1], e.device
+        at_target = xp.expand_dims(t, axis=-1) == xp.arange(V, device=device)  # (N, V) bool
+        on = xp.asarray(1 - eps + eps / V, dtype=e.dtype, device=device)
+        off = xp.asarray(eps / V, dtype=e.dtype, device=device)
+        q = xp.where(at_target, on, off)  # the smoothed target (N, V): 1 - eps + eps/V at t
+        dx = e / s  # p = softmax(x)
+        dx -= q
+        dx *= w
+        return dx
 
     @staticmethod
     def forward(ctx, logits, target, label_smoothing=0.0, ignore_index=None, reduction="mean"):
