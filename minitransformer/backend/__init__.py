@@ -8,8 +8,9 @@ as gradcheck's finite differences, uses NumPy itself.)
 
 - ``devices.py``  device names ("cpu", "cuda:N", "strict:NAME"), ``device_of``, importing
   CuPy / array-api-strict on first use, ``cuda_available``, ``synchronize``.
-- ``arrays.py``   namespaces (where the fast tier installs leaner ones), dtype helpers,
-  creation and moves (``asarray``, ``to_numpy``,
+- ``namespaces.py`` the array namespace of each library (``xp``), where the fast tier
+  installs a leaner one and hears of CuPy's first use.
+- ``arrays.py``   dtype helpers, creation and moves (``asarray``, ``to_numpy``,
   ``to_device``), the dtype/data checks of ``mt.tensor``, ``scatter_add``.
 - ``random.py``   ``Generator`` (seeded, counter-based dropout draws on the device),
   ``manual_seed``, ``default_generator``.
@@ -24,23 +25,14 @@ process tuning (BLAS threads, malloc) are not here: see ``minitransformer/host.p
 
 from .arrays import (
     DTYPES,
-    Array,
     all_finite,
     asarray,
     check_dtype,
-    common_namespace,
     dtype_name,
     host_array_with_default_dtype,
     host_numbers,
-    install_namespace,
-    is_array,
     move,
-    namespace,
-    namespace_for_device,
     numeric_data,
-    numpy_namespace,
-    on_first_use,
-    reset_cupy_namespace,
     resolve_dtype,
     scatter_add,
     to_device,
@@ -57,6 +49,17 @@ from .devices import (
     normalize_device,
     set_default_device,
     synchronize,
+)
+from .namespaces import (
+    Array,
+    common_namespace,
+    install_namespace,
+    is_array,
+    namespace,
+    namespace_for_device,
+    numpy_namespace,
+    on_first_use,
+    reset_cupy_namespace,
 )
 from .random import Generator, counter_bits, counter_uniform, default_generator, manual_seed
 from .special import erf

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays import Array, asarray, namespace_for_device
+from .arrays import asarray
 from .devices import native_device, normalize_device
+from .namespaces import Array, namespace_for_device
 
 
 class Generator:

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ArgumentError, DTypeError
-from .arrays import Array, dtype_name, is_array, namespace
+from .arrays import dtype_name
 from .devices import library_of
+from .namespaces import Array, is_array, namespace
 
 # FDLIBM s_erf.c, version 1.3 95/01/18: the coefficients, lowest power first
 # fmt: off

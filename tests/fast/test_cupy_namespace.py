@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from minitransformer import backend, fast
-from minitransformer.backend import arrays
+from minitransformer.backend import namespaces
 from minitransformer.fast import cupy as fast_cupy
 from minitransformer.fast import cupy_namespace
 from minitransformer.function import TWINS, implementation
@@ -173,7 +173,7 @@ def test_the_namespace_is_cupys_own_elsewhere_and_cupy_is_not_modified():
 def _names_the_library_calls() -> set[str]:
     """Every NAME in ``xp.NAME`` (``xp.linalg.NAME`` as ``linalg.NAME``) in minitransformer/,
     plus the dtype names ``backend.resolve_dtype`` looks up with getattr."""
-    names = set(arrays.DTYPES)
+    names = set(backend.DTYPES)
     for path in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Attribute) and _is_xp(node.value):
@@ -243,12 +243,12 @@ def test_a_switch_value_it_does_not_know_names_the_fix(monkeypatch, value):
 def fake_gpu(monkeypatch):
     """A fake CuPy behind the backend (fast.cupy imports without the real one)."""
     cp = fake_cupy()
-    monkeypatch.setattr(arrays, "cupy_module", lambda: cp)
-    monkeypatch.setattr(arrays, "_cupy_ns", None)
+    monkeypatch.setattr(namespaces, "cupy_module", lambda: cp)
+    monkeypatch.setattr(namespaces, "_cupy_ns", None)
     yield cp
     for key in [k for k in TWINS if k[1] is FakeArray]:
         del TWINS[key]
-    arrays.reset_cupy_namespace()
+    namespaces.reset_cupy_namespace()
 
 
 def test_cupys_first_use_registers_the_twins_only_when_switched_on(monkeypatch, fake_gpu):
@@ -267,10 +267,10 @@ def test_cupys_first_use_registers_the_twins_only_when_switched_on(monkeypatch, 
 def test_the_backend_gives_cupy_arrays_the_lean_namespace_when_switched_on(monkeypatch, fake_gpu):
     cp, x = fake_gpu, FakeArray()
     monkeypatch.setenv("MT_CUDA_KERNELS", "1")
-    arrays.reset_cupy_namespace()
+    namespaces.reset_cupy_namespace()
     xp = backend.namespace(x)
     assert xp.__name__ == "cupy"
-    assert xp is backend.namespace(x) is arrays.namespace_for_device("cuda:0")  # built once
+    assert xp is backend.namespace(x) is namespaces.namespace_for_device("cuda:0")  # built once
     assert implementation(LayerNorm, x) is fast_cupy.LayerNorm, "registered at first use"
     assert xp.zeros is not cp.zeros and xp.exp is cp.exp
 
