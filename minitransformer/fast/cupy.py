@@ -39,6 +39,7 @@ from ..optim.adam import adam_update as _adam_update
 from ..optim.clip import clip_flat as _clip_flat
 from ..optim.clip import step_ok as _step_ok
 from . import cuda_source, cupy_step
+from .rows import CrossEntropyRows, LayerNormRows
 
 try:
     import cupy as cp
@@ -256,23 +257,12 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
 # twin in ``ctx.fn``, so backward follows forward), and the optimizer's functions.
 
 
-class LayerNorm(_LayerNorm):
-    """Twin of ``ops.layernorm.LayerNorm``: one launch each way (``layer_norm.cu``)."""
+class LayerNorm(LayerNormRows):
+    """Twin of ``ops.layernorm.LayerNorm``'s row math, in CUDA kernels."""
 
     dtypes = DTYPES
-
-    @staticmethod
-    def forward(ctx, x, gamma, beta, eps: float = 1e-5):
-        y, x_hat, rstd = layer_norm_forward(x.reshape(-1, x.shape[-1]), gamma, beta, eps)
-        ctx.save_for_backward(x_hat, rstd, gamma)
-        return y.reshape(x.shape)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x_hat, rstd, gamma = ctx.saved
-        g = grad.reshape(x_hat.shape)
-        dx, dgamma, dbeta = layer_norm_backward(g, x_hat, rstd, gamma, ctx.needs_input_grad)
-        return (None if dx is None else dx.reshape(grad.shape)), dgamma, dbeta
+    forward_kernel = staticmethod(layer_norm_forward)
+    backward_kernel = staticmethod(layer_norm_backward)
 
 
 class Softmax(_Softmax):
@@ -301,18 +291,12 @@ class LogSoftmax(_LogSoftmax):
         return o
 
 
-class CrossEntropy(_CrossEntropy):
-    """Twin of ``ops.loss.CrossEntropy``'s per-row math (one launch each way)."""
+class CrossEntropy(CrossEntropyRows):
+    """Twin of ``ops.loss.CrossEntropy``'s row math, in CUDA kernels."""
 
     dtypes = DTYPES
-
-    @staticmethod
-    def rows_forward(xp, x, t, eps: float):
-        return cross_entropy_forward(x, t, eps)
-
-    @staticmethod
-    def rows_backward(xp, e, s, t, w, eps: float):
-        return cross_entropy_backward(e, s, t, w, eps)
+    forward_kernel = staticmethod(cross_entropy_forward)
+    backward_kernel = staticmethod(cross_entropy_backward)
 
 
 class ScaledDotProductAttention(_Attention):

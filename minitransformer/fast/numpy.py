@@ -23,6 +23,7 @@ import numpy as np
 from ..ops.layernorm import LayerNorm as _LayerNorm
 from ..ops.loss import CrossEntropy as _CrossEntropy
 from ..optim.adam import adam_update as _adam_update
+from .rows import CrossEntropyRows, LayerNormRows
 
 Array = np.ndarray
 
@@ -203,38 +204,20 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
 # follows forward). ``dtypes = None``: they take every dtype.
 
 
-class LayerNorm(_LayerNorm):
-    """Twin of ``ops.layernorm.LayerNorm``: ``layer_norm_forward`` / ``layer_norm_backward``."""
+class LayerNorm(LayerNormRows):
+    """Twin of ``ops.layernorm.LayerNorm``'s row math, in NumPy kernels."""
 
     dtypes = None
-
-    @staticmethod
-    def forward(ctx, x, gamma, beta, eps: float = 1e-5):
-        y, x_hat, rstd = layer_norm_forward(x.reshape(-1, x.shape[-1]), gamma, beta, eps)
-        ctx.save_for_backward(x_hat, rstd, gamma)
-        return y.reshape(x.shape)
-
-    @staticmethod
-    def backward(ctx, grad):
-        x_hat, rstd, gamma = ctx.saved
-        g = grad.reshape(x_hat.shape)
-        dx, dgamma, dbeta = layer_norm_backward(g, x_hat, rstd, gamma, ctx.needs_input_grad)
-        return (None if dx is None else dx.reshape(grad.shape)), dgamma, dbeta
+    forward_kernel = staticmethod(layer_norm_forward)
+    backward_kernel = staticmethod(layer_norm_backward)
 
 
-class CrossEntropy(_CrossEntropy):
-    """Twin of ``ops.loss.CrossEntropy``'s per-row math (``cross_entropy_forward`` /
-    ``_backward``); the reduction and ignored rows stay the reference's."""
+class CrossEntropy(CrossEntropyRows):
+    """Twin of ``ops.loss.CrossEntropy``'s row math, in NumPy kernels."""
 
     dtypes = None
-
-    @staticmethod
-    def rows_forward(xp, x, t, eps: float):
-        return cross_entropy_forward(x, t, eps)
-
-    @staticmethod
-    def rows_backward(xp, e, s, t, w, eps: float):
-        return cross_entropy_backward(e, s, t, w, eps)
+    forward_kernel = staticmethod(cross_entropy_forward)
+    backward_kernel = staticmethod(cross_entropy_backward)
 
 
 adam_update.dtypes = None
