@@ -8,8 +8,8 @@ as gradcheck's finite differences, uses NumPy itself.)
 
 - ``devices.py``  device names ("cpu", "cuda:N", "strict:NAME"), ``device_of``, importing
   CuPy / array-api-strict on first use, ``cuda_available``, ``synchronize``.
-- ``namespaces.py`` the array namespace of each library (``xp``), where the fast tier
-  installs a leaner one and hears of CuPy's first use.
+- ``namespaces.py`` the array namespace of each library (``xp``); the fast tier hears of
+  CuPy's first use here and may hand back a leaner namespace for it.
 - ``arrays.py``   dtype helpers, creation and moves (``asarray``, ``to_numpy``,
   ``to_device``), the dtype/data checks of ``mt.tensor``, ``scatter_add``.
 - ``random.py``   ``Generator`` (seeded, counter-based dropout draws on the device),
@@ -53,11 +53,9 @@ from .devices import (
 from .namespaces import (
     Array,
     common_namespace,
-    install_namespace,
     is_array,
     namespace,
     namespace_for_device,
-    numpy_namespace,
     on_first_use,
     reset_cupy_namespace,
 )
@@ -83,14 +81,12 @@ __all__ = [
     "get_default_device",
     "host_array_with_default_dtype",
     "host_numbers",
-    "install_namespace",
     "is_array",
     "library_of",
     "make_current",
     "move",
     "manual_seed",
     "namespace",
-    "numpy_namespace",
     "on_first_use",
     "namespace_for_device",
     "numeric_data",

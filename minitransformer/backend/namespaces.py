@@ -13,10 +13,9 @@ Everything above the backend asks for the *namespace* of its input arrays
 - CuPy: ``array_api_compat.cupy``.
 - the strict stand-in: ``array_api_strict``.
 
-A faster tier (``minitransformer/fast``, above the ops) may install a leaner namespace of
-the same functions for a library (``install_namespace``: CuPy's, on a GPU), and is told
-when CuPy is first used (``on_first_use``). The backend itself reads no switch and imports
-nothing above it.
+A faster tier (``minitransformer/fast``, above the ops) is told when CuPy is first used
+(``on_first_use``) and may then hand back a leaner namespace of the same functions for it.
+The backend itself reads no switch and imports nothing above it.
 """
 
 from __future__ import annotations
@@ -63,7 +62,7 @@ def _sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
     return np.sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
-def numpy_namespace() -> Any:
+def _numpy_namespace() -> Any:
     """NumPy's namespace as the ops get it: NumPy's functions, ``matmul`` with the host's
     thread policy (``host.matmul``), ``reshape`` and ``sum`` in one call. A new module
     object: NumPy itself is not modified. Older NumPy (< 2.1) goes through
@@ -81,23 +80,9 @@ def numpy_namespace() -> Any:
     return ns
 
 
-_numpy_ns: Any = numpy_namespace()  # what namespace() gives for NumPy arrays
+_numpy_ns: Any = _numpy_namespace()  # what namespace() gives for NumPy arrays
 _cupy_ns: Any = None  # CuPy's, chosen when CuPy is first used
 _first_use: list[Callable[[Any], Any]] = []  # told when CuPy is first used (on_first_use)
-
-
-def install_namespace(library: str, ns: Any | None) -> Any:
-    """Serve ``ns`` as the namespace of ``library`` ("numpy" or "cupy") from now on; None:
-    the plain one again (for CuPy: chosen anew at its next use). Returns the namespace it
-    replaces. The fast tier installs its leaner namespaces (the same functions) this way."""
-    global _numpy_ns, _cupy_ns
-    if library == "numpy":
-        old, _numpy_ns = _numpy_ns, ns if ns is not None else numpy_namespace()
-        return old
-    if library == "cupy":
-        old, _cupy_ns = _cupy_ns, ns
-        return old
-    raise ValueError(f"install_namespace: library must be 'numpy' or 'cupy', got {library!r}")
 
 
 def on_first_use(hook: Callable[[Any], Any]) -> None:

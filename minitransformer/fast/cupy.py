@@ -359,9 +359,13 @@ class DropoutAdd(_DropoutAdd):
         return grad, cupy_step.dropout_backward(grad, ctx.keys, ctx.scale)
 
 
-def clip_flat(grad: Array, max_norm: float) -> Array:
-    """Twin of ``optim.clip.clip_flat``: the norm in two launches, the scaling in a third,
-    no host read (``cupy_step.grad_norm`` / ``clip_grad_norm``)."""
+def clip_flat(grads: list[Array], max_norm: float) -> Array:
+    """Twin of ``optim.clip.clip_flat`` for one flat buffer (the usual: one dtype): the norm
+    in two launches, the scaling in a third, no host read (``cupy_step.grad_norm`` /
+    ``clip_grad_norm``). Buffers of several dtypes take the reference."""
+    if len(grads) != 1:
+        return _clip_flat(grads, max_norm)
+    (grad,) = grads
     if max_norm == math.inf:
         return cupy_step.grad_norm(grad)
     return cupy_step.clip_grad_norm(grad, max_norm)

@@ -41,13 +41,16 @@ def clip_coefficient(total: Array, max_norm: float) -> Array:
     return xp.where(xp.isfinite(total), coef, xp.ones_like(coef))
 
 
-def clip_flat(grad: Array, max_norm: float) -> Array:
-    """The norm of one flat gradient buffer ``grad`` (n,), as a 0-d array on its device,
-    and, unless ``max_norm`` is inf, ``grad`` scaled in place by ``clip_coefficient``: what
-    ``Optimizer.clip_grad_norm`` does to an optimizer's single buffer."""
-    total = total_norm([grad])
+def clip_flat(grads: list[Array], max_norm: float) -> Array:
+    """The total norm of an optimizer's flat gradient buffers ``grads`` (one per dtype, on
+    one device), as a 0-d array there, and, unless ``max_norm`` is inf, every buffer scaled
+    in place by ``clip_coefficient``: what ``Optimizer.clip_grad_norm`` does."""
+    total = total_norm(grads)
     if max_norm != math.inf:
-        grad *= backend.namespace(grad).astype(clip_coefficient(total, max_norm), grad.dtype)
+        coef = clip_coefficient(total, max_norm)
+        xp = backend.namespace(total)
+        for grad in grads:
+            grad *= xp.astype(coef, grad.dtype)
     return total
 
 

@@ -54,7 +54,7 @@ from .. import backend
 from ..errors import ConfigError, DeviceError, ShapeError
 from ..function import implementation
 from ..tensor import Tensor
-from .clip import clip_coefficient, clip_flat, total_norm
+from .clip import clip_flat
 from .flatbuffer import FlatGroup
 from .hyperparameters import check_number
 
@@ -216,25 +216,16 @@ class Optimizer:
 
     def _norm_and_clip(self, max_norm: float) -> Array:
         """The total norm of the gathered gradients (0-d, on their device); unless
-        ``max_norm`` is inf, the gradients scaled by ``clip_coefficient`` (clip.py's math;
-        one flat buffer: ``clip_flat``, or its fused twin on a GPU)."""
+        ``max_norm`` is inf, the gradients scaled by ``clip_coefficient`` (clip.py's
+        ``clip_flat``, or its fused twin on a GPU)."""
         devices = {g.device for g in self.groups}
         if len(devices) > 1:
             raise DeviceError(
                 f"{type(self).__name__}: parameters on several devices {sorted(devices)}; "
                 "one optimizer serves the parameters of one device"
             )
-        if len(self.groups) == 1:
-            grad = self.groups[0].grad
-            return implementation(clip_flat, grad)(grad, max_norm)
-        total = total_norm([g.grad for g in self.groups])
-        if max_norm == math.inf:
-            return total
-        coef = clip_coefficient(total, max_norm)
-        xp = self.groups[0].xp
-        for g in self.groups:
-            g.grad *= xp.astype(coef, g.grad.dtype)
-        return total
+        grads = [g.grad for g in self.groups]
+        return implementation(clip_flat, grads[0])(grads, max_norm)
 
     # ------------------------------------------------------------------ the step
     def step(self, apply_if: Any = None) -> None:
