@@ -522,3 +522,17 @@ def test_step_ok_is_the_finite_check_of_loss_and_norm_and_every_step_before():
     bad_before = np.asarray(False)
     assert not bool(step_ok(np.asarray(f(1.0)), np.asarray(f(2.0)), bad_before))
     assert step_ok(np.asarray(f(1.0)), np.asarray(f(2.0)), np.asarray(True)).shape == ()
+
+
+def test_clip_grad_norm_over_parameters_of_two_dtypes():
+    """Two flat groups (float64 and float32): one total norm over both, both scaled."""
+    a = mt.tensor(np.ones(3), dtype="float64", requires_grad=True)
+    b = mt.tensor(np.ones(2), dtype="float32", requires_grad=True)
+    opt = Adam([a, b])
+    a.grad, b.grad = np.full(3, 3.0), np.full(2, 4.0, np.float32)
+    norm = opt.clip_grad_norm(1.0)
+    assert len(opt.groups) == 2 and float(norm) == pytest.approx(math.sqrt(27 + 32))
+    coef = 1.0 / (math.sqrt(59) + 1e-6)
+    np.testing.assert_allclose(a.grad, 3.0 * coef, rtol=1e-12)
+    np.testing.assert_allclose(b.grad, 4.0 * coef, rtol=1e-6)
+    assert b.grad.dtype == np.float32
