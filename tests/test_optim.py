@@ -533,6 +533,6 @@ def test_clip_grad_norm_over_parameters_of_two_dtypes():
     norm = opt.clip_grad_norm(1.0)
     assert len(opt.groups) == 2 and float(norm) == pytest.approx(math.sqrt(27 + 32))
     coef = 1.0 / (math.sqrt(59) + 1e-6)
-    np.testing.assert_allclose(a.grad, 3.0 * coef, rtol=1e-12)
+    np.testing.assert_allclose(a.grad, 3.0 * coef, rtol=1e-6)  # the float32 norm is in it
     np.testing.assert_allclose(b.grad, 4.0 * coef, rtol=1e-6)
     assert b.grad.dtype == np.float32
