@@ -18,7 +18,6 @@ import pytest
 from tiny_runs import KNOBS, SIZE
 
 from minitransformer import backend, checkpoint
-from minitransformer import functional as F
 from minitransformer.errors import CheckpointError, ConfigError, DeviceError, TrainingError
 from minitransformer.optim import Optimizer
 from minitransformer.train import TrainConfig, Trainer
@@ -199,11 +198,11 @@ def test_inf_loss_stops_before_the_update(tmp_path, monkeypatch):
     trainer.train_step(next(trainer.stream))
     trainer.step = 1
     before = weights(trainer)
-    real = F.cross_entropy
-    monkeypatch.setattr(F, "cross_entropy", lambda *a, **k: real(*a, **k) * math.inf)
+    real = trainer.model.loss
+    monkeypatch.setattr(trainer.model, "loss", lambda *a, **k: real(*a, **k) * math.inf)
     trainer.train_step(next(trainer.stream))  # decided on the device: no error yet
     trainer.step = 2
-    monkeypatch.setattr(F, "cross_entropy", real)
+    monkeypatch.setattr(trainer.model, "loss", real)
     trainer.train_step(next(trainer.stream))  # a good step after a bad one: not applied
     trainer.step = 3
     with pytest.raises(TrainingError, match=r"step 2: the loss is inf") as info:

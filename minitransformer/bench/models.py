@@ -42,6 +42,40 @@ def ours_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple[
     return step, host.blas_info()
 
 
+def ours_graph_step(cfg: Any, src: np.ndarray, tgt: np.ndarray,
+                    device: str) -> tuple[Callable, dict]:  # fmt: skip
+    """Our step as ``ours_step`` times it, replayed from a CUDA graph (fast/cuda_graph.py;
+    a GPU with the fast tier on): the ids are checked on the host and copied in, the loss
+    read back as ``.item()`` reads it."""
+    from ..fast.cuda_graph import GraphedSteps
+
+    if not device.startswith("cuda"):
+        raise ValueError("ours-graph needs --device cuda (CUDA graphs need a GPU)")
+    model = nn.Transformer(cfg, seed=0).to(device)
+    model.train()
+    opt = Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+
+    def body(src_: Any, tgt_in: Any, tgt_out: Any) -> tuple[Any]:
+        loss = model.loss(model(src_, tgt_in, checked=True), tgt_out, checked=True)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return (loss.data,)
+
+    steps = GraphedSteps(body, opt)
+    ids = (src, tgt[:, :-1], tgt[:, 1:])
+
+    def step() -> float:
+        (loss,) = steps(*ids)
+        return float(loss)  # waits for the step, as .item() does
+
+    for _ in range(steps.warmup + 1):  # the eager warm-up steps, then the capture
+        step()
+    if not steps.graphs:  # say why (CuPy's error), rather than time eager steps as a graph
+        raise RuntimeError(f"the step could not be captured: {steps.failed}")
+    return step, {**host.blas_info(), "graph": "fast.cuda_graph.GraphedSteps (whole step)"}
+
+
 def torch_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple[Callable, dict]:
     """One training step of the same model in PyTorch (eager) on ``device``."""
     import torch

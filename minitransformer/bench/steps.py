@@ -98,6 +98,7 @@ def run(
                 plan["torch1"] = ("torch1", device)
             if compare == "torch-graph":
                 plan["torch_graph"] = ("torch-graph", device)
+                plan["ours_graph"] = ("ours-graph", device)  # ours, replayed likewise
     elif compare is not None:
         raise ValueError(
             f"bench: --compare {compare!r} is not supported; use 'torch' or 'torch-graph'"
@@ -117,10 +118,11 @@ def run(
                     _Runner(impl, preset, dev) if in_process else _Remote(impl, preset, dev)
                 )
             except RuntimeError as err:
-                if name != "torch_graph":
+                if name not in ("torch_graph", "ours_graph"):
                     raise
-                graph_skipped = str(err)  # the floor is optional: say why it is missing
-                say(f"  torch-graph: skipped: {graph_skipped}")
+                why = f"{impl}: {err}"  # the graphs are optional: say why one is missing
+                graph_skipped = why if graph_skipped is None else f"{graph_skipped}; {why}"
+                say(f"  {impl}: skipped: {err}")
         impls = list(workers)
         rounds = rounds or max(2, min(8, int(seconds / 1.5)))
         per_round = seconds / (rounds * len(impls))
@@ -219,6 +221,11 @@ def run(
             ratios["ratio_ours_over_torch_graph"] = [
                 a / b for a, b in zip(ours, round_ms["torch_graph"], strict=True)
             ]
+            for name in ("torch", "torch_graph"):
+                if "ours_graph" in impls:
+                    ratios[f"ratio_ours_graph_over_{name}"] = [
+                        a / b for a, b in zip(round_ms["ours_graph"], round_ms[name], strict=True)
+                    ]
         report["memory_ratio_ours_over_torch"] = report["ours"]["peak_mb"] / max(
             report["torch"]["peak_mb"], 1e-9
         )
@@ -294,6 +301,12 @@ def format_report(r: dict[str, Any]) -> str:
         lines.append(
             "   ratio ours/(torch as one CUDA graph, the floor): "
             f"{_ratio(r, 'ratio_ours_over_torch_graph')}"
+        )
+    if "ratio_ours_graph_over_torch" in r:
+        lines.append(
+            f"   ours as one CUDA graph: {r['ours_graph']['ms_median']:.2f} ms; /torch eager "
+            f"{_ratio(r, 'ratio_ours_graph_over_torch')}; /torch as one CUDA graph "
+            f"{_ratio(r, 'ratio_ours_graph_over_torch_graph')}"
         )
     if "torch_graph_skipped" in r:
         lines.append(f"   torch-graph: skipped: {r['torch_graph_skipped']}")

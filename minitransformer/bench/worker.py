@@ -23,7 +23,7 @@ import numpy as np  # the fixed random batch and the GEMM ceiling's operands (ho
 
 from .. import backend, fast, host
 from .memory import memory_meter
-from .models import ours_step, torch_graph_step, torch_step
+from .models import ours_graph_step, ours_step, torch_graph_step, torch_step
 from .presets import PRESETS
 
 
@@ -50,7 +50,8 @@ class _Runner:
         ids = rng.integers(3, p.vocab, size=(p.batch, 2 * p.length + 1))  # no pad/bos/eos
         self.src, self.tgt = ids[:, : p.length], ids[:, p.length :]
         self.cfg = p.config()
-        build = {"torch": torch_step, "torch1": torch_step, "torch-graph": torch_graph_step}
+        build = {"torch": torch_step, "torch1": torch_step, "torch-graph": torch_graph_step,
+                 "ours-graph": ours_graph_step}  # fmt: skip
         build = build.get(impl, ours_step)
         self.step, self.threads = build(self.cfg, self.src, self.tgt, device)
 
@@ -161,7 +162,7 @@ def worker_main(impl: str, preset: str, device: str) -> int:
     sys.stdout = sys.stderr  # stray prints must not corrupt the protocol
     if impl.startswith("ours"):
         host.tune_host()  # as the CLI runs it (this worker owns its process)
-        if impl == "ours":
+        if impl in ("ours", "ours-graph"):
             fast.enable()  # the fast tier, as the CLI runs it
         else:  # "ours-ref": the reference ops, what a notebook runs (the default)
             fast.disable()

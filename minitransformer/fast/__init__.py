@@ -78,11 +78,14 @@ def _use_cupy(cupy_module: Any) -> Any:
         del TWINS[key]
     if _reference_depth or not cuda_kernels_enabled():
         return None
+    from . import cublas
     from . import cupy as cupy_twins
     from .cupy_namespace import lean_namespace
 
     TWINS.update({(ref, array_type): twin for ref, twin in cupy_twins.TWINS.items()})
-    return lean_namespace(cupy_module)
+    ns = lean_namespace(cupy_module)
+    ns.matmul = ns.linalg.matmul = cublas.bind(cupy_module)  # cuBLAS itself (fast/cublas.py)
+    return ns
 
 
 backend.on_first_use(_use_cupy)

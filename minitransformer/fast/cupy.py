@@ -334,7 +334,7 @@ class Dropout(_Dropout):
 
     @staticmethod
     def forward(ctx, x, p: float, generator):
-        ctx.scale, ctx.keys = 1.0 / (1.0 - p), generator.dropout_keys(p)
+        ctx.scale, ctx.keys = 1.0 / (1.0 - p), cupy_step.dropout_keys(generator, p)
         return cupy_step.dropout_forward(x, ctx.keys, ctx.scale)
 
     @staticmethod
@@ -349,7 +349,7 @@ class DropoutAdd(_DropoutAdd):
 
     @staticmethod
     def forward(ctx, r, x, p: float, generator):
-        ctx.scale, ctx.keys = 1.0 / (1.0 - p), generator.dropout_keys(p)
+        ctx.scale, ctx.keys = 1.0 / (1.0 - p), cupy_step.dropout_keys(generator, p)
         return cupy_step.dropout_add_forward(x, r, ctx.keys, ctx.scale)
 
     @staticmethod

@@ -70,20 +70,40 @@ def _true(like: Array) -> Array:
     return t
 
 
+# ----------------------------------------------------------------------------- capture
+# While fast/cuda_graph.py captures a step, ``recorder`` is its Recorder: the per-step values
+# a kernel would take by value (a dropout draw's keys, Adam's bias corrections), which a
+# graph would freeze, are then read from device slots that each replay refills.
+recorder: Any = None
+
+
+def dropout_keys(generator: Any, p: float) -> Any:
+    """The next draw of ``generator`` for dropout with probability p: the host triple
+    ``(k1, k2, threshold)`` (``Generator.dropout_keys``), or, while a step is captured, the
+    recorder's ``(slot, threshold)`` with the keys in a device slot."""
+    if recorder is None:
+        return generator.dropout_keys(p)
+    return recorder.dropout_keys(generator, p)
+
+
 # ----------------------------------------------------------------------------- dropout
 # keys = (k1, k2, threshold) from Generator.dropout_keys(p): element i (flat C order) is
 # kept when lowbias32(lowbias32(i ^ k1) ^ k2) >= threshold, exactly Generator.keep_mask.
+# Captured: keys = (slot, threshold), slot a device uint32 (2,) holding (k1, k2).
 
 
-def _dropout_launch(name: str, x: Array, r: Array | None, keys: tuple[int, int, int],
-                    scale: float) -> Array:  # fmt: skip
+def _dropout_launch(name: str, x: Array, r: Array | None, keys: tuple, scale: float) -> Array:
     """One launch of dropout.cu's ``name`` (dropout_apply or dropout_add) over x (and r)."""
     x = cp.ascontiguousarray(x)
     y = cp.empty(x.shape, dtype=x.dtype)
     n = x.size
-    k1, k2, threshold = keys
-    tail = (np.uint64(n), np.uint32(k1), np.uint32(k2), np.uint32(threshold),
-            x.dtype.type(scale))  # fmt: skip
+    if len(keys) == 3:
+        k1, k2, threshold = keys
+        draw: tuple = (np.uint32(k1), np.uint32(k2))
+    else:  # captured: the keys in a device slot
+        slot, threshold = keys
+        draw, name = (slot,), name + "_graph"
+    tail = (np.uint64(n), *draw, np.uint32(threshold), x.dtype.type(scale))
     args = (x, y) + tail if r is None else (x, cp.ascontiguousarray(r), y) + tail
     kernel = cuda_source.kernel_for("dropout.cu", name, x.dtype)
     kernel((elementwise_grid(n),), (BLOCK,), args)
@@ -123,8 +143,11 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     dtype and contiguous, as the optimizer holds them."""
     flag = _true(p) if ok is None else ok if ok.dtype == cp.bool_ else ok.astype(cp.bool_)
     scalars = adam_scalars(p.dtype, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, t=t)
+    name = "adam_update"
+    if recorder is not None:  # captured: the two per-step scalars from a device slot
+        scalars, name = (*scalars[:6], recorder.adam_slot(p.dtype)), "adam_update_graph"
     args = (p, g, m, v, np.uint64(p.size), flag, *scalars)
-    kernel = cuda_source.kernel_for("adam.cu", "adam_update", p.dtype)
+    kernel = cuda_source.kernel_for("adam.cu", name, p.dtype)
     kernel((elementwise_grid(p.size),), (BLOCK,), args)
 
 

@@ -38,8 +38,9 @@ def causal_mask(T: int, device: str = "cpu", offset: int = 0) -> backend.Array:
     T = checks.non_negative_int("causal_mask", "T", T, "T is the number of query positions")
     offset = checks.non_negative_int("causal_mask", "offset", offset, "positions decoded so far")
     S = offset + T
-    keys = backend.asarray(list(range(S)), dtype="int64", device=device)  # (S,)
-    xp = backend.namespace(keys)
+    device = backend.normalize_device(device)
+    xp = backend.namespace_for_device(device)
+    keys = xp.arange(S, dtype=xp.int64, device=backend.native_device(device))  # (S,), made there
     queries = keys[offset:]  # (T,) positions of the queries
     allowed = xp.reshape(keys, (1, S)) <= xp.reshape(queries, (T, 1))  # (T, S)
     return xp.reshape(allowed, (1, 1, T, S))  # (1, 1, T, S)

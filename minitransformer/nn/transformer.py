@@ -29,6 +29,7 @@ from .. import backend, checks
 from .. import functional as F
 from ..config import TransformerConfig
 from ..errors import ArgumentError
+from ..ops.loss import CrossEntropy
 from ..tensor import Tensor
 from .attention import KVCache, MultiHeadAttention, check_attention
 from .inputs import check_ids, check_memory
@@ -273,11 +274,13 @@ class Transformer(Module):
     # ------------------------------------------------------------------ the three passes
     # Each public pass checks the ids it is given (check_ids) once, then runs the private
     # pass, which trusts them.
-    def forward(self, src: Any, tgt_in: Any) -> Tensor:
-        """src (B, S), tgt_in (B, T) int ids -> logits (B, T, tgt_vocab)."""
-        cfg = self.cfg
-        src = check_ids("src", src, cfg.src_vocab, cfg.max_len, self.device)
-        tgt = check_ids("tgt_in", tgt_in, cfg.tgt_vocab, cfg.max_len, self.device)
+    def forward(self, src: Any, tgt_in: Any, *, checked: bool = False) -> Tensor:
+        """src (B, S), tgt_in (B, T) int ids -> logits (B, T, tgt_vocab). ``checked``: the
+        ids were checked on the host and are on the model's device (no read-back here)."""
+        cfg, tgt = self.cfg, tgt_in
+        if not checked:
+            src = check_ids("src", src, cfg.src_vocab, cfg.max_len, self.device)
+            tgt = check_ids("tgt_in", tgt_in, cfg.tgt_vocab, cfg.max_len, self.device)
         src_keep = padding_mask(src, cfg.pad_id)  # (B, 1, 1, S)
         return self._decode(tgt, self._encode(src, src_keep), src_keep)
 
@@ -364,8 +367,12 @@ class Transformer(Module):
         return write_marian(self, path, checks.flag("save_pretrained", "overwrite", overwrite))
 
     # ------------------------------------------------------------------ helpers
-    def loss(self, logits: Tensor, tgt_out: Any) -> Tensor:
-        """Label-smoothed cross-entropy (cfg.label_smoothing), ignoring padding targets."""
+    def loss(self, logits: Tensor, tgt_out: Any, *, checked: bool = False) -> Tensor:
+        """Label-smoothed cross-entropy (cfg.label_smoothing), ignoring padding targets.
+        ``checked``: as ``forward``'s (no read-back: a CUDA graph can hold the pass)."""
+        eps, pad = float(self.cfg.label_smoothing), self.cfg.pad_id
+        if checked:
+            return CrossEntropy.apply(logits, tgt_out, label_smoothing=eps, ignore_index=pad)
         return F.cross_entropy(
             logits,
             tgt_out,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 import os
 import signal
 import time
@@ -30,18 +29,17 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import backend, checkpoint, runs
-from .. import functional as F
 from ..config import TrainConfig, TransformerConfig
-from ..data.batching import Batch, BatchStream
+from ..data.batching import BatchStream
 from ..data.tasks import Task, make_task
 from ..errors import TrainingError
-from ..function import implementation
 from ..nn import Transformer
-from ..optim import Adam, NoamSchedule, step_ok
+from ..optim import Adam, NoamSchedule
 from . import evaluation, report, stopping
+from .step import TrainingStep
 
 
-class Trainer:
+class Trainer(TrainingStep):
     """Builds task, model, optimizer and schedule from a TrainConfig; runs and resumes."""
 
     def __init__(self, config: TrainConfig, task: Task | None = None):
@@ -78,88 +76,11 @@ class Trainer:
         self._finishing = False  # after the loop's last save: a signal stops at once
         self._pending: list[tuple[Any, Any]] = []  # (loss, grad norm) on the device, per step
         self._healthy: Any = None  # device flag: every step so far was finite
+        self._graphs: Any = None  # capture_steps(): the step replayed from CUDA graphs
         self.grad_hook: Any = None  # hook(flat gradient buffers, loss) after backward
         self.loss_scale = 1.0  # the loss is multiplied by this before backward
         self.world: Any = None  # distributed.World.attach: sharded batches, rank 0 writes
         self._agreed_stop: str | None = None  # the stop every rank agreed on (world only)
-
-    # ------------------------------------------------------------------ one step
-    def train_step(self, batch: Batch) -> Any:
-        """Forward, backward, clip, update; returns the loss (per non-pad target token) as a
-        0-d array on the device. Nothing in it waits for the device (no host read):
-
-        - the batch's token ids are checked on the host, where they are made, before upload;
-        - the loss and the gradient norm stay on the device until ``read_back()`` (at each
-          log line and before each checkpoint) turns them into numbers;
-        - the NaN/Inf guard is decided on the device: the update is applied only while
-          every step so far had a finite loss and gradient norm (``Optimizer.step(apply_if=
-          ...)``), so a bad step never changes the weights, and ``read_back()`` raises
-          TrainingError naming it.
-        """
-        if not self.model.training:
-            self.model.train()
-        logits = self.model(batch.src, batch.tgt_in)  # host ids: checked, then uploaded
-        loss = F.cross_entropy(
-            logits,
-            batch.tgt_out,
-            label_smoothing=self.cfg.label_smoothing,
-            ignore_index=self.model_cfg.pad_id,
-        )
-        if self.loss_scale != 1.0:
-            loss = loss * self.loss_scale
-        self.optimizer.zero_grad()
-        loss.backward()
-        grads = self.optimizer.gather_grads()
-        if self.grad_hook is not None:
-            self.grad_hook(grads, loss.data)
-        if self.cfg.clip_norm:
-            norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
-        else:
-            norm = self.optimizer.grad_norm()
-        ok = implementation(step_ok, norm)  # the math, or its fused twin on a GPU (fast/)
-        healthy = ok(loss.data, norm, self._healthy)  # finite now and at every step so far
-        self._healthy = healthy  # sticky: after a bad step no update is ever applied
-        self.optimizer.step(apply_if=healthy)  # the n-th update uses lr_at(n) ...
-        self.schedule.step()  # ... then the schedule sets the next step's lr
-        self._pending.append((loss.data, norm))
-        return loss.data
-
-    def read_back(self) -> list[float]:
-        """Bring the losses of the steps since the last read-back to the host (one sync) and
-        append them to ``self.losses``; raise TrainingError at the first step whose loss or
-        gradient norm was NaN/Inf (no update was applied from that step on)."""
-        pending, self._pending = self._pending, []
-        if not pending:
-            return []
-        xp = backend.namespace(pending[0][0])
-        pairs = backend.to_numpy(xp.stack([xp.stack([xp.reshape(a, ()) for a in pair])
-                                           for pair in pending]))  # fmt: skip
-        if self.world is not None:  # each rank holds its share n_r/n of the mean loss
-            pairs = pairs.astype("float64")
-            pairs[:, 0], self._agreed_stop = self.world.agree(pairs[:, 0], self._stop_requested)
-        first = self.step - len(pending) + 1  # the step number of pending[0]
-        values = []
-        for k, (value, norm) in enumerate(pairs.tolist()):
-            if not (math.isfinite(value) and math.isfinite(norm)):
-                self.losses.extend(values)
-                raise TrainingError(
-                    f"step {first + k}: the loss is {value} and the gradient norm {norm}; "
-                    f"no update was applied from that step on. {self._last_good()}"
-                )
-            values.append(float(value))
-        self.losses.extend(values)
-        return values
-
-    def _last_good(self) -> str:
-        """Where the run can go on from, for the message of a TrainingError."""
-        fix = "lower --lr, raise --warmup or set --clip-norm"
-        if self.checkpoint_step is None:
-            return f"No checkpoint was saved yet; {fix} and start again."
-        return (
-            f"The last good checkpoint, {self.out / checkpoint.CHECKPOINT_NAME} (step "
-            f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
-            f"{runs.resume_command(self.out, self.world and self.world.size)}"
-        )
 
     # ------------------------------------------------------------------ the loop
     def train(self, *, overwrite: bool = False) -> dict[str, Any]:

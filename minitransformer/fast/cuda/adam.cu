@@ -24,7 +24,11 @@
 // Launch: a 1-D grid-stride loop, 256 threads per block, grid = min(ceil(n / 256), 65536)
 // (fast/cupy_step.py). Each element is read and written once: memory-bound.
 //
-// kernels: adam_update_f32 adam_update_f64
+// In a captured CUDA graph (fast/cuda_graph.py) a value passed to a kernel is frozen into the
+// graph, so adam_update_graph_* read the two per-step scalars from device memory instead:
+// step[0] = -step_size, step[1] = bc2_sqrt, written there before each replay.
+//
+// kernels: adam_update_f32 adam_update_f64 adam_update_graph_f32 adam_update_graph_f64
 
 __device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
 __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
@@ -72,4 +76,23 @@ extern "C" __global__ void adam_update_f64(double* p, const double* g, double* m
                                            double bc2_sqrt) {
     adam_update<double>(p, g, m, v, n, ok, b1, one_minus_b1, b2, one_minus_b2, eps,
                         weight_decay, neg_step_size, bc2_sqrt);
+}
+
+extern "C" __global__ void adam_update_graph_f32(float* p, const float* g, float* m, float* v,
+                                                 unsigned long long n, const bool* ok,
+                                                 float b1, float one_minus_b1, float b2,
+                                                 float one_minus_b2, float eps,
+                                                 float weight_decay, const float* step) {
+    adam_update<float>(p, g, m, v, n, ok, b1, one_minus_b1, b2, one_minus_b2, eps,
+                       weight_decay, step[0], step[1]);
+}
+
+extern "C" __global__ void adam_update_graph_f64(double* p, const double* g, double* m,
+                                                 double* v, unsigned long long n,
+                                                 const bool* ok, double b1,
+                                                 double one_minus_b1, double b2,
+                                                 double one_minus_b2, double eps,
+                                                 double weight_decay, const double* step) {
+    adam_update<double>(p, g, m, v, n, ok, b1, one_minus_b1, b2, one_minus_b2, eps,
+                        weight_decay, step[0], step[1]);
 }

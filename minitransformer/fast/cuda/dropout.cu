@@ -26,7 +26,13 @@
 // (chosen in fast/cupy_step.py). n is 64-bit; past 2^32 elements the index i wraps
 // (i mod 2^32 is hashed), as the reference's uint32 arange does, so the bits still match.
 //
+// In a captured CUDA graph (fast/cuda_graph.py) a value passed to a kernel is frozen into the
+// graph (the same mask at every replay), so the *_graph_* kernels read the draw's two keys
+// from device memory, keys[0] = k1 and keys[1] = k2, written there before each replay.
+//
 // kernels: dropout_apply_f32 dropout_apply_f64 dropout_add_f32 dropout_add_f64
+// kernels: dropout_apply_graph_f32 dropout_apply_graph_f64
+// kernels: dropout_add_graph_f32 dropout_add_graph_f64
 
 __device__ __forceinline__ unsigned int lowbias32(unsigned int x) {
     x ^= x >> 16;
@@ -95,4 +101,32 @@ extern "C" __global__ void dropout_add_f64(const double* x, const double* r, dou
                                            unsigned int k2, unsigned int threshold,
                                            double scale) {
     dropout_add<double>(x, r, y, n, k1, k2, threshold, scale);
+}
+
+extern "C" __global__ void dropout_apply_graph_f32(const float* x, float* y,
+                                                   unsigned long long n,
+                                                   const unsigned int* keys,
+                                                   unsigned int threshold, float scale) {
+    dropout_apply<float>(x, y, n, keys[0], keys[1], threshold, scale);
+}
+
+extern "C" __global__ void dropout_apply_graph_f64(const double* x, double* y,
+                                                   unsigned long long n,
+                                                   const unsigned int* keys,
+                                                   unsigned int threshold, double scale) {
+    dropout_apply<double>(x, y, n, keys[0], keys[1], threshold, scale);
+}
+
+extern "C" __global__ void dropout_add_graph_f32(const float* x, const float* r, float* y,
+                                                 unsigned long long n,
+                                                 const unsigned int* keys,
+                                                 unsigned int threshold, float scale) {
+    dropout_add<float>(x, r, y, n, keys[0], keys[1], threshold, scale);
+}
+
+extern "C" __global__ void dropout_add_graph_f64(const double* x, const double* r, double* y,
+                                                 unsigned long long n,
+                                                 const unsigned int* keys,
+                                                 unsigned int threshold, double scale) {
+    dropout_add<double>(x, r, y, n, keys[0], keys[1], threshold, scale);
 }

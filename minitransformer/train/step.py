@@ -1,0 +1,153 @@
+"""One training step of ``Trainer`` (trainer.py): the batch's ids checked and uploaded, the
+device work (forward, loss, backward, clip, the guarded Adam update), the losses read back
+at log lines, and the step replayed from CUDA graphs (``capture_steps``, a GPU).
+
+A base class of ``Trainer``, apart so that each file holds one concept: this one is the step,
+trainer.py the loop around it (logging, checkpoints, signals, evaluation).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .. import backend, checkpoint, runs
+from ..data.batching import Batch
+from ..errors import TrainingError
+from ..function import implementation
+from ..nn.inputs import check_ids
+from ..optim import step_ok
+
+
+class TrainingStep:
+    """The step's methods; the attributes they use are made by ``Trainer.__init__``."""
+
+    cfg: Any
+    model: Any
+    model_cfg: Any
+    optimizer: Any
+    schedule: Any
+    world: Any
+    grad_hook: Any
+    loss_scale: float
+    step: int
+    losses: list[float]
+    out: Any
+    checkpoint_step: int | None
+    _pending: list
+    _healthy: Any
+    _graphs: Any
+
+    def train_step(self, batch: Batch) -> Any:
+        """Forward, backward, clip, update; returns the loss (per non-pad target token) as a
+        0-d array on the device. Nothing in it waits for the device (no host read):
+
+        - the batch's token ids are checked on the host, where they are made, then uploaded
+          (``_device_step`` trusts them);
+        - the loss and the gradient norm stay on the device until ``read_back()`` (at each
+          log line and before each checkpoint) turns them into numbers;
+        - the NaN/Inf guard is decided on the device: the update is applied only while
+          every step so far had a finite loss and gradient norm (``Optimizer.step(apply_if=
+          ...)``), so a bad step never changes the weights, and ``read_back()`` raises
+          TrainingError naming it.
+
+        After ``capture_steps()`` (a GPU), the device part is replayed from a CUDA graph.
+        """
+        if not self.model.training:
+            self.model.train()
+        cfg = self.model_cfg
+        ids = (
+            check_ids("src", batch.src, cfg.src_vocab, cfg.max_len, None),
+            check_ids("tgt_in", batch.tgt_in, cfg.tgt_vocab, cfg.max_len, None),
+            check_ids("tgt_out", batch.tgt_out, cfg.tgt_vocab, cfg.max_len, None),
+        )  # on the host, where the batch was made: free
+        if self._graphs is not None:
+            loss, norm = self._graphs(*(backend.to_numpy(a) for a in ids))
+        else:
+            loss, norm = self._device_step(*(backend.asarray(a, device=self.cfg.device)
+                                             for a in ids))  # fmt: skip
+        self.schedule.step()  # the n-th update used lr_at(n); the schedule sets the next
+        self._pending.append((loss, norm))
+        return loss
+
+    def _device_step(self, src: Any, tgt_in: Any, tgt_out: Any) -> tuple[Any, Any]:
+        """The step's device work on checked ids already on the device: (loss, norm)."""
+        loss = self.model.loss(self.model(src, tgt_in, checked=True), tgt_out, checked=True)
+        if self.loss_scale != 1.0:
+            loss = loss * self.loss_scale
+        self.optimizer.zero_grad()
+        loss.backward()
+        grads = self.optimizer.gather_grads()
+        if self.grad_hook is not None:
+            self.grad_hook(grads, loss.data)
+        if self.cfg.clip_norm:
+            norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
+        else:
+            norm = self.optimizer.grad_norm()
+        ok = implementation(step_ok, norm)  # the math, or its fused twin on a GPU (fast/)
+        healthy = ok(loss.data, norm, self._healthy)  # finite now and at every step so far
+        if self._graphs is not None:  # one flag the graphs read and write in place
+            self._healthy[...] = healthy
+            healthy = self._healthy
+        self._healthy = healthy  # sticky: after a bad step no update is ever applied
+        self.optimizer.step(apply_if=healthy)
+        return loss.data, norm
+
+    def capture_steps(self, warmup: int = 2, max_graphs: int = 16) -> Any:
+        """Replay each batch shape's training step from a CUDA graph, captured at its
+        ``warmup + 1``-th step (fast/cuda_graph.py): the step's Python runs once per shape,
+        not once per step. A GPU with the fast tier on (``MT_CUDA_KERNELS`` not 0), one
+        process (not data parallel), Adam. Returns the ``GraphedSteps`` (its ``failed``
+        says which shapes run eagerly, and why)."""
+        from ..fast import cuda_kernels_enabled
+        from ..fast.cuda_graph import GraphedSteps
+
+        if not self.cfg.device.startswith("cuda") or not cuda_kernels_enabled():
+            raise TrainingError(
+                "capture_steps: CUDA graphs need a GPU (--device cuda) with the fast tier on "
+                f"(MT_CUDA_KERNELS unset or 1); this run is on {self.cfg.device}"
+            )
+        if self.world is not None or self.grad_hook is not None:
+            raise TrainingError("capture_steps: a data-parallel step cannot be captured")
+        if self._healthy is None:
+            xp = backend.namespace_for_device(self.cfg.device)
+            self._healthy = xp.ones((), dtype=xp.bool)
+        self._graphs = GraphedSteps(self._device_step, self.optimizer, warmup, max_graphs)
+        return self._graphs
+
+    def read_back(self) -> list[float]:
+        """Bring the losses of the steps since the last read-back to the host (one sync) and
+        append them to ``self.losses``; raise TrainingError at the first step whose loss or
+        gradient norm was NaN/Inf (no update was applied from that step on)."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return []
+        xp = backend.namespace(pending[0][0])
+        pairs = backend.to_numpy(xp.stack([xp.stack([xp.reshape(a, ()) for a in pair])
+                                           for pair in pending]))  # fmt: skip
+        if self.world is not None:  # each rank holds its share n_r/n of the mean loss
+            pairs = pairs.astype("float64")
+            pairs[:, 0], self._agreed_stop = self.world.agree(pairs[:, 0], self._stop_requested)
+        first = self.step - len(pending) + 1  # the step number of pending[0]
+        values = []
+        for k, (value, norm) in enumerate(pairs.tolist()):
+            if not (math.isfinite(value) and math.isfinite(norm)):
+                self.losses.extend(values)
+                raise TrainingError(
+                    f"step {first + k}: the loss is {value} and the gradient norm {norm}; "
+                    f"no update was applied from that step on. {self._last_good()}"
+                )
+            values.append(float(value))
+        self.losses.extend(values)
+        return values
+
+    def _last_good(self) -> str:
+        """Where the run can go on from, for the message of a TrainingError."""
+        fix = "lower --lr, raise --warmup or set --clip-norm"
+        if self.checkpoint_step is None:
+            return f"No checkpoint was saved yet; {fix} and start again."
+        return (
+            f"The last good checkpoint, {self.out / checkpoint.CHECKPOINT_NAME} (step "
+            f"{self.checkpoint_step}), is intact; {fix}, or resume with: "
+            f"{runs.resume_command(self.out, self.world and self.world.size)}"
+        )
