@@ -81,6 +81,13 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         trainer = Trainer(TrainConfig(task=args.task, **given))
     if world is not None:
         world.attach(trainer)
+    if args.cuda_graph:
+        if not trainer.cfg.device.startswith("cuda") or world is not None:
+            subparser(parser, "train").error(
+                f"--cuda-graph needs one process on a GPU (--device cuda); this run is on "
+                f"{trainer.cfg.device}" + (" and data-parallel" if world is not None else "")
+            )
+        trainer.capture_steps()  # MT_CUDA_KERNELS=0 (no fast tier on the GPU): one line
     if world is None or world.is_writer:
         print(trainer.task.summary(), file=sys.stderr)
         print(
@@ -88,7 +95,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             f"parameters, device {trainer.cfg.device}; ops: "
             f"{fast.describe(backend.normalize_device(trainer.cfg.device))}"
             + (f", resuming at step {trainer.step}" if args.resume else "")
-            + (f", data-parallel over {world.size} ranks" if world is not None else ""),
+            + (f", data-parallel over {world.size} ranks" if world is not None else "")
+            + (", each step replayed from a CUDA graph" if args.cuda_graph else ""),
             file=sys.stderr,
             flush=True,
         )

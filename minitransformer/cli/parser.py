@@ -180,6 +180,12 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     train.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
     train.add_argument("--no-plots", action="store_true", help="skip plots/*.png at the end")
     train.add_argument(
+        "--cuda-graph", action="store_true",
+        help="on a GPU: capture each batch shape's training step once as a CUDA graph and "
+        "replay it (one launch a step; the same numbers; fast/cuda_graph.py); give it again "
+        "with --resume",
+    )  # fmt: skip
+    train.add_argument(
         "--data-parallel", action="store_true",
         help="one model, the batch split across MPI ranks: mpiexec -n N minitransformer train "
         "TASK --data-parallel (needs: pip install -e '.[mpi]')",

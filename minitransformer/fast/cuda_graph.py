@@ -64,14 +64,12 @@ class Recorder:
         return offset
 
     def dropout_keys(self, generator: Any, p: float) -> tuple[Any, int]:
-        import cupy as cp
-
         first = self._first.setdefault(id(generator), generator.counter)
         k1_k2_threshold = generator.dropout_keys(p)  # advances the counter, as eagerly
         offset = self._slot(8)
         self.draws.append((generator, generator.counter - 1 - first))
         self.dropout.append(offset)
-        return self.buf[offset : offset + 8].view(cp.uint32), k1_k2_threshold[2]
+        return self.buf[offset : offset + 8].view(np.uint32), k1_k2_threshold[2]
 
     def adam_slot(self, dtype: Any) -> Any:
         dtype = np.dtype(dtype)
@@ -133,6 +131,15 @@ class GraphedSteps:
         return self._replay(g, ids)
 
     def _replay(self, g: _Graph, ids: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
+        self._fill(g, ids)
+        g.device[: g.recorder.used].set(g.host[: g.recorder.used])  # one copy to the GPU
+        g.graph.launch()
+        self.replays += 1
+        return tuple(out.copy() for out in g.outputs)
+
+    def _fill(self, g: _Graph, ids: tuple[np.ndarray, ...]) -> None:
+        """Write this step's ids and per-step values into ``g.host`` and advance the host-side
+        counters (the optimizer's, the generators') as the eager step would."""
         opt, host, rec = self.optimizer, g.host, g.recorder
         for (offset, nbytes), a in zip(g.ids, ids, strict=True):
             host[offset : offset + nbytes] = a.reshape(-1).view(np.uint8)
@@ -152,10 +159,6 @@ class GraphedSteps:
             host[offset : offset + 8] = np.array([k1, k2], np.uint32).view(np.uint8)
         for gen, base in counters.values():
             gen.counter = base + sum(1 for other, _ in rec.draws if other is gen)
-        g.device[: rec.used].set(host[: rec.used])
-        g.graph.launch()
-        self.replays += 1
-        return tuple(out.copy() for out in g.outputs)
 
     # ------------------------------------------------------------------ capture
     def _capture(self, key: tuple, ids: tuple[np.ndarray, ...]) -> _Graph | None:
