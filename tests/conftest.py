@@ -102,3 +102,14 @@ def make(device):
         return mt.tensor(np.asarray(data), dtype=dtype, device=device, requires_grad=requires_grad)
 
     return _make
+
+
+@pytest.fixture(autouse=True)
+def _reference_after_each_test():
+    """The CLI switches the fast tier on for its process (``main`` in-process does so for
+    the test's process): switch it off again, so the next test gets the library's default."""
+    yield
+    from minitransformer import fast
+
+    if fast.enabled():
+        fast.disable()
