@@ -60,6 +60,7 @@ class Context:
         self.needs_input_grad = needs_input_grad
         self.saved: tuple = ()
         self.parents: tuple = ()
+        self.grad_out: tuple | None = None  # writes_grads: where each input's gradient may go
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved = arrays
@@ -74,6 +75,11 @@ class Function:
     """
 
     fresh_grads = False
+    # ``writes_grads = True``: before ``backward`` the engine sets ``ctx.grad_out``, one entry
+    # per input: the gradient buffer of a leaf (a parameter) whose first gradient this is
+    # (the optimizer's flat buffer, ``Tensor.set_grad_buffer``), else None. backward may
+    # write that input's gradient there and return the buffer itself: no copy follows.
+    writes_grads = False
 
     @staticmethod
     def forward(ctx: Context, *args: Any, **params: Any) -> Any:

@@ -170,6 +170,13 @@ class Tensor:
                 node._accumulate(g, node in owned and ctx is None)  # added into in place
             if ctx is None:
                 continue
+            if ctx.fn.writes_grads:  # offer each leaf's buffer for its first gradient
+                ctx.grad_out = tuple([
+                    p._grad_buffer
+                    if p is not None and p._ctx is None and p.grad is None and p not in grads
+                    else None
+                    for p in ctx.parents
+                ])  # fmt: skip
             in_grads = ctx.fn.backward(ctx, g)
             if type(in_grads) is not tuple:
                 in_grads = (in_grads,)
@@ -194,6 +201,9 @@ class Tensor:
     def _accumulate(self, g: Any, owned: bool) -> None:
         if self.grad is None:
             buf = self._grad_buffer
+            if g is buf:  # written there by the op's backward (Function.writes_grads)
+                self.grad, self._grad_owned = buf, True
+                return
             if type(buf) is type(g) and (buf.dtype, buf.device) == (g.dtype, g.device):
                 buf[...] = g  # straight into the gradient buffer; g is freed now
                 self.grad, self._grad_owned = buf, True

@@ -240,14 +240,15 @@ def _handle(cp: Any) -> Any:
     return entry[0]
 
 
-def matmul(a: Any, b: Any, cp: Any = None) -> Any:
+def matmul(a: Any, b: Any, cp: Any = None, out: Any = None) -> Any:
     """a @ b for CuPy arrays (NumPy's matmul semantics: batch axes broadcast), by one cuBLAS
-    call (float32, float64); other dtypes and empty axes go to ``cupy.matmul``."""
+    call (float32, float64); other dtypes and empty axes go to ``cupy.matmul``. ``out``: a
+    C-contiguous array of the result's shape and dtype to write into (else a new one)."""
     if cp is None:
         import cupy as cp
     dt = a.dtype
     if dt != b.dtype or dt not in _DTYPES:
-        return cp.matmul(a, b)
+        return cp.matmul(a, b, out=out)
     item = dt.itemsize
     for _ in range(3):  # at most: a made contiguous, b made contiguous
         p = plan(a.shape, tuple(s // item for s in a.strides), b.shape,
@@ -259,8 +260,11 @@ def matmul(a: Any, b: Any, cp: Any = None) -> Any:
         else:
             break
     if not isinstance(p, dict):
-        return cp.matmul(a, b)
-    out = cp.empty(p["out_shape"], dtype=dt)
+        return cp.matmul(a, b, out=out)
+    if out is None:
+        out = cp.empty(p["out_shape"], dtype=dt)
+    elif out.shape != p["out_shape"] or out.dtype != dt or not out.flags.c_contiguous:
+        raise ValueError(f"matmul: out must be C-contiguous {p['out_shape']} {dt}")
     h = _handle(cp)
     lib = _LIB
     one, zero = ctypes.byref(lib.one[dt]), ctypes.byref(lib.zero[dt])

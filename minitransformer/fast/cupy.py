@@ -38,7 +38,7 @@ from ..ops.softmax import Softmax as _Softmax
 from ..optim.adam import adam_update as _adam_update
 from ..optim.clip import clip_flat as _clip_flat
 from ..optim.clip import step_ok as _step_ok
-from . import cuda_source, cupy_step
+from . import cuda_source, cupy_grads, cupy_step
 from .rows import CrossEntropyRows, LayerNormRows
 
 try:
@@ -301,13 +301,16 @@ class CrossEntropy(CrossEntropyRows):
 
 class ScaledDotProductAttention(_Attention):
     """Twin of ``ops.attention.ScaledDotProductAttention``: the masked softmax of the scores
-    and its backward are one launch each (the scale applied inside: q k^T and dS unscaled)."""
+    and its backward are one launch each (the scale applied inside: q k^T and dS unscaled).
+    q, k, v (the heads, permuted views) and the incoming gradient are made contiguous once:
+    cuBLAS reads a batch of matrices at one stride, so each product would copy them again."""
 
     dtypes = DTYPES
 
     @staticmethod
     def forward(ctx, q, k, v, mask=None):
         xp, scale = ctx.xp, 1.0 / math.sqrt(q.shape[-1])
+        q, k, v = (cp.ascontiguousarray(a) for a in (q, k, v))  # no copy when they are
         p = attention_softmax_forward(xp.matmul(q, k.mT), mask, scale)  # (..., T, S)
         ctx.save_for_backward(q, k, v)
         ctx.probs, ctx.scale = p, scale
@@ -316,6 +319,7 @@ class ScaledDotProductAttention(_Attention):
     @staticmethod
     def backward(ctx, grad):
         xp, (q, k, v) = ctx.xp, ctx.saved
+        grad = cp.ascontiguousarray(grad)
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
         dq = dk = None
         dv = xp.matmul(ctx.probs.mT, grad) if need_v else None
@@ -375,6 +379,7 @@ clip_flat.dtypes = cupy_step.adam_update.dtypes = cupy_step.step_ok.dtypes = DTY
 
 # reference -> twin: what ``fast`` registers for cupy.ndarray when CuPy is first used
 TWINS = {
+    cupy_grads._Linear: cupy_grads.Linear,
     _LayerNorm: LayerNorm,
     _Softmax: Softmax,
     _LogSoftmax: LogSoftmax,

@@ -66,6 +66,7 @@ class FlatGroup:
         for p, gv in zip(params, self.grad_views, strict=True):
             p.set_grad_buffer(gv)  # backward writes a fresh gradient straight into its view
         self.state: dict[str, Array] = {}  # name -> (n,) array, made on first use
+        self.state_views: dict[str, list[Array]] = {}  # name -> its per-parameter views
 
     def slices(self, flat: Array) -> list[Array]:
         """One view per parameter into the flat array ``flat`` (n,), in parameter shapes."""

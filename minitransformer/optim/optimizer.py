@@ -143,7 +143,7 @@ class Optimizer:
                 if all(a is None for a in old):
                     continue
                 flat = group.state[name] = group.xp.zeros_like(group.data)
-                views = group.slices(flat)
+                views = group.state_views[name] = group.slices(flat)
                 for j, (i, a) in enumerate(zip(indices, old, strict=True)):
                     if a is None:
                         continue
@@ -174,13 +174,17 @@ class Optimizer:
         return flat
 
     def _state_views(self, gi: int, j: int) -> dict[str, Array]:
-        """Parameter j of group gi: its state views (made and recorded on first use)."""
+        """Parameter j of group gi: its state views (recorded on first use; every
+        parameter's views of a flat state are made in one pass, once per layout)."""
         group, i = self.groups[gi], self._members[gi][j]
         out = {}
         for name in self.state_names:
             a = self.state[name][i]
             if a is None:
-                a = self.state[name][i] = group.slices(self._flat_state(gi, name))[j]
+                views = group.state_views.get(name)
+                if views is None:
+                    views = group.state_views[name] = group.slices(self._flat_state(gi, name))
+                a = self.state[name][i] = views[j]
             out[name] = a
         return out
 

@@ -320,7 +320,8 @@ def test_the_cupy_twins_replace_their_references_and_import_without_cupy():
     for ref, twin in kc.TWINS.items():
         assert twin.dtypes == kc.DTYPES == frozenset(cuda_source.SUFFIX), twin
         if isinstance(ref, type):
-            assert issubclass(twin, ref) and twin.__module__ == kc.__name__, twin
+            assert issubclass(twin, ref), twin
+            assert twin.__module__ in (kc.__name__, "minitransformer.fast.cupy_grads"), twin
         else:
             assert callable(twin) and twin.__name__ == ref.__name__, twin
     for name in ("layer_norm_forward", "layer_norm_backward", "softmax", "log_softmax",
