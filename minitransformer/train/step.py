@@ -11,12 +11,29 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
+
 from .. import backend, checkpoint, runs
 from ..data.batching import Batch
 from ..errors import TrainingError
 from ..function import implementation
 from ..nn.inputs import check_ids
 from ..optim import step_ok
+
+BUCKET = 16  # with CUDA graphs, batches are padded to a multiple of this length
+
+
+def bucketed(ids: tuple[Any, Any, Any], pad_id: int, max_len: int) -> tuple[Any, Any, Any]:
+    """(src (B, S), tgt_in (B, T), tgt_out (B, T)) host ids padded on the right with
+    ``pad_id`` to one length L, max(S, T) rounded up to a multiple of BUCKET (at most
+    max_len), so that a run has a few batch shapes and each shape's captured step is
+    replayed. The loss and the gradients are those of the unpadded batch: padded source
+    keys are masked, padded targets ignored, and no real position attends to a later one."""
+    S, T = ids[0].shape[1], ids[1].shape[1]
+    L = min(max_len, -(-max(S, T) // BUCKET) * BUCKET)
+    return tuple(  # type: ignore[return-value]
+        np.pad(a, ((0, 0), (0, L - a.shape[1])), constant_values=pad_id) for a in ids
+    )
 
 
 class TrainingStep:
@@ -61,7 +78,8 @@ class TrainingStep:
             check_ids("tgt_in", batch.tgt_in, cfg.tgt_vocab, cfg.max_len, None),
             check_ids("tgt_out", batch.tgt_out, cfg.tgt_vocab, cfg.max_len, None),
         )  # on the host, where the batch was made: free
-        if self._graphs is not None:
+        if self._graphs is not None:  # a few shapes, so that each shape's graph is replayed
+            ids = bucketed(ids, cfg.pad_id, cfg.max_len)
             loss, norm = self._graphs(*(backend.to_numpy(a) for a in ids))
         else:
             loss, norm = self._device_step(*(backend.asarray(a, device=self.cfg.device)

@@ -87,3 +87,33 @@ def test_capture_steps_needs_a_gpu(tmp_path):
     trainer = Trainer(TrainConfig(task="copy", steps=2, out=str(tmp_path / "r"), progress=False))
     with pytest.raises(TrainingError, match="need a GPU"):
         trainer.capture_steps()
+
+
+def test_bucketed_batches_give_the_unpadded_loss_and_gradients(tmp_path):
+    """With CUDA graphs a batch is padded to a multiple of BUCKET (a few shapes): padded
+    source keys are masked and padded targets ignored, so nothing changes but the shape."""
+    from minitransformer.config import TrainConfig
+    from minitransformer.train import Trainer
+    from minitransformer.train.step import BUCKET, bucketed
+
+    trainer = Trainer(TrainConfig(task="copy", steps=2, dropout=0.0, out=str(tmp_path / "r"),
+                                  progress=False))  # fmt: skip
+    model, cfg = trainer.model, trainer.model_cfg
+    batch = next(trainer.stream)
+    ids = (batch.src, batch.tgt_in, batch.tgt_out)
+    padded = bucketed(ids, cfg.pad_id, cfg.max_len)
+    L = padded[0].shape[1]
+    assert L % BUCKET == 0 or L == cfg.max_len
+    assert L > batch.src.shape[1] and L > batch.tgt_in.shape[1]  # something was padded
+    assert all(p.shape == (a.shape[0], L) for p, a in zip(padded, ids, strict=True))
+    results = []
+    for src, tgt_in, tgt_out in (ids, padded):
+        for p in model.parameters():
+            p.grad = None
+        loss = model.loss(model(src, tgt_in), tgt_out)
+        loss.backward()
+        results.append((float(loss.item()), [np.array(p.grad) for p in model.parameters()]))
+    (l0, g0), (l1, g1) = results
+    np.testing.assert_allclose(l1, l0, rtol=1e-6)
+    for a, b in zip(g0, g1, strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
