@@ -221,7 +221,9 @@ def _full_result() -> dict:
         return {"status": "ok", "reason": None, "ours_ms": 1.0, "torch_ms": 1.0 / value,
                 "torch_graph_ms": 0.5, "ratio_ours_over_torch": value,
                 "ratio_ours_over_torch_range": [value - 0.1, value + 0.1],
-                "ratio_ours_over_torch_graph": 2 * value, "warnings": []}  # fmt: skip
+                "ratio_ours_over_torch_graph": 2 * value, "ours_graph_ms": 0.55,
+                "ratio_ours_graph_over_torch": value / 4,
+                "ratio_ours_graph_over_torch_graph": 1.1, "warnings": []}  # fmt: skip
 
     def ok(**kw) -> dict:
         return {"status": "ok", "reason": None, **kw}
@@ -257,6 +259,9 @@ def test_targets_are_judged_right_on_a_full_result():
     assert status["stretch: ours / PyTorch eager ≤ 0.7 at tiny, small and base"][0] == "fail"
     floor = status["ours / PyTorch as one CUDA graph (the floor)"]
     assert floor == ("reported", "tiny 1.60x, small 2.40x, base 1.20x, base-64x64 1.00x")
+    graphed = status["ours as one CUDA graph (--cuda-graph) / PyTorch eager ≤ 0.7"]
+    assert graphed == ("pass", "tiny 0.20x (/PyTorch's graph 1.10x), small 0.30x (/PyTorch's "
+                       "graph 1.10x), base 0.15x (/PyTorch's graph 1.10x)")  # fmt: skip
     copy = status["train copy: more tokens/s on cuda than on this machine's CPU"]
     assert copy == ("pass", "4,000 vs 1,000 tok/s = 4.00x; before 0.50x")
     assert status["train translate-en-es: more tokens/s on cuda than on this machine's CPU"][
@@ -280,7 +285,7 @@ def test_the_report_renders_a_full_result():
         "| ours / PyTorch eager ≤ 1.0 at small | 1.20x (rounds 1.10-1.30); before 1.80x | fail |"
         in md
     )
-    assert "| tiny/after | ok | 1.00 | 1.25 | 0.50 | 0.80x | 1.60x | — |" in md
+    assert "| tiny/after | ok | 1.00 | 1.25 | 0.50 | 0.80x | 1.60x | 0.55 | 0.20x | — |" in md
     assert "| copy/cuda/after | ok | 4,000 | — |" in md
     assert "- bench base-64x64/before: did not fit in the time budget" in md
     assert result["skipped"] == ["bench base-64x64/before: did not fit in the time budget"]

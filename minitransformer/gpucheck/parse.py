@@ -65,11 +65,12 @@ def bench_figures(results: dict[str, Any], preset: str) -> dict[str, Any]:
     each implementation, the ratios with their ranges over rounds, the warnings."""
     r = results["presets"][preset]
     out: dict[str, Any] = {"rounds": r.get("rounds"), "warnings": r.get("warnings", [])}
-    for impl in ("ours", "torch", "torch_graph"):
+    for impl in ("ours", "torch", "torch_graph", "ours_graph"):
         if impl in r:
             out[f"{impl}_ms"] = r[impl]["ms_median"]
             out[f"{impl}_tokens_per_s"] = r[impl]["tokens_per_s"]
-    for ratio in ("ratio_ours_over_torch", "ratio_ours_over_torch_graph"):
+    for ratio in ("ratio_ours_over_torch", "ratio_ours_over_torch_graph",
+                  "ratio_ours_graph_over_torch", "ratio_ours_graph_over_torch_graph"):  # fmt: skip
         if ratio in r:
             out[ratio] = r[ratio]
             out[ratio + "_range"] = r[ratio + "_range"]

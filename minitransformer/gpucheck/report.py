@@ -52,9 +52,10 @@ def _bench(step: dict[str, Any]) -> list[str]:
     rows = []
     for key, r in step.get("runs", {}).items():
         if r["status"] != "ok":
-            rows.append([key, r["status"], *[None] * 5, r.get("reason")])
+            rows.append([key, r["status"], *[None] * 7, r.get("reason")])
             continue
         eager, graph = r.get("ratio_ours_over_torch"), r.get("ratio_ours_over_torch_graph")
+        ours_graph = r.get("ratio_ours_graph_over_torch")
         note = "; ".join(
             r.get("warnings", [])
             + [r[k] for k in ("compare_skipped", "torch_graph_skipped") if k in r]
@@ -68,6 +69,8 @@ def _bench(step: dict[str, Any]) -> list[str]:
                 r.get("torch_graph_ms"),
                 None if eager is None else f"{eager:.2f}x",
                 None if graph is None else f"{graph:.2f}x",
+                r.get("ours_graph_ms"),
+                None if ours_graph is None else f"{ours_graph:.2f}x",
                 note or None,
             ]
         )
@@ -79,6 +82,8 @@ def _bench(step: dict[str, Any]) -> list[str]:
         "PyTorch graph ms",
         "ours / eager",
         "ours / graph",
+        "ours as one graph ms (--cuda-graph)",
+        "ours as one graph / eager",
         "notes",
     ]
     return _table(head, rows)
