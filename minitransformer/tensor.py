@@ -20,6 +20,7 @@ stand on this module, so this module cannot import them (imports only run downwa
 
 from __future__ import annotations
 
+from heapq import heappop, heappush
 from typing import Any
 
 from . import backend
@@ -27,12 +28,14 @@ from .grad_mode import enable_grad, is_grad_enabled, no_grad
 
 __all__ = ["Tensor", "enable_grad", "is_grad_enabled", "no_grad", "tensor", "unbroadcast"]
 
+_created = 0  # tensors made so far in this process: each Tensor's ``_seq``
+
 
 class Tensor:
     """An array (NumPy, CuPy or strict) with an optional gradient. See the module doc."""
 
     __slots__ = ("data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned",
-                 "_freed", "_grad_buffer")  # fmt: skip
+                 "_freed", "_grad_buffer", "_seq")  # fmt: skip
     __array_priority__ = 1000  # numpy_scalar * tensor -> Tensor.__rmul__, not NumPy
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None, device=None):
@@ -51,13 +54,19 @@ class Tensor:
         self._grad_owned = False  # True: .grad is an array we alone hold (add into it)
         self._freed = False
         self._grad_buffer = None  # where the next fresh gradient goes (set_grad_buffer)
+        global _created
+        _created += 1
+        self._seq = _created  # made after every tensor it was computed from (backward's order)
 
     @classmethod
     def _wrap(cls, data: Any) -> Tensor:
         """A Tensor around an array an op just made (no checks, no copies)."""
+        global _created
         t = cls.__new__(cls)
         t.data, t.grad, t.requires_grad, t._ctx, t._grad_buffer = data, None, False, None, None
         t._retains_grad = t._grad_owned = t._freed = False
+        _created += 1
+        t._seq = _created
         return t
 
     # ------------------------------------------------------------------ properties
@@ -159,12 +168,20 @@ class Tensor:
         if tuple(grad.shape) != self.shape:
             raise ValueError(f"backward(): grad has shape {tuple(grad.shape)}, need {self.shape}")
 
-        grads = {self: grad}  # keyed by the Tensor itself (identity hash)
+        # Each tensor is made after the tensors it is computed from (``_seq`` counts them), so
+        # taking the pending tensor made last, every time, reaches a tensor only after all the
+        # tensors computed from it have passed their gradients on (a topological order).
+        grads = {self: grad}  # keyed by the Tensor itself (identity hash); pending gradients
         owned: set[Tensor] = set()  # gradients we made ourselves, safe to add into in place
-        for node in reversed(_topological_order(self)):
-            g = grads.pop(node, None)
-            if g is None:
-                continue
+        pending, pushed = [(-self._seq, 0, self)], 0  # a heap: the last made comes out first
+        while pending:
+            node = heappop(pending)[2]
+            g = grads.pop(node)
+            if node._freed:
+                raise RuntimeError(
+                    "backward(): part of this graph was already used by an earlier backward() "
+                    "and freed; pass retain_graph=True to the first backward() to reuse it"
+                )
             ctx = node._ctx
             if ctx is None or node._retains_grad:  # a retained (non-leaf) grad is never
                 node._accumulate(g, node in owned and ctx is None)  # added into in place
@@ -188,6 +205,8 @@ class Tensor:
                     pg = unbroadcast(ctx.xp, pg, parent.shape)
                 if parent not in grads:
                     grads[parent] = pg
+                    pushed += 1
+                    heappush(pending, (-parent._seq, pushed, parent))
                     if fresh:
                         owned.add(parent)
                 elif parent in owned:
@@ -233,34 +252,6 @@ def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:
     if stretched:
         grad = xp.sum(grad, axis=stretched, keepdims=True)
     return xp.reshape(grad, shape) if tuple(grad.shape) != tuple(shape) else grad
-
-
-def _topological_order(root: Tensor) -> list[Tensor]:
-    """Tensors reachable from ``root`` through ops, each after all of its inputs."""
-    order: list[Tensor] = []
-    visited: set[Tensor] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
-    push, pop, see, done = stack.append, stack.pop, visited.add, order.append
-    while stack:
-        node, inputs_done = pop()
-        if inputs_done:
-            done(node)
-            continue
-        if node in visited:
-            continue
-        if node._freed:
-            raise RuntimeError(
-                "backward(): part of this graph was already used by an earlier backward() "
-                "and freed; pass retain_graph=True to the first backward() to reuse it"
-            )
-        see(node)
-        push((node, True))
-        ctx = node._ctx
-        if ctx is not None:
-            for parent in ctx.parents:
-                if parent is not None and parent.requires_grad and parent not in visited:
-                    push((parent, False))
-    return order
 
 
 def tensor(data: Any, requires_grad: bool = False, dtype: Any = None, device: Any = None) -> Tensor:

@@ -25,12 +25,14 @@ process tuning (BLAS threads, malloc) are not here: see ``minitransformer/host.p
 
 from .arrays import (
     DTYPES,
+    FLOAT_DTYPES,
     all_finite,
     asarray,
     check_dtype,
     dtype_name,
     host_array_with_default_dtype,
     host_numbers,
+    is_float_dtype,
     move,
     numeric_data,
     resolve_dtype,
@@ -77,6 +79,8 @@ __all__ = [
     "device_of",
     "device_of_array_device",
     "dtype_name",
+    "FLOAT_DTYPES",
+    "is_float_dtype",
     "erf",
     "get_default_device",
     "host_array_with_default_dtype",

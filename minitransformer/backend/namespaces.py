@@ -55,6 +55,13 @@ def _reshape(x: Any, /, shape: tuple[int, ...], *, copy: bool | None = None) -> 
     return np.reshape(x, shape, copy=copy)
 
 
+def _permute_dims(x: Any, /, axes: tuple[int, ...]) -> Any:
+    """``numpy.permute_dims``: the ndarray method in one call (the function for other cases)."""
+    if type(x) is np.ndarray:
+        return x.transpose(axes)
+    return np.permute_dims(x, axes)
+
+
 def _sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Any:
     """``numpy.sum``: ``add.reduce`` (what numpy.sum runs for an ndarray) in one call."""
     if type(x) is np.ndarray:
@@ -64,7 +71,7 @@ def _sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
 
 def _numpy_namespace() -> Any:
     """NumPy's namespace as the ops get it: NumPy's functions, ``matmul`` with the host's
-    thread policy (``host.matmul``), ``reshape`` and ``sum`` in one call. A new module
+    thread policy (``host.matmul``), ``reshape``, ``sum`` and ``permute_dims`` in one call. A new module
     object: NumPy itself is not modified. Older NumPy (< 2.1) goes through
     ``array_api_compat``'s wrappers."""
     if np.lib.NumpyVersion(np.__version__) < "2.1.0":
@@ -75,7 +82,7 @@ def _numpy_namespace() -> Any:
     ns.__dict__.update(
         {k: v for k, v in vars(np).items() if k not in ("__getattr__", "__dir__", "__spec__")}
     )
-    ns.matmul, ns.reshape, ns.sum = host.matmul, _reshape, _sum
+    ns.matmul, ns.reshape, ns.sum, ns.permute_dims = host.matmul, _reshape, _sum, _permute_dims
     ns.__getattr__ = lambda name: getattr(np, name)  # names NumPy makes lazily (PEP 562)
     return ns
 

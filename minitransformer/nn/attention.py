@@ -124,23 +124,25 @@ class MultiHeadAttention(Module):
                 continue  # self-attention (or key is value): the same tensor, checked once
             if type(x) is not Tensor and not isinstance(x, Tensor):
                 raise not_a_tensor("MultiHeadAttention", name, x)
-            if not backend.dtype_name(x.dtype).startswith("float"):
+            xs, xd = x.data.shape, x.data.dtype  # attribute reads: no calls
+            if (type(xd), xd) not in backend.FLOAT_DTYPES and not backend.is_float_dtype(xd):
                 raise DTypeError(
-                    f"MultiHeadAttention: {name} has dtype {backend.dtype_name(x.dtype)}, need "
+                    f"MultiHeadAttention: {name} has dtype {backend.dtype_name(xd)}, need "
                     "a float dtype; embed token ids first (nn.Embedding), or use x.astype(...)"
                 )
-            if x.ndim != 3:
+            if len(xs) != 3:
                 raise ShapeError(
-                    f"MultiHeadAttention: {name} has shape {tuple(x.shape)}, expected 3 axes "
+                    f"MultiHeadAttention: {name} has shape {tuple(xs)}, expected 3 axes "
                     f"(B, L, d_model = {self.d_model}); add a batch axis with x[None]"
                 )
-            if x.shape[-1] != self.d_model:
+            if xs[-1] != self.d_model:
                 raise ShapeError(
-                    f"MultiHeadAttention: {name} has width {x.shape[-1]}, expected d_model = "
-                    f"{self.d_model} (shape {tuple(x.shape)}); project it to {self.d_model} "
+                    f"MultiHeadAttention: {name} has width {xs[-1]}, expected d_model = "
+                    f"{self.d_model} (shape {tuple(xs)}); project it to {self.d_model} "
                     "features or build the layer with that d_model"
                 )
-        if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
+        qs, ks, vs = query.data.shape, key.data.shape, value.data.shape
+        if ks[:2] != vs[:2] or ks[0] != qs[0]:
             raise ShapeError(
                 f"MultiHeadAttention: query {tuple(query.shape)}, key {tuple(key.shape)} and "
                 f"value {tuple(value.shape)} must share the batch size B, and key and value "
@@ -151,10 +153,12 @@ class MultiHeadAttention(Module):
         if not self.scale:  # the op divides by √d_k: pre-multiply so the logits are q kᵀ
             q = q * math.sqrt(self.d_k)
         k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
-        B, H, T, _ = q.shape
-        if k.shape[2] == 0:  # no keys: nothing to attend to (the op would reduce over none)
+        B, H, T, _ = q.data.shape
+        S = k.data.shape[2]
+        if S == 0:  # no keys: nothing to attend to (the op would reduce over none)
             check_sizes("MultiHeadAttention", self.d_k, 0)
-        mask = check_mask(mask, (B, H, T, k.shape[2]), query.device)  # the scores' shape
+        if mask is not None:  # the scores' shape
+            mask = check_mask(mask, (B, H, T, S), query)
         if self.block_size is not None and not self.store_weights:  # never forms (T, S)
             out = BlockedAttention.apply(q, k, v, mask, block_size=self.block_size)
         else:

@@ -77,6 +77,6 @@ def scaled_dot_product_attention(
     Checks its inputs here, once; ``nn.MultiHeadAttention`` checks its own and runs
     ``ScaledDotProductAttention`` directly."""
     check_qkv(q, k, v)
-    mask = check_mask(mask, (*q.shape[:-1], k.shape[-2]), q.device)
+    mask = check_mask(mask, (*q.shape[:-1], k.shape[-2]), q)
     out, ctx = ScaledDotProductAttention.run(q, k, v, mask)
     return (out, ctx.probs) if need_weights else out

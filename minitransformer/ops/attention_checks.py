@@ -59,25 +59,27 @@ def check_sizes(where: str, d_k: int, S: int) -> None:
         )
 
 
-def check_mask(mask: Any, scores: tuple[int, ...], device: str) -> Any:
+def check_mask(mask: Any, scores: tuple[int, ...], like: Tensor) -> Any:
     """The attention mask as a raw bool array that broadcasts to the scores' shape
     ``scores`` = (..., T, S) (None stays None; a Tensor gives its array, a list of bools
-    becomes an array on ``device``); else DTypeError / ShapeError with the fix."""
+    becomes an array on ``like``'s device); else DTypeError / ShapeError with the fix."""
     if mask is None:
         return None
     if isinstance(mask, Tensor):
         mask = mask.data
     elif not backend.is_array(mask):  # a Python list of bools
         mask = backend.numeric_data("scaled_dot_product_attention: mask", mask)
-        mask = backend.asarray(mask, device=device)
+        mask = backend.asarray(mask, device=like.device)
     if backend.dtype_name(mask.dtype) != "bool":
         raise DTypeError(
             f"scaled_dot_product_attention: mask has dtype {backend.dtype_name(mask.dtype)}, "
             "need bool (True = may attend); build it with a comparison such as ids != pad_id"
         )
     ms = tuple(mask.shape)
-    fits = all(m in (1, t) for m, t in zip(ms[::-1], scores[::-1], strict=False))
-    if len(ms) > len(scores) or not fits:
+    fits = len(ms) <= len(scores)
+    for m, t in zip(ms[::-1], scores[::-1]):  # noqa: B905 - a loop: no generator frames
+        fits = fits and m in (1, t)
+    if not fits:
         raise ShapeError(
             f"scaled_dot_product_attention: mask of shape {ms} does not broadcast to the "
             f"scores' shape {scores} = (B, H, T, S); use e.g. (B, 1, 1, S) for padding, "

@@ -118,7 +118,7 @@ def blocked_attention(q: Tensor, k: Tensor, v: Tensor, mask: Any = None, block_s
     ``block_size``: peak memory O(T · block_size) instead of O(T · S); see the module doc."""
     check_qkv(q, k, v)
     block_size = check_block_size("blocked_attention", block_size)
-    mask = check_mask(mask, (*q.shape[:-1], k.shape[-2]), q.device)
+    mask = check_mask(mask, (*q.shape[:-1], k.shape[-2]), q)
     return BlockedAttention.apply(q, k, v, mask, block_size=block_size)
 
 

@@ -116,7 +116,9 @@ def dropout_add(
     _check("dropout_add", x, p)
     if type(residual) is not Tensor and not isinstance(residual, Tensor):
         raise not_a_tensor("dropout_add", "residual", residual)
-    if residual.shape != x.shape or residual.dtype != x.dtype or residual.device != x.device:
+    rd, xd = residual.data, x.data  # attribute reads: no calls in the common case
+    same = type(rd) is type(xd) and rd.shape == xd.shape and rd.dtype == xd.dtype
+    if not same or residual.device != x.device:
         raise ArgumentError(
             f"dropout_add: residual must match x, got residual {residual.shape} "
             f"{backend.dtype_name(residual.dtype)} on {residual.device} and x {x.shape} "

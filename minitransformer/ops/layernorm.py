@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from ..backend import dtype_name
+from ..backend import FLOAT_DTYPES, is_float_dtype
 from ..checks import is_real
 from ..errors import ArgumentError, ShapeError
 from ..function import Function
@@ -93,20 +93,20 @@ def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Ten
             f"layer_norm: eps={eps!r} must be a finite number >= 0 (eps > 0 keeps 1 / sqrt(var "
             "+ eps) finite on a constant row); the usual is eps=1e-5"
         )
-    xd = x.data.dtype
-    if not dtype_name(xd).startswith("float"):
+    xs, xd = x.data.shape, x.data.dtype  # attribute reads: no calls
+    if (type(xd), xd) not in FLOAT_DTYPES and not is_float_dtype(xd):
         floats("layer_norm", x=x)
-    if x.ndim == 0 or x.shape[-1] == 0:
+    if not xs or xs[-1] == 0:
         raise ShapeError(
-            f"layer_norm: x has shape {tuple(x.shape)}, with no last (feature) axis or one of "
+            f"layer_norm: x has shape {tuple(xs)}, with no last (feature) axis or one of "
             "length 0; it needs D >= 1 features to normalise over, e.g. x of shape (B, T, D)"
         )
-    D = x.shape[-1]
+    D = xs[-1]
     for name, p in (("gamma", gamma), ("beta", beta)):
-        if tuple(p.shape) != (D,):
+        if tuple(p.data.shape) != (D,):
             raise ShapeError(
-                f"layer_norm: {name} has shape {tuple(p.shape)} but x has shape {tuple(x.shape)}; "
-                f"{name} must have shape ({D},), the size of x's last (feature) axis"
+                f"layer_norm: {name} has shape {tuple(p.data.shape)} but x has shape "
+                f"{tuple(xs)}; {name} must have shape ({D},), the size of x's last (feature) axis"
             )
         pd = p.data.dtype  # == only within one array library (the array API's rule)
         if type(pd) is not type(xd) or pd != xd:

@@ -132,22 +132,23 @@ def linear(
     if not ok:  # type(x): no call in the common case
         tensors("linear", x=x, weight=weight, **({} if bias is None else {"bias": bias}))
     d_in_axis, d_out_axis = (1, 0) if transpose_weight else (0, 1)
-    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[d_in_axis]:
+    xs, ws, xd = x.data.shape, weight.data.shape, x.data.dtype  # attribute reads: no calls
+    if not xs or len(ws) != 2 or xs[-1] != ws[d_in_axis]:
         where = "weight.shape[1] (transpose_weight)" if transpose_weight else "weight.shape[0]"
         raise ShapeError(
-            f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape}: "
+            f"linear: input of shape {tuple(xs)} does not fit weight of shape {tuple(ws)}: "
             f"the input's last axis must be d_in = {where}"
         )
-    if not backend.dtype_name(x.dtype).startswith("float"):
+    if (type(xd), xd) not in backend.FLOAT_DTYPES and not backend.is_float_dtype(xd):
         raise DTypeError(
-            f"linear: input has dtype {backend.dtype_name(x.dtype)}, need a float dtype; "
+            f"linear: input has dtype {backend.dtype_name(xd)}, need a float dtype; "
             "token ids go through an Embedding first, other data through x.astype('float32')"
         )
-    d_out = weight.shape[d_out_axis]
-    if bias is not None and tuple(bias.shape) != (d_out,):
-        raise ShapeError(f"linear: bias has shape {bias.shape}, need ({d_out},)")
+    d_out = ws[d_out_axis]
+    if bias is not None and tuple(bias.data.shape) != (d_out,):
+        raise ShapeError(f"linear: bias has shape {tuple(bias.data.shape)}, need ({d_out},)")
     for name, p in (("weight", weight), ("bias", weight if bias is None else bias)):
-        if type(p.data.dtype) is not type(x.data.dtype) or p.data.dtype != x.data.dtype:
+        if type(p.data.dtype) is not type(xd) or p.data.dtype != xd:
             same_dtype("linear", name, p, x)  # == only within one library (the array API)
     if transpose_weight:
         return Linear.apply(x, weight, bias, transpose_weight=True)
