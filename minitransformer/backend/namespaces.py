@@ -71,8 +71,8 @@ def _sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
 
 def _numpy_namespace() -> Any:
     """NumPy's namespace as the ops get it: NumPy's functions, ``matmul`` with the host's
-    thread policy (``host.matmul``), ``reshape``, ``sum`` and ``permute_dims`` in one call. A new module
-    object: NumPy itself is not modified. Older NumPy (< 2.1) goes through
+    thread policy (``host.matmul``), ``reshape``, ``sum`` and ``permute_dims`` in one call.
+    A new module object: NumPy itself is not modified. Older NumPy (< 2.1) goes through
     ``array_api_compat``'s wrappers."""
     if np.lib.NumpyVersion(np.__version__) < "2.1.0":
         import array_api_compat.numpy
