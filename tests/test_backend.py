@@ -91,7 +91,7 @@ def test_manual_seed_resets_default_generators():
 
 
 def test_gemm_threads_scale_with_the_cores_others_leave_free(monkeypatch):
-    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    monkeypatch.setattr(host, "_CPUS", 8)  # os.cpu_count(), read once
     monkeypatch.setattr(host._cpu_load, "sample", lambda: 0.6)
     big = host.SMALL_GEMM + 1
     assert host.gemm_threads(8, 10) == 1  # small products: one thread
