@@ -47,7 +47,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from . import backend, fast
+from . import backend, fast, host
 from .backend.devices import cupy_module
 from .cupti import LaunchCounter
 from .errors import DeviceError
@@ -89,18 +89,26 @@ def count_step_calls(dropout: float = 0.1, warmup_steps: int = 3) -> dict[str, A
     """Python calls (NumPy; fast tier on, and the reference) and array calls (strict
     stand-in) of one tiny training step."""
     out: dict[str, Any] = {}
+    tuned = host.gemm_tuning
     with tempfile.TemporaryDirectory() as tmp:
-        for key, tier in (("python_calls", fast.switched_on), ("python_calls_reference",
-                                                               fast.reference_only)):  # fmt: skip
-            with tier():
-                trainer = _trainer("cpu", tmp, dropout)
-                batches = [next(trainer.stream) for _ in range(warmup_steps + 1)]
-                for b in batches[:-1]:
-                    trainer.train_step(b)
-                profile = cProfile.Profile()
-                profile.enable()
-                trainer.train_step(batches[-1])
-                profile.disable()
+        # as the CLI runs (the fast tier on, products tuned: tune_host) and as a notebook
+        # runs (the reference, untuned), whatever this process did before
+        runs = (("python_calls", fast.switched_on, True),
+                ("python_calls_reference", fast.reference_only, False))  # fmt: skip
+        for key, tier, products in runs:
+            host.tune_products(products)
+            try:
+                with tier():
+                    trainer = _trainer("cpu", tmp, dropout)
+                    batches = [next(trainer.stream) for _ in range(warmup_steps + 1)]
+                    for b in batches[:-1]:
+                        trainer.train_step(b)
+                    profile = cProfile.Profile()
+                    profile.enable()
+                    trainer.train_step(batches[-1])
+                    profile.disable()
+            finally:
+                host.tune_products(tuned)
             out[key] = pstats.Stats(profile).total_calls
         try:
             import array_api_strict  # noqa: F401

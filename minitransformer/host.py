@@ -207,9 +207,10 @@ def matmul(a: Any, b: Any) -> Any:
     namespace serves it as ``xp.matmul``, so this is the one place the policy applies."""
     if not gemm_tuning:  # an attribute read: untuned, a product costs no extra call
         return np.matmul(a, b)
-    get, put = openblas_threads_api()  # not None: tune_host() checked it
+    get, put = _threads_api  # set with gemm_tuning; get and put are C calls
     threads = get()
-    use = gemm_threads(threads, a.shape[-2] * a.shape[-1] * b.shape[-1])
+    multiply_adds = a.shape[-2] * a.shape[-1] * b.shape[-1]
+    use = 1 if multiply_adds <= SMALL_GEMM else gemm_threads(threads, multiply_adds)
     if use == threads:
         return np.matmul(a, b)
     put(use)
@@ -251,14 +252,23 @@ def _keep_freed_memory() -> bool:
 
 malloc_tuned = False  # set by tune_host(): the library alone changes nothing process-wide
 gemm_tuning = False
+_threads_api: Any = None  # openblas_threads_api() once gemm_tuning is on
 
 
 def tune_host() -> dict[str, bool]:
     """Tune THIS process for training on the CPU (process-wide, so never done at import):
     glibc keeps freed buffers (see MMAP_MAX_BYTES), and NumPy products choose their BLAS
     thread count per product (see SMALL_GEMM). The CLI calls it; returns what was done."""
-    global malloc_tuned, gemm_tuning
+    global malloc_tuned
     if not malloc_tuned:
         malloc_tuned = _keep_freed_memory()
-    gemm_tuning = openblas_threads_api() is not None
-    return {"malloc": malloc_tuned, "gemm_threads": gemm_tuning}
+    return {"malloc": malloc_tuned, "gemm_threads": tune_products(True)}
+
+
+def tune_products(on: bool) -> bool:
+    """Switch the per-product BLAS thread choice of ``matmul`` on or off (on only where
+    NumPy's BLAS is OpenBLAS); return whether it is on. ``tune_host`` switches it on."""
+    global gemm_tuning, _threads_api
+    _threads_api = openblas_threads_api() if on else None
+    gemm_tuning = _threads_api is not None
+    return gemm_tuning

@@ -29,6 +29,7 @@ from .grad_mode import enable_grad, is_grad_enabled, no_grad
 __all__ = ["Tensor", "enable_grad", "is_grad_enabled", "no_grad", "tensor", "unbroadcast"]
 
 _created = 0  # tensors made so far in this process: each Tensor's ``_seq``
+TENSOR_TYPES: set[type] = set()  # Tensor and its subclasses: ``type(x) in ...`` costs no call
 
 
 class Tensor:
@@ -37,6 +38,10 @@ class Tensor:
     __slots__ = ("data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned",
                  "_freed", "_grad_buffer", "_seq")  # fmt: skip
     __array_priority__ = 1000  # numpy_scalar * tensor -> Tensor.__rmul__, not NumPy
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        TENSOR_TYPES.add(cls)  # nn.Parameter, ...: known to the hot checks (TENSOR_TYPES)
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None, device=None):
         if isinstance(data, Tensor):
@@ -234,6 +239,9 @@ class Tensor:
             self.grad, self._grad_owned = self.grad + g, True
         if not backend.is_array(self.grad):  # NumPy math on 0-d arrays returns scalars
             self.grad, self._grad_owned = backend.namespace(self.data).asarray(self.grad), True
+
+
+TENSOR_TYPES.add(Tensor)
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:

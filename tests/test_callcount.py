@@ -9,11 +9,13 @@ dtype names, one op per head split/merge, a one-call NumPy reshape and sum, two-
 dropout, fewer temporaries in LayerNorm, attention and cross-entropy). Since the reference
 ops run by default and the fast tier is the CLI's (issue 27), the Python calls are pinned as
 the CLI runs (the tier on: 5,888) and as a notebook runs (the reference: 6,165; NumPy's
-one-call reshape and sum are the backend's, for both). Issue 26: 4,418 and 4,752 (backward
-takes the pending tensor made last from a heap instead of sorting the graph first, 745
-calls fewer; the checks of linear, layer_norm, attention and dropout_add read the arrays'
-shapes and dtypes instead of the Tensor properties, about 450 fewer; permute_dims in one
-call). The Python budget is issue 26's target, 4,500; the others leave ~5% of room.
+one-call reshape and sum are the backend's, for both). Issue 26: 4,340 (counted with the
+per-product BLAS thread choice on, as the CLI's tune_host leaves it) and 4,554: backward
+takes the pending tensor made last from a heap instead of sorting the graph first (745
+calls fewer); the checks of linear, layer_norm, attention and dropout_add read the arrays'
+shapes and dtypes instead of the Tensor properties, and Tensor types by a set
+(TENSOR_TYPES), not isinstance (about 650 fewer); permute_dims in one call. The Python
+budget is issue 26's target, 4,500; the others leave ~5% of room.
 """
 
 from __future__ import annotations

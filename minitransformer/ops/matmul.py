@@ -18,7 +18,7 @@ from __future__ import annotations
 from .. import backend
 from ..errors import DTypeError, ShapeError
 from ..function import Function
-from ..tensor import Tensor
+from ..tensor import TENSOR_TYPES, Tensor
 from .checks import same_dtype, tensors
 
 
@@ -95,7 +95,7 @@ class Linear(Function):
                 dw = mm(g2.mT, x2)  # (d_out, d_in)
             else:
                 dw = mm(x2.mT, g2)  # (d_in, d_out)
-        if len(ctx.needs_input_grad) > 2 and ctx.needs_input_grad[2]:
+        if ctx.needs_input_grad[2:3] == (True,):  # a bias that needs its gradient
             db = xp.sum(g2, axis=0)
         return dx, dw, db
 
@@ -128,8 +128,8 @@ def linear(
     """x (..., d_in) @ weight (d_in, d_out) + bias (d_out,); with ``transpose_weight``,
     x @ weight^T for a weight stored (d_out, d_in) (PyTorch's layout; the tied output
     projection uses it with the embedding table)."""
-    ok = type(x) is Tensor and isinstance(weight, Tensor) and isinstance(bias, Tensor | None)
-    if not ok:  # type(x): no call in the common case
+    ok = type(x) in TENSOR_TYPES and type(weight) in TENSOR_TYPES
+    if not (ok and (bias is None or type(bias) in TENSOR_TYPES)):  # no call in the common case
         tensors("linear", x=x, weight=weight, **({} if bias is None else {"bias": bias}))
     d_in_axis, d_out_axis = (1, 0) if transpose_weight else (0, 1)
     xs, ws, xd = x.data.shape, weight.data.shape, x.data.dtype  # attribute reads: no calls
