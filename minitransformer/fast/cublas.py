@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bind", "matmul", "plan", "run_plan"]
+__all__ = ["bind", "matmul", "plan", "planned", "run_plan"]
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
 INT32_MAX = 2**31 - 1
@@ -126,6 +126,23 @@ def plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[in
     return dict(transa=mb[0], transb=ma[0], m=n, n=m, k=k, lda=mb[1], ldb=ma[1], ldc=n,
                 stride_a=sb, stride_b=sa, stride_c=m * n, batch=batch,
                 out_shape=(*out_batch, m, n))  # fmt: skip
+
+
+def planned(a: Any, b: Any, contiguous: Any) -> tuple[dict[str, Any] | None, Any, Any]:
+    """``(plan, a, b)`` for arrays a and b, each operand the plan asks for made contiguous
+    by ``contiguous`` (``cupy.ascontiguousarray``; NumPy's in the tests); the plan is None
+    where cuBLAS is not asked (``plan``'s None)."""
+    item = a.dtype.itemsize
+    for _ in range(3):  # at most: a made contiguous, b made contiguous
+        p = plan(a.shape, tuple(s // item for s in a.strides), b.shape,
+                 tuple(s // item for s in b.strides))  # fmt: skip
+        if p == "a":
+            a = contiguous(a)
+        elif p == "b":
+            b = contiguous(b)
+        else:
+            return p, a, b
+    return None, a, b
 
 
 def run_plan(p: dict[str, Any], a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -249,17 +266,8 @@ def matmul(a: Any, b: Any, cp: Any = None, out: Any = None) -> Any:
     dt = a.dtype
     if dt != b.dtype or dt not in _DTYPES:
         return cp.matmul(a, b, out=out)
-    item = dt.itemsize
-    for _ in range(3):  # at most: a made contiguous, b made contiguous
-        p = plan(a.shape, tuple(s // item for s in a.strides), b.shape,
-                 tuple(s // item for s in b.strides))  # fmt: skip
-        if p == "a":
-            a = cp.ascontiguousarray(a)
-        elif p == "b":
-            b = cp.ascontiguousarray(b)
-        else:
-            break
-    if not isinstance(p, dict):
+    p, a, b = planned(a, b, cp.ascontiguousarray)
+    if p is None:
         return cp.matmul(a, b, out=out)
     if out is None:
         out = cp.empty(p["out_shape"], dtype=dt)

@@ -20,17 +20,9 @@ def _plan(a, b):
 
 def _product(a, b):
     """a @ b as fast/cublas.matmul computes it, with NumPy standing in for cuBLAS."""
-    for _ in range(3):
-        p = _plan(a, b)
-        if p == "a":
-            a = np.ascontiguousarray(a)
-        elif p == "b":
-            b = np.ascontiguousarray(b)
-        else:
-            break
+    p, a, b = cublas.planned(a, b, np.ascontiguousarray)
     if p is None:  # cupy.matmul's case
         return np.matmul(a, b), p
-    assert isinstance(p, dict), p
     return cublas.run_plan(p, a, b), p
 
 
