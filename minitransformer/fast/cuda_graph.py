@@ -51,10 +51,10 @@ class Recorder:
 
     def __init__(self, device_buffer: Any, start: int):
         self.buf, self.start, self.used = device_buffer, start, start
-        self.draws: list[tuple[Any, int]] = []  # (generator, its counter offset), per slot
-        self.dropout: list[int] = []  # byte offsets of the dropout slots
+        # (generator, k, byte offset) per dropout slot: the generator's k-th draw of a step
+        self.dropout: list[tuple[Any, int, int]] = []
         self.adam: list[tuple[int, Any]] = []  # (byte offset, dtype) of the Adam slots
-        self._first: dict[int, int] = {}  # id(generator) -> its counter when capture began
+        self.first: dict[int, tuple[Any, int]] = {}  # id -> (generator, counter at capture)
 
     def _slot(self, nbytes: int) -> int:
         offset = self.used
@@ -64,18 +64,27 @@ class Recorder:
         return offset
 
     def dropout_keys(self, generator: Any, p: float) -> tuple[Any, int]:
-        first = self._first.setdefault(id(generator), generator.counter)
-        k1_k2_threshold = generator.dropout_keys(p)  # advances the counter, as eagerly
+        first = self.first.setdefault(id(generator), (generator, generator.counter))[1]
+        k = generator.counter - first
+        threshold = generator.dropout_keys(p)[2]  # advances the counter, as eagerly
         offset = self._slot(8)
-        self.draws.append((generator, generator.counter - 1 - first))
-        self.dropout.append(offset)
-        return self.buf[offset : offset + 8].view(np.uint32), k1_k2_threshold[2]
+        self.dropout.append((generator, k, offset))
+        return self.buf[offset : offset + 8].view(np.uint32), threshold
 
     def adam_slot(self, dtype: Any) -> Any:
         dtype = np.dtype(dtype)
         offset = self._slot(2 * dtype.itemsize)
         self.adam.append((offset, dtype))
         return self.buf[offset : offset + 2 * dtype.itemsize].view(dtype)
+
+    def rewind(self) -> list[tuple[Any, int]]:
+        """Put each generator's counter back where capture found it; return (generator,
+        its draws per step), what each replay advances it by."""
+        draws = []
+        for gen, first in self.first.values():
+            draws.append((gen, gen.counter - first))
+            gen.counter = first
+        return draws
 
 
 class _Graph:
@@ -90,6 +99,7 @@ class _Graph:
         self.inputs: list[Any] = []  # device views of the ids
         self.outputs: tuple[Any, ...] = ()
         self.recorder: Recorder | None = None
+        self.draws: list[tuple[Any, int]] = []  # (generator, draws per step)
 
 
 class GraphedSteps:
@@ -97,8 +107,8 @@ class GraphedSteps:
 
     ``body(*device_ids)`` runs one whole step on the device (forward, backward, clip,
     ``optimizer.step``) and returns device arrays (the loss and the gradient norm); it must
-    not read anything back to the host. ``flag``: a persistent 0-d device array the body
-    updates in place (the trainer's "every step so far was finite"), kept as it is.
+    not read anything back to the host, and state it keeps from step to step (the trainer's
+    "every step so far was finite" flag) must be updated in place.
     """
 
     def __init__(self, body: Callable[..., tuple[Any, ...]], optimizer: Any,
@@ -123,10 +133,9 @@ class GraphedSteps:
         g = self.graphs.get(key)
         if g is None:
             self.seen[key] = n = self.seen.get(key, 0) + 1
-            if n <= self.warmup or key in self.failed or len(self.graphs) >= self.max_graphs:
-                return self.body(*(cp.asarray(a) for a in ids))
-            g = self._capture(key, ids)
-            if g is None:
+            if n > self.warmup and key not in self.failed and len(self.graphs) < self.max_graphs:
+                g = self._capture(key, ids)
+            if g is None:  # eagerly
                 return self.body(*(cp.asarray(a) for a in ids))
         return self._replay(g, ids)
 
@@ -152,13 +161,11 @@ class GraphedSteps:
             values = cupy_step.adam_scalars(dtype, lr=opt.lr, betas=opt.betas, eps=opt.eps,
                                             weight_decay=opt.weight_decay, t=t)[6:]  # fmt: skip
             host[offset : offset + 2 * dtype.itemsize] = np.array(values, dtype).view(np.uint8)
-        counters = {}
-        for (gen, k), offset in zip(rec.draws, rec.dropout, strict=True):
-            base = counters.setdefault(id(gen), (gen, gen.counter))[1]
-            k1, k2 = counter_keys(gen.seed, base + k)
+        for gen, k, offset in rec.dropout:  # the k-th draw from the generator's counter now
+            k1, k2 = counter_keys(gen.seed, gen.counter + k)
             host[offset : offset + 8] = np.array([k1, k2], np.uint32).view(np.uint8)
-        for gen, base in counters.values():
-            gen.counter = base + sum(1 for other, _ in rec.draws if other is gen)
+        for gen, n in g.draws:
+            gen.counter += n
 
     # ------------------------------------------------------------------ capture
     def _capture(self, key: tuple, ids: tuple[np.ndarray, ...]) -> _Graph | None:
@@ -198,8 +205,7 @@ class GraphedSteps:
                     graph = None
         # the capture ran the step's Python, not its kernels: put the counters back
         opt.step_count, opt.param_steps, opt.lr = saved[0], saved[1], saved[2]
-        for gen, first in _firsts(g.recorder):
-            gen.counter = first
+        g.draws = g.recorder.rewind()
         if error is None and not all(all(h) for h in opt._has_grad):
             error = "some parameters had no gradient: the update is not the whole flat group"
         if error is None and len(g.recorder.adam) != len(opt.groups):
@@ -210,13 +216,3 @@ class GraphedSteps:
         g.graph = graph
         self.graphs[key] = g
         return g
-
-
-def _firsts(rec: Recorder) -> list[tuple[Any, int]]:
-    """(generator, its counter when capture began) for each generator the capture drew from."""
-    out, seen = [], set()
-    for gen, _ in rec.draws:
-        if id(gen) not in seen:
-            seen.add(id(gen))
-            out.append((gen, rec._first[id(gen)]))
-    return out

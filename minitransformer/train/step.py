@@ -80,7 +80,7 @@ class TrainingStep:
         )  # on the host, where the batch was made: free
         if self._graphs is not None:  # a few shapes, so that each shape's graph is replayed
             ids = bucketed(ids, cfg.pad_id, cfg.max_len)
-            loss, norm = self._graphs(*(backend.to_numpy(a) for a in ids))
+            loss, norm = self._graphs(*ids)  # host arrays, copied in with the step's values
         else:
             loss, norm = self._device_step(*(backend.asarray(a, device=self.cfg.device)
                                              for a in ids))  # fmt: skip

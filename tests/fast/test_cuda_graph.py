@@ -14,7 +14,7 @@ from minitransformer import backend
 from minitransformer.backend.random import counter_keys
 from minitransformer.errors import TrainingError
 from minitransformer.fast import cupy_step
-from minitransformer.fast.cuda_graph import GraphedSteps, Recorder, _firsts, _Graph
+from minitransformer.fast.cuda_graph import GraphedSteps, Recorder, _Graph
 from minitransformer.optim import SGD, Adam
 
 
@@ -42,8 +42,8 @@ def test_a_replay_writes_what_the_eager_step_would_use():
     rec.dropout_keys(gen_a, 0.1)
     adam = rec.adam_slot(np.float32)
     assert adam.dtype == np.float32 and adam.shape == (2,)
-    for gen, first in _firsts(rec):  # _capture puts the counters back
-        gen.counter = first
+    g.draws = rec.rewind()  # _capture puts the counters back
+    assert g.draws == [(gen_a, 2), (gen_b, 1)] and (gen_a.counter, gen_b.counter) == (10, 3)
     steps = GraphedSteps(lambda *a: a, opt)
     opt.lr = 0.005  # the schedule's value for the coming step
     steps._fill(g, ids)
@@ -51,9 +51,9 @@ def test_a_replay_writes_what_the_eager_step_would_use():
     def keys(offset):
         return tuple(g.host[offset : offset + 8].view(np.uint32).tolist())
 
-    assert keys(rec.dropout[0]) == counter_keys(7, 10)
-    assert keys(rec.dropout[1]) == counter_keys(9, 3)
-    assert keys(rec.dropout[2]) == counter_keys(7, 11)
+    assert keys(rec.dropout[0][2]) == counter_keys(7, 10)
+    assert keys(rec.dropout[1][2]) == counter_keys(9, 3)
+    assert keys(rec.dropout[2][2]) == counter_keys(7, 11)
     assert (gen_a.counter, gen_b.counter) == (12, 4)  # as two and one eager draws leave them
     assert opt.step_count == 5 and opt.param_steps == [5, 5]
     want = cupy_step.adam_scalars(np.float32, lr=0.005, betas=(0.9, 0.98), eps=1e-9,
@@ -63,7 +63,7 @@ def test_a_replay_writes_what_the_eager_step_would_use():
     assert g.host[:48].view(np.int64).tolist() == list(range(6))
     # the next replay draws the next keys
     steps._fill(g, ids)
-    assert keys(rec.dropout[0]) == counter_keys(7, 12)
+    assert keys(rec.dropout[0][2]) == counter_keys(7, 12)
     assert opt.param_steps == [6, 6]
 
 
