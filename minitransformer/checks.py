@@ -37,6 +37,13 @@ def short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
+def listed(names: list[str], most: int = 3) -> str:
+    """``a, b, c and 77 more``: at most ``most`` names, then how many are left, so a message
+    about many parameters stays one readable line."""
+    text = ", ".join(names[:most])
+    return text + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
 def positive_int(where: str, name: str, value: Any, fix: str = "") -> int:
     """``value`` as an int >= 1 (a size: widths, heads, vocabulary, lengths)."""
     if not is_int(value) or value < 1:

@@ -35,14 +35,20 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
     if not isinstance(name, str) or not name.strip():
         raise ArgumentError(
             f"--pretrained: expected a folder or a Hugging Face model id such as "
-            f"Helsinki-NLP/opus-mt-en-es, got {name!r}"
+            f"Helsinki-NLP/opus-mt-en-es, got {name!r:.80}"
         )
-    path = Path(name).expanduser()
+    shown = _shown(name)
+    if not name.isprintable():
+        raise ArgumentError(
+            f"--pretrained {shown}: the name holds a control character (a newline or tab?); "
+            "pass the folder's path or the Hub id on its own"
+        )
+    path = _local(name, shown)
     if path.is_dir():
         return path
     if path.exists() or not _HUB_ID.fullmatch(name):
         raise CheckpointError(
-            f"--pretrained {name}: not a folder{' (a file)' if path.exists() else ''}, nor a "
+            f"--pretrained {shown}: not a folder{' (a file)' if path.exists() else ''}, nor a "
             "Hub id of the form owner/name; pass the folder that holds config.json and "
             "model.safetensors"
         )
@@ -50,7 +56,7 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
         from huggingface_hub import snapshot_download
     except ImportError:
         raise CheckpointError(
-            f"--pretrained {name}: no such folder here, and downloading it from the Hugging "
+            f"--pretrained {shown}: no such folder here, and downloading it from the Hugging "
             'Face Hub needs huggingface_hub: pip install "minitransformer[hf]" (or pass a '
             "folder you downloaded)"
         ) from None
@@ -58,14 +64,14 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
         folder = snapshot_download(repo_id=name, revision=revision, allow_patterns=FILES)
     except Exception as err:  # network, unknown repo, disk: the library's own message
         raise CheckpointError(
-            f"--pretrained {name}: the download failed ({type(err).__name__}: "
+            f"--pretrained {shown}: the download failed ({type(err).__name__}: "
             f"{' '.join(str(err).split())[:300]}); check the name on huggingface.co and the "
             "network, or pass a local folder"
         ) from None
     folder = Path(folder)
     if not (folder / "model.safetensors").is_file():
         raise CheckpointError(
-            f"--pretrained {name}: the Hub repository has no model.safetensors (older repos "
+            f"--pretrained {shown}: the Hub repository has no model.safetensors (older repos "
             "hold only pytorch_model.bin, a pickle this library never opens). Convert it once "
             'with transformers: python -c "from transformers import MarianMTModel as M, '
             f"MarianTokenizer as T; n = '{name}'; M.from_pretrained(n).save_pretrained("
@@ -73,3 +79,30 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
             "--pretrained opus-local"
         )
     return folder
+
+
+def _shown(name: str) -> str:
+    """``name`` as a one-line message shows it: quoted when it holds a control character,
+    cut to 100 characters (with the full length) when longer."""
+    text = name if name.isprintable() else repr(name)
+    return text if len(text) <= 100 else f"{text[:100]}... ({len(name)} characters)"
+
+
+def _local(name: str, shown: str) -> Path:
+    """``name`` as a local path, ``~`` and ``~user`` expanded; the library's error for a
+    name no file system can hold (too long) or a ``~user`` with no such user."""
+    try:
+        path = Path(name).expanduser()
+        path.exists()  # raises only for a name the system cannot look up
+    except RuntimeError:  # Path.expanduser: "Could not determine home directory."
+        user = name[1:].split("/", 1)[0]
+        raise CheckpointError(
+            f"--pretrained {shown}: no user {user!r} on this machine to expand ~{user}; give "
+            "the folder's full path"
+        ) from None
+    except OSError as err:  # ENAMETOOLONG and the like
+        raise CheckpointError(
+            f"--pretrained {shown}: cannot be a path here ({err.strerror or err}); pass the "
+            "folder's path or a Hub id such as Helsinki-NLP/opus-mt-en-es"
+        ) from None
+    return path

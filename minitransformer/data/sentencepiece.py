@@ -359,7 +359,10 @@ def _check_config(path: Path) -> dict[str, Any]:
                 ("pad_token", "<pad>"))}  # fmt: skip
     out["added_tokens"] = {}
     for key, value in (raw.get("added_tokens_decoder") or {}).items():
-        if not (key.isdigit() and _is_token(value) and _content(value) in specials):
+        if not re.fullmatch(r"[0-9]{1,9}", key):  # str.isdigit() also takes "²" and "٣"
+            why = "is not a token id (a decimal number of at most 9 digits)"
+            raise CheckpointError(f"{path}: the added_tokens_decoder key {key!r:.40} {why}")
+        if not (_is_token(value) and _content(value) in specials):
             why = f"is {value!r:.80}; only the special tokens {sorted(specials)} may be there"
             raise CheckpointError(f"{path}: added_tokens_decoder[{key!r}] {why}")
         out["added_tokens"][_content(value)] = int(key)

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .. import backend
+from ..checks import listed
 from ..config import TransformerConfig
 from ..data.folder_files import read_json, write_replacing
 from ..errors import CheckpointError, ConfigError
@@ -138,11 +139,20 @@ def _read_weights(f: Any, cfg: TransformerConfig, weights: Path) -> dict[str, An
             f"{weights}: the weights do not fit its config.json: {'; '.join(problems[:8])}"
             f"{' ...' if len(problems) > 8 else ''}. Use the config.json saved with them"
         )
-    state = {}
+    state, bad = {}, []
     for name in sorted(names & set(expected)):
         ours, transposed, _ = expected[name]
         a = f.get_tensor(name).astype(cfg.dtype, copy=False)
+        if not np.isfinite(a).all():
+            bad.append(name)
         state[ours] = a.T if transposed else a.reshape(-1) if ours == "logits_bias" else a
+    if bad:
+        raise CheckpointError(
+            f"{weights}: {len(bad)} of its arrays hold NaN or Inf values ({listed(bad)}): the "
+            "file is damaged or was saved from a model that diverged. Download it again (for a "
+            "Hub model, delete it from the cache first: huggingface-cli delete-cache), or ask "
+            "whoever published it"
+        )
     state.setdefault("logits_bias", np.zeros(cfg.tgt_vocab, dtype=cfg.dtype))  # older files
     table = sinusoid_table(cfg.max_len, D, "halves")
     for name in sorted(names & set(also)):  # stored copies must be what they copy

@@ -265,7 +265,7 @@ class Module:
         nonfinite = [k for k, v in state.items() if k in own and not backend.all_finite(v)]
         if nonfinite:
             raise ArgumentError(
-                f"{where}: {', '.join(nonfinite)} hold NaN or Inf values; the saved model had "
+                f"{where}: {checks.listed(nonfinite)} hold NaN or Inf values; the saved model had "
                 "diverged: load an earlier checkpoint, or train again with a lower learning rate"
             )
         missing = [k for k in own if k not in state]

@@ -216,6 +216,14 @@ BAD = {
         "added_tokens_decoder",
         _config({"added_tokens_decoder": {"5": {"content": "<mask>"}}}),
     ),  # fmt: skip
+    "added id a superscript": (
+        "added_tokens_decoder key '²' is not a token id",
+        _config({"added_tokens_decoder": {"²": "<pad>"}}),
+    ),  # fmt: skip
+    "added id of 5,000 digits": (
+        "added_tokens_decoder key '1111.* is not a token id",
+        _config({"added_tokens_decoder": {"1" * 5000: "<pad>"}}),
+    ),  # fmt: skip
     "added id mismatch": ("<pad>", _config({"added_tokens_decoder": {"3": "<pad>"}})),
     "separate, no target_vocab": ("target_vocab.json", _config({"separate_vocabs": True})),
 }
