@@ -15,13 +15,19 @@ token ids (``use_cache=False`` has no cache, so each of its steps checks src aga
 The beams' bookkeeping (scores, ranking) is host NumPy: B·k rows of V numbers per step.
 
 Outputs are lists of token ids without BOS/EOS. Decoding stops at EOS or after
-``max_len`` tokens (never past the model's ``cfg.max_len`` positions).
+``max_len`` tokens (never past the model's ``cfg.max_len`` positions). ``forced_eos``
+(transformers' ``forced_eos_token_id``) makes the last of those tokens EOS, so a sequence cut
+at the limit ends with EOS: at most ``max_len - 1`` tokens come out, and beam search scores
+the forced EOS as log-probability 0, as transformers' ``ForcedEOSTokenLogitsProcessor`` does.
+A beam wider than the target vocabulary is refused: from BOS there are only V next tokens,
+so the extra beams are dead rows that cost memory and time (B·k·V numbers a step).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,6 +36,32 @@ from . import backend, checks
 from . import functional as F
 from .errors import ArgumentError
 from .tensor import Tensor, no_grad
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How to decode when the caller does not say (a Translator's defaults): the beam size
+    (1 = greedy), the most tokens to generate (None: the model's positions) and whether the
+    last of them is forced to be EOS. A Marian folder's come from its generation config."""
+
+    beam_size: int = 1
+    max_len: int | None = None
+    forced_eos: bool = False
+
+
+def check_beam_size(where: str, beam_size: Any, model: Any) -> int:
+    """``beam_size`` as an int from 1 to the model's target vocabulary (``cfg.tgt_vocab``),
+    else an ArgumentError naming it and the fix."""
+    k = checks.positive_int(where, "beam_size", beam_size, "the paper uses 4; 1 is greedy decoding")
+    vocab = getattr(model.cfg, "tgt_vocab", None)
+    if vocab is not None and k > vocab:
+        raise ArgumentError(
+            f"{where}: beam_size {k:,} (--beam) is wider than the model's target vocabulary "
+            f"of {vocab:,} tokens: a beam holds at most one hypothesis per next token, the rest "
+            f"would be dead rows costing memory and time. Fix: a beam of at most {vocab:,} "
+            "(4-5 is usual; 1 is greedy)"
+        )
+    return k
 
 
 @contextlib.contextmanager
@@ -88,12 +120,18 @@ def _strip(rows: Any, cfg: Any) -> list[list[int]]:
 
 
 def greedy_decode(
-    model: Any, src: Any, max_len: int | None = None, use_cache: bool = True
+    model: Any,
+    src: Any,
+    max_len: int | None = None,
+    use_cache: bool = True,
+    forced_eos: bool = False,
 ) -> list[list[int]]:
-    """src (B, S) ids -> B output id lists, taking the arg-max token at every step."""
+    """src (B, S) ids -> B output id lists, taking the arg-max token at every step;
+    ``forced_eos``: the max_len-th token is EOS (so no forward step is run for it)."""
     _check_model("greedy_decode", model)
     max_len = _check_max_len("greedy_decode", max_len)
     use_cache = checks.flag("greedy_decode", "use_cache", use_cache)
+    forced_eos = checks.flag("greedy_decode", "forced_eos", forced_eos)
     cfg = model.cfg
     with _inference(model):
         src = _ids(model, src)
@@ -104,7 +142,7 @@ def greedy_decode(
         done = xp.zeros((B,), dtype=xp.bool, device=src.device)
         cache = model.new_cache() if use_cache else None
         pad = xp.asarray(cfg.pad_id, dtype=src.dtype, device=src.device)
-        for _ in range(_steps(model, max_len)):
+        for _ in range(_steps(model, max_len) - int(forced_eos)):  # a forced EOS: not output
             step_in = ys[:, -1:] if use_cache else ys
             last = model.decode(step_in, memory, src, cache).data[:, -1, :]  # (B, V)
             _forbid_specials(last, cfg)
@@ -138,23 +176,25 @@ def beam_search(
     beam_size: int = 4,
     alpha: float = 0.6,
     max_len: int | None = None,
+    forced_eos: bool = False,
 ) -> list[list[int]]:
-    """src (B, S) ids -> B output id lists, the best of ``beam_size`` hypotheses each.
+    """src (B, S) ids -> B output id lists, the best of ``beam_size`` hypotheses each
+    (``beam_size`` at most the target vocabulary).
 
     Beams of all sentences are decoded together as one batch of B·k rows. At each step the
     k·V continuations of a sentence's k beams are ranked by total log-probability and the
     best k kept; a continuation that ends in EOS leaves the beam as a finished hypothesis
     (scored with the length penalty). A sentence stops when it has k finished hypotheses
-    and no live beam can still beat its best one.
+    and no live beam can still beat its best one. ``forced_eos``: at the last step every live
+    beam ends with EOS at log-probability 0 (no forward step is run for it).
     """
     _check_model("beam_search", model)
-    k = checks.positive_int(
-        "beam_search", "beam_size", beam_size, "the paper uses 4; 1 is greedy decoding"
-    )
+    k = check_beam_size("beam_search", beam_size, model)
     alpha = _check_alpha("beam_search", alpha)
     max_len = _check_max_len("beam_search", max_len)
+    forced_eos = checks.flag("beam_search", "forced_eos", forced_eos)
     if k == 1:
-        return greedy_decode(model, src, max_len)
+        return greedy_decode(model, src, max_len, forced_eos=forced_eos)
     cfg = model.cfg
     with _inference(model):
         src = _ids(model, src)
@@ -172,6 +212,9 @@ def beam_search(
         finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
         steps = _steps(model, max_len)
         for t in range(1, steps + 1):
+            if forced_eos and t == steps:
+                _finish_with_eos(finished, scores, backend.to_numpy(ys[:, 1:]), k, alpha)
+                break
             logits = model.decode(ys[:, -1:], memory, src_k, cache)  # (B·k, 1, V)
             last = logits.data[:, -1, :]  # (B·k, V)
             _forbid_specials(last, cfg)
@@ -215,6 +258,22 @@ def beam_search(
             )
             _reorder_cache(cache, order, xp)
     return [max(f)[1] if f else [] for f in finished]
+
+
+def _finish_with_eos(
+    finished: list[list[tuple[float, list[int]]]],
+    scores: list[list[float]],
+    prefixes: Any,
+    k: int,
+    alpha: float,
+) -> None:
+    """The forced EOS of the last step: every live beam (score above -inf) is finished as its
+    prefix plus EOS, which adds log-probability 0 (transformers' forced_eos_token_id)."""
+    for b, row in enumerate(scores):
+        for j, score in enumerate(row):
+            if score != -float("inf"):
+                out = prefixes[b * k + j].tolist()
+                finished[b].append((score / _lp(len(out) + 1, alpha), out))
 
 
 def _check_alpha(where: str, alpha: Any) -> float:

@@ -43,3 +43,15 @@ class ArgumentError(MiniTransformerError, ValueError, TypeError):
     """An argument of the wrong kind or outside its range (a negative size, a NaN tolerance,
     beam=0, a string where a number belongs). Both a ValueError and a TypeError, so either
     ``except`` a Python user would write catches it."""
+
+
+class Terminated(BaseException):
+    """SIGTERM while a command runs (the CLI's and gpucheck's handler, ``raise_terminated``,
+    is installed by their ``main`` only): unwinds the stack like Ctrl-C does, so files,
+    locks and child processes are closed on the way out. Not an ``Exception``: no
+    ``except Exception`` on the way swallows it."""
+
+
+def raise_terminated(signum: int, frame: object) -> None:  # noqa: ARG001
+    """A SIGTERM handler: raise ``Terminated``."""
+    raise Terminated

@@ -4,6 +4,12 @@
     t.translate(["the small dog sees a cat"], beam_size=4)  # -> list of output texts
     t.evaluate("test", beam_size=4)                         # BLEU / exact match
 
+Decoding defaults (``Translator.defaults``, a ``decode.Decoding``): a checkpoint of this
+library decodes greedily up to its max_len positions; a Marian folder (``from_pretrained``)
+with its generation config's num_beams, max_length and forced_eos_token_id
+(``nn.marian_config.generation_from_marian``). ``beam_size`` and ``max_len`` given to
+``translate``/``evaluate`` override them; ``max_len`` may not exceed the model's positions.
+
 Input text is handled gracefully: empty (or blank) strings give empty outputs, unknown
 words and characters become the UNK token (with a warning that counts them), and inputs
 longer than the model's max_len are truncated with a warning. A single string in gives a
@@ -16,22 +22,30 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from . import backend, checkpoint
+from . import backend, checkpoint, checks
 from .config import TrainConfig
 from .data.batching import pad
 from .data.metrics import bleu, exact_match
 from .data.sentencepiece import SentencePieceTokenizer
 from .data.tasks import make_task, tokenizer_from_dict
-from .decode import beam_search, greedy_decode
-from .errors import CheckpointError, MiniTransformerError
+from .decode import Decoding, beam_search, check_beam_size
+from .errors import ArgumentError, CheckpointError, MiniTransformerError
 from .nn import Transformer
+from .nn.marian_config import generation_from_marian
 
 
 class Translator:
-    """A model plus its tokenizer, ready to decode."""
+    """A model plus its tokenizer and its decoding defaults, ready to decode."""
 
-    def __init__(self, model: Transformer, tokenizer: Any, meta: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Any,
+        meta: dict[str, Any] | None = None,
+        defaults: Decoding | None = None,
+    ):
         self.model, self.tokenizer, self.meta = model, tokenizer, meta or {}
+        self.defaults = defaults or Decoding()
         self.model.eval()
 
     @classmethod
@@ -79,9 +93,10 @@ class Translator:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu") -> Translator:
-        """A Hugging Face Marian folder (opus-mt): its model (``Transformer.from_pretrained``)
-        and its SentencePiece tokenizer (source.spm, target.spm, vocab.json). ``evaluate``
-        scores it on this library's English-Spanish test set."""
+        """A Hugging Face Marian folder (opus-mt): its model (``Transformer.from_pretrained``),
+        its SentencePiece tokenizer (source.spm, target.spm, vocab.json) and its decoding
+        defaults (``generation_from_marian``). ``evaluate`` scores it on this library's
+        English-Spanish test set."""
         model = Transformer.from_pretrained(path)
         tokenizer = SentencePieceTokenizer.from_pretrained(path)
         cfg, sizes = model.cfg, (len(tokenizer.vocab), len(tokenizer.target_vocab))
@@ -99,7 +114,26 @@ class Translator:
             )
         languages = (tokenizer.source_lang, tokenizer.target_lang)
         meta = {"pretrained": str(path), "languages": languages}
-        return cls(model.to(device), tokenizer, meta)
+        defaults = Decoding(**generation_from_marian(path, cfg))
+        return cls(model.to(device), tokenizer, meta, defaults)
+
+    def decoding(self, beam_size: int | None = None, max_len: int | None = None) -> Decoding:
+        """The decoding of a call: ``self.defaults`` where an argument is None. A beam is at
+        most the target vocabulary; max_len (the most tokens generated, a forced EOS counted)
+        at most the model's positions: else an ArgumentError naming it and the fix."""
+        d, beam = self.defaults, self.defaults.beam_size
+        if beam_size is not None:
+            beam = check_beam_size("translate", beam_size, self.model)
+        if max_len is not None:
+            limit = self.model.cfg.max_len
+            fix = f"the most tokens to generate for a sentence, at most the model's {limit:,}"
+            max_len = checks.positive_int("translate", "max_len", max_len, fix)
+            if max_len > limit:
+                raise ArgumentError(
+                    f"translate: max_len {max_len:,} (--max-len) is more than the model's "
+                    f"{limit:,} positions. Fix: give at most {limit:,}"
+                )
+        return Decoding(beam, d.max_len if max_len is None else max_len, d.forced_eos)
 
     def tokenize(self, text: str) -> list[int]:
         """One text -> ids, cut to the model's max_len (with a warning); blank -> []."""
@@ -132,20 +166,21 @@ class Translator:
     def translate(
         self,
         sentences: list[str] | str,
-        beam_size: int = 1,
+        beam_size: int | None = None,
         alpha: float = 0.6,
         batch_size: int = 64,
+        max_len: int | None = None,
     ) -> list[str] | str:
         """Translate texts (a list, or one string -> one string); blank input -> "".
 
-        Words and characters the tokenizer does not know become UNK, with one warning
-        that counts them.
+        ``beam_size`` (1 = greedy) and ``max_len`` (the most tokens generated a sentence):
+        None takes ``self.defaults`` (see ``decoding``). Words and characters the tokenizer
+        does not know become UNK, with one warning that counts them.
         """
         if isinstance(sentences, str):
-            return self.translate([sentences], beam_size, alpha, batch_size)[0]
-        if beam_size < 1 or batch_size < 1:
-            raise ValueError(f"translate: beam_size ({beam_size}) and batch_size "
-                             f"({batch_size}) must be >= 1")  # fmt: skip
+            return self.translate([sentences], beam_size, alpha, batch_size, max_len)[0]
+        how = self.decoding(beam_size, max_len)
+        batch_size = checks.positive_int("translate", "batch_size", batch_size, "e.g. 64")
         sentences = list(sentences)
         outputs: list[str] = []
         unknown = 0
@@ -158,10 +193,9 @@ class Translator:
             if keep:
                 src = pad([rows[i] for i in keep], pad_id=self.model.cfg.pad_id)
                 src = backend.asarray(src, device=self.model.device)
-                if beam_size > 1:
-                    decoded = beam_search(self.model, src, beam_size, alpha)
-                else:
-                    decoded = greedy_decode(self.model, src)
+                decoded = beam_search(
+                    self.model, src, how.beam_size, alpha, how.max_len, how.forced_eos
+                )  # beam 1: greedy_decode
                 for i, seq in zip(keep, decoded, strict=True):
                     ids[i] = seq
             outputs += [
@@ -177,10 +211,17 @@ class Translator:
         return outputs
 
     def evaluate(
-        self, split: str = "test", samples: int | None = None, beam_size: int = 1, alpha=0.6
+        self,
+        split: str = "test",
+        samples: int | None = None,
+        beam_size: int | None = None,
+        alpha: float = 0.6,
+        max_len: int | None = None,
     ) -> dict[str, float]:
         """Exact match (and BLEU for translation tasks) on a held-out split of the run's task;
-        a pretrained model (``from_pretrained``) on English-Spanish, with its natural case."""
+        a pretrained model (``from_pretrained``) on English-Spanish, with its natural case.
+        ``beam_size`` and ``max_len``: as ``translate``'s (checked before any decoding)."""
+        self.decoding(beam_size, max_len)
         train_cfg = self.meta.get("train_config") or {}
         if "pretrained" in self.meta:
             train_cfg = _pretrained_task(self.meta)
@@ -203,7 +244,7 @@ class Translator:
         )
         sources = task.sources(split)[:samples]
         refs = task.references(split)[:samples]
-        hyps = self.translate(sources, beam_size=beam_size, alpha=alpha)
+        hyps = self.translate(sources, beam_size=beam_size, alpha=alpha, max_len=max_len)
         metrics = {"sentences": len(refs), "exact_match": exact_match(hyps, refs)}
         if task.name.startswith("translate"):
             metrics["bleu"] = bleu(hyps, refs)

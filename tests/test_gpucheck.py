@@ -1,8 +1,8 @@
-"""The GPU check (``python -m minitransformer.gpucheck``) on the CPU: a --quick run writes
-valid JSON and markdown with every GPU step skipped and why; an --out that holds anything
-is refused; bad flags exit 2; the targets are judged right on a made-up full result; the
-parsers read the tools' output; a child past its timeout is stopped. And, on a GPU only,
-an exact resume on cuda.
+"""The GPU check (``python -m minitransformer.gpucheck``) on the CPU: no GPU is exit 1
+unless --allow-no-gpu; with it a --quick run writes valid JSON and markdown with every GPU
+step skipped and why; an --out that holds anything is refused; bad flags exit 2; the targets
+are judged right on a made-up full result; the parsers read the tools' output; a child past
+its timeout is stopped (Ctrl-C, SIGTERM: test_gpucheck_signals.py). On a GPU: exact resume.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from tiny_runs import KNOBS, SIZE
 
 from minitransformer import backend, bench
+from minitransformer.errors import DeviceError
 from minitransformer.gpucheck import __main__ as cli
 from minitransformer.gpucheck import check, child, judge, machine, parse, render, steps
 from minitransformer.runs import RunDirectoryError
@@ -40,7 +41,9 @@ def no_gpu(monkeypatch):
 def test_quick_run_without_a_gpu_skips_every_gpu_step_and_writes_the_report(tmp_path, no_gpu):
     lines: list[str] = []
     t0 = time.perf_counter()
-    result = check.run_check(tmp_path / "gc", quick=True, argv=["--quick"], log=lines.append)
+    result = check.run_check(
+        tmp_path / "gc", quick=True, argv=["--quick"], log=lines.append, allow_no_gpu=True
+    )
     assert time.perf_counter() - t0 < 60  # two tiny CPU training runs in child processes
     saved = _strict_json((tmp_path / "gc" / "gpucheck.json").read_text())
     assert saved["steps"].keys() == set(check.STEPS) and saved["gpu"] is False
@@ -61,10 +64,11 @@ def test_quick_run_without_a_gpu_skips_every_gpu_step_and_writes_the_report(tmp_
     assert not [p for p in (tmp_path / "gc").iterdir() if p.name.startswith("train-")]
 
 
-def test_an_out_that_holds_anything_is_refused_and_left_as_it_was(tmp_path, capsys):
+def test_an_out_that_holds_anything_is_refused_and_left_as_it_was(tmp_path, monkeypatch, capsys):
     full = tmp_path / "full"
     full.mkdir()
     (full / "mine.txt").write_text("keep")
+    monkeypatch.setattr(machine, "gpu_status", lambda: pytest.fail("asked before --out"))
     assert cli.main(["--out", str(full), "--quick"]) == 2
     err = capsys.readouterr().err
     assert "gpucheck: error: --out" in err and "is not empty" in err and f"{full}-2" in err
@@ -72,6 +76,25 @@ def test_an_out_that_holds_anything_is_refused_and_left_as_it_was(tmp_path, caps
     with pytest.raises(RunDirectoryError, match="is a file"):
         check.prepare_out(full / "mine.txt")
     assert check.prepare_out(tmp_path / "new" / "deeper").is_dir()  # new folders are made
+
+
+def test_without_a_gpu_it_refuses_at_once_unless_allowed(tmp_path, no_gpu, capsys):
+    """Exit 1 and one line naming the flag, before any step and before --out is made (or
+    touched). With --allow-no-gpu: exit 0 and a report (see the --steps test)."""
+    new = tmp_path / "new" / "gc"
+    assert cli.main(["--out", str(new), "--quick"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and not (tmp_path / "new").exists()  # no step ran, nothing made
+    assert captured.err == (
+        "gpucheck: error: no GPU here (CuPy is not installed (test)): nothing on the GPU "
+        "would be measured; run the check on a machine with a GPU, or pass --allow-no-gpu "
+        "(run_check(..., allow_no_gpu=True) in Python) for a report of the CPU-side steps "
+        "alone\n"
+    )
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DeviceError, match=r"allow_no_gpu=True"):
+        check.run_check(tmp_path / "empty", log=lambda m: None)
+    assert list((tmp_path / "empty").iterdir()) == []
 
 
 @pytest.mark.parametrize(
@@ -92,8 +115,10 @@ def test_bad_flags_exit_2_with_a_message(argv, message, capsys):
 
 
 def test_steps_runs_only_the_steps_named_and_reports_the_others_skipped(tmp_path, no_gpu):
-    assert cli.main(["--out", str(tmp_path / "gc"), "--quick", "--steps", "cpu_budget"]) == 0
+    argv = ["--out", str(tmp_path / "gc"), "--quick", "--steps", "cpu_budget", "--allow-no-gpu"]
+    assert cli.main(argv) == 0  # no GPU, but a CPU-only report was asked for
     saved = _strict_json((tmp_path / "gc" / "gpucheck.json").read_text())
+    assert saved["gpu"] is False and (tmp_path / "gc" / "gpucheck.md").is_file()
     assert saved["steps"]["train"] == {
         "status": "skipped",
         "reason": "not asked for (--steps cpu_budget)",

@@ -49,19 +49,13 @@ import warnings
 from typing import Any
 
 from .. import backend, fast, host
-from ..errors import MiniTransformerError, TrainingError
+from ..errors import MiniTransformerError, Terminated, TrainingError, raise_terminated
 from .commands import COMMANDS, TRAIN_FIELDS
 from .parser import build_parser, subparser, usage_error
 
 __all__ = ["build_parser", "cli_wording", "main"]
 
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a filter stopped by a closed pipe
-
-
-class Terminated(BaseException):
-    """SIGTERM outside the training loop (which has its own handler): unwinds the stack like
-    Ctrl-C does, so files and locks are closed on the way out (not an ``Exception``: no
-    ``except Exception`` on the way swallows it)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -71,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     the handler in place before is restored on return (tests call ``main`` in-process).
     """
     on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _terminate) if on_main_thread else None
+    previous = signal.signal(signal.SIGTERM, raise_terminated) if on_main_thread else None
     try:
         try:
             status = _main(argv)
@@ -144,10 +138,6 @@ def _main(argv: list[str] | None) -> int:
         if args.debug:
             raise
         return usage_error(subparser(parser, args.command), cli_wording(_one_line(err)))
-
-
-def _terminate(signum: int, frame: Any) -> None:  # noqa: ARG001
-    raise Terminated
 
 
 def _stopped(command: str | None, what: str, status: int) -> int:

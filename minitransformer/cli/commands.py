@@ -170,18 +170,27 @@ def translate_command(args: argparse.Namespace, parser: argparse.ArgumentParser)
     del parser
     translator = _translator(args)
     sentences = _sentences(args)
-    for line in translator.translate(sentences, beam_size=args.beam, alpha=args.alpha):
+    lines = translator.translate(
+        sentences, beam_size=args.beam, alpha=args.alpha, max_len=args.max_len
+    )
+    for line in lines:
         print(line)
     return 0
 
 
 def evaluate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``evaluate``: BLEU / exact match of a checkpoint on a held-out split: one line saying
-    what was measured (split, sentences, decoding) and the scores, or ``--json``."""
+    what was measured (split, sentences, decoding: the model's defaults where --beam or
+    --max-len is left out) and the scores, or ``--json``."""
     del parser
     translator = _translator(args)
-    metrics = translator.evaluate(args.split, args.samples, beam_size=args.beam, alpha=args.alpha)
-    decoding = "greedy" if args.beam == 1 else f"beam {args.beam} (alpha {args.alpha:g})"
+    metrics = translator.evaluate(
+        args.split, args.samples, beam_size=args.beam, alpha=args.alpha, max_len=args.max_len
+    )
+    beam = translator.decoding(args.beam, args.max_len).beam_size
+    decoding = "greedy" if beam == 1 else f"beam {beam} (alpha {args.alpha:g})"
+    if args.max_len is not None:
+        decoding += f", at most {args.max_len:,} tokens"
     if args.json:
         scores = {k: round(v, 2 if k == "bleu" else 4) for k, v in metrics.items()
                   if k != "sentences"}  # fmt: skip

@@ -30,12 +30,16 @@ probability = checked(float, lambda v: 0 <= v < 1, "a number in [0, 1)")
 alpha = checked(
     float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = no length penalty; paper 0.6)"
 )
+beam = checked(int, lambda v: v > 0, "a positive integer (1 = greedy; 4 is the paper's)")
+max_len = checked(
+    int, lambda v: 0 < v <= MAX_LEN, f"a positive integer <= {MAX_LEN:,} (the model's positions)"
+)
 BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 __all__ = [
-    "BOOLS", "MAX_BATCH", "TASKS", "alpha", "batch_size", "bool_text", "checked",
-    "checked_knobs", "int_text", "key_value", "model_override", "name_list", "non_negative_int",
-    "path_text", "positive_float", "positive_int", "probability",
+    "BOOLS", "MAX_BATCH", "TASKS", "alpha", "batch_size", "beam", "bool_text", "checked",
+    "checked_knobs", "int_text", "key_value", "max_len", "model_override", "name_list",
+    "non_negative_int", "path_text", "positive_float", "positive_int", "probability",
 ]  # fmt: skip
 
 

@@ -200,13 +200,7 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
         parents=[debug],
     )
     _add_model_source(tr)
-    tr.add_argument(
-        "--beam", type=flags.positive_int, default=1, help="beam size (default: 1 = greedy)"
-    )
-    tr.add_argument(
-        "--alpha", type=flags.alpha, default=0.6,
-        help="length penalty of beam search (default: 0.6, the paper's)",
-    )  # fmt: skip
+    _add_decoding(tr)
     tr.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     tr.add_argument("sentences", nargs="*", help="sentences (default: one per line on stdin)")
 
@@ -218,17 +212,31 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     ev.add_argument(
         "--samples", type=flags.positive_int, help="only the first N sentences (default: all)"
     )
-    ev.add_argument(
-        "--beam", type=flags.positive_int, default=1, help="beam size (default: 1 = greedy)"
-    )
-    ev.add_argument(
-        "--alpha", type=flags.alpha, default=0.6,
-        help="length penalty of beam search (default: 0.6, the paper's)",
-    )  # fmt: skip
+    _add_decoding(ev)
     ev.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     ev.add_argument(
         "--json", action="store_true",
         help="print the result as JSON (split, decoding, sentences, metrics) instead of a line",
+    )  # fmt: skip
+
+
+def _add_decoding(command: argparse.ArgumentParser) -> None:
+    """--beam, --alpha and --max-len of translate and evaluate; --beam and --max-len left out
+    take the model's defaults (Translator.defaults)."""
+    command.add_argument(
+        "--beam", type=flags.beam, metavar="K",
+        help="beam size, at most the model's target vocabulary (default: a Marian folder's "
+        "num_beams, 1 = greedy when it sets none; a checkpoint: 1)",
+    )  # fmt: skip
+    command.add_argument(
+        "--alpha", type=flags.alpha, default=0.6,
+        help="length penalty of beam search (default: 0.6, the paper's)",
+    )  # fmt: skip
+    command.add_argument(
+        "--max-len", type=flags.max_len, metavar="N",
+        help="the most tokens to generate for a sentence, at most the model's positions "
+        "(default: a Marian folder's max_length - 1, 19 when it sets none, at most 512, the "
+        "last one forced to be EOS when it sets forced_eos_token_id; a checkpoint: its max_len)",
     )  # fmt: skip
 
 

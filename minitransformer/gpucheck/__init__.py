@@ -1,13 +1,13 @@
 """The GPU check: one command that measures the GPU path and writes one report.
 
     python -m minitransformer.gpucheck --out gpucheck-h200        # about 8 minutes on an H200
-    python -m minitransformer.gpucheck --out /tmp/gc --quick      # a smoke test, anywhere
+    python -m minitransformer.gpucheck --out /tmp/gc --quick --allow-no-gpu  # smoke test, no GPU
 
 One concept per file:
 
     check.py     ``run_check``: the folder, the steps in order, the report written
     steps.py     the steps (GPU tests, launch count, bench, decoding, train), each a child process
-    child.py     ``Budget`` (what is left of --budget-s) and ``run_child`` (timeouts)
+    child.py     ``Budget`` (what is left of --budget-s) and ``run_child`` (timeouts, Ctrl-C, SIGTERM)
     parse.py     the figures read out of each child's output
     targets.py   issue 15's targets, judged pass / fail / not measured
     report.py    ``gpucheck.md``

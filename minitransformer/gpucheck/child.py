@@ -4,7 +4,11 @@
 least it can use, and gets a timeout, or None (the step is then reported as skipped: it did
 not fit). ``run_child`` starts ``python ARGS`` with the same interpreter and this copy of
 the package first on ``PYTHONPATH``, in a process group of its own, so a timeout ends the
-child *and* what it started (the benchmark's workers), never anything else.
+child *and* what it started (the benchmark's workers), never anything else. Being in its own
+session, the child never sees the terminal's Ctrl-C: when anything (Ctrl-C's
+KeyboardInterrupt, SIGTERM's exception, any error) stops the wait, ``run_child`` ends the
+child's group the same way before it lets the exception go on, so no process outlives the
+check.
 """
 
 from __future__ import annotations
@@ -78,7 +82,9 @@ def run_child(
     """Run ``python ARGS`` for at most ``timeout`` seconds; ``env`` is added to this
     process's environment (see ``child_env``). On timeout the child's process group gets
     SIGTERM (SIGINT first, with 10 s to end, when ``interrupt_first``: pytest then prints
-    its summary), then SIGKILL after 5 s."""
+    its summary), then SIGKILL after 5 s. An exception while waiting (Ctrl-C, SIGTERM
+    turned into an exception, ...) ends the group the same way (SIGTERM, SIGKILL after
+    5 s), then goes on up."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         [sys.executable, *args],
@@ -90,32 +96,52 @@ def run_child(
         start_new_session=True,
     )
     try:
+        rc, out, err = _wait(proc, timeout, interrupt_first)
+    except BaseException:  # Ctrl-C, SIGTERM, ...: the child never saw it; end its group
+        _stop_group(proc)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+        raise
+    return ChildResult(rc, out or "", err or "", time.perf_counter() - t0)
+
+
+def _wait(
+    proc: subprocess.Popen, timeout: float, interrupt_first: bool
+) -> tuple[int | None, str, str]:
+    """The child's exit status (None when stopped at its timeout) and its output."""
+    try:
         out, err = proc.communicate(timeout=timeout)
-        rc: int | None = proc.returncode
+        return proc.returncode, out, err
     except subprocess.TimeoutExpired:
         if interrupt_first:
             try:
                 os.killpg(proc.pid, signal.SIGINT)
                 out, err = proc.communicate(timeout=10.0)
                 _stop_group(proc)  # whatever of its group is left (xdist workers)
-                return ChildResult(None, out or "", err or "", time.perf_counter() - t0)
+                return None, out, err
             except (ProcessLookupError, subprocess.TimeoutExpired):
                 pass
         _stop_group(proc)
         out, err = proc.communicate()
-        rc = None
-    return ChildResult(rc, out or "", err or "", time.perf_counter() - t0)
+        return None, out, err
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
     """End the child's own process group (the child and what it started): SIGTERM, 5 s
-    for it to end, then SIGKILL for whatever of the group is left."""
+    for it to end, then SIGKILL for whatever of the group is left (also when a second
+    Ctrl-C cuts the 5 s short), and the child reaped."""
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=5.0)
     except (ProcessLookupError, subprocess.TimeoutExpired):
         pass
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            pass

@@ -13,11 +13,16 @@
 4. ``decode``      cached vs recomputing greedy decoding at small, 64 tokens, on cuda: the
                    figures the benchmark's small runs measured (bench runs it after small)
 5. ``train``       ``train copy`` and ``train translate-en-es`` tokens/s: the CPU, then
-                   cuda before and after (a short run each, in a temporary folder in --out)
+                   cuda before and after (a short run each, in a temporary folder in --out
+                   that goes when the run ends, or is stopped)
 6. ``cpu_budget``  the CPU's call budget still holds: ``pytest tests/test_callcount.py``
 
-Without a GPU the GPU steps are skipped ("no GPU: ..."); a step that does not fit in what is
-left of the time budget is skipped saying so; a child that runs past its timeout is stopped.
+Without a GPU (where the check runs only with ``--allow-no-gpu``) the GPU steps are
+skipped ("no GPU: ..."); a step that does not fit in what is left of the time budget is
+skipped saying so; a child that runs past its timeout is stopped, and so is the running one
+when the check is stopped (Ctrl-C, SIGTERM: ``run_child``), its temporary folder removed on
+the way out.
+
 The order puts first what a first GPU run must show (the tests, the launches), so a short
 budget cuts the longest measurements.
 """
@@ -73,6 +78,13 @@ class Context:
     no_gpu: str  # why there is no GPU ("" when there is one)
     log: Callable[[str], None] = print
     tests_root: Path | None = dataclasses.field(default_factory=lambda: _tests_root())
+    step: str = ""  # the step in progress ("step 5/6"), set by run_check
+    doing: str = ""  # what runs in it ("train copy on cpu"): both for a stop's message
+
+    def start(self, what: str) -> None:
+        """Say ``gpucheck: WHAT ...`` and keep ``what`` as the run in progress."""
+        self.doing = what
+        self.log(f"gpucheck: {what} ...")
 
 
 def _tests_root() -> Path | None:
@@ -166,7 +178,7 @@ def cuda_tests(ctx: Context) -> dict[str, Any]:
         return skipped(f"no GPU: {ctx.no_gpu}")
     runs: dict[str, dict[str, Any]] = {}
     for (mode, flag), wanted in zip(MODES, (60, 45) if ctx.quick else (150, 100), strict=True):
-        ctx.log(f"gpucheck: GPU tests, {mode} (MT_CUDA_KERNELS={flag}) ...")
+        ctx.start(f"GPU tests, {mode} (MT_CUDA_KERNELS={flag})")
         env = {"MT_CUDA_KERNELS": flag}
         runs[mode] = _pytest(ctx, gpu_test_args(), wanted, env=env, log=f"tests-k{flag}.log")
     return {**_overall(runs), "runs": runs}
@@ -196,7 +208,7 @@ def bench(ctx: Context) -> dict[str, Any]:
             if timeout is None:
                 runs[key] = skipped(_no_time(ctx))
                 continue
-            ctx.log(f"gpucheck: bench {preset}, {mode} (MT_CUDA_KERNELS={flag}) ...")
+            ctx.start(f"bench {preset}, {mode} (MT_CUDA_KERNELS={flag})")
             path = folder / f"{preset}-{mode}.json"
             args = [
                 "-m",
@@ -255,7 +267,7 @@ def train(ctx: Context) -> dict[str, Any]:
             if timeout is None:
                 runs[key] = skipped(_no_time(ctx))
                 continue
-            ctx.log(f"gpucheck: train {task} on {side} ...")
+            ctx.start(f"train {task} on {side}")
             with tempfile.TemporaryDirectory(dir=ctx.out, prefix=f"train-{task}-") as tmp:
                 args = [
                     "-m",
@@ -306,7 +318,7 @@ def callcount(ctx: Context) -> dict[str, Any]:
         if timeout is None:
             runs[mode] = skipped(_no_time(ctx))
             continue
-        ctx.log(f"gpucheck: callcount, {mode} (MT_CUDA_KERNELS={flag}) ...")
+        ctx.start(f"callcount, {mode} (MT_CUDA_KERNELS={flag})")
         args = ["-m", "minitransformer.callcount", "--device", "cuda:0"]
         r = run_child(args, timeout, env={"MT_CUDA_KERNELS": flag})
         found = parse.callcount_figures(r.stdout) if r.rc == 0 else None

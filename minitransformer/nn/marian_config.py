@@ -22,14 +22,21 @@ Fields that must hold one value (``FIXED``: Marian's post-LN stack without extra
 attention or activation dropout, no layer drop) are checked; fields that do not change the
 translation (``NO_EFFECT``: bookkeeping and generation defaults) are accepted and named
 there with the reason; any other field is refused by name, so nothing is silently ignored.
+
+Decoding defaults (``generation_from_marian``): num_beams, max_length and
+forced_eos_token_id of generation_config.json (else of config.json), as transformers'
+``generate`` reads them; ``Translator.from_pretrained`` decodes with them unless told otherwise.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from ..checks import is_int, short
 from ..config import TransformerConfig
+from ..data.folder_files import read_json
 from ..errors import ConfigError
 
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "gelu": "gelu", "relu": "relu"}
@@ -86,11 +93,12 @@ NO_EFFECT = {  # accepted: they do not change the logits (the reason given)
     "output_hidden_states": "what forward returns, not what it computes",
     "return_dict": "what forward returns, not what it computes",
     **dict.fromkeys(
+        ("num_beams", "max_length", "forced_eos_token_id"),
+        "a decoding default, read by generation_from_marian (Translator.from_pretrained)",
+    ),
+    **dict.fromkeys(
         (
-            "forced_eos_token_id",
             "bad_words_ids",
-            "num_beams",
-            "max_length",
             "min_length",
             "length_penalty",
             "no_repeat_ngram_size",
@@ -105,9 +113,12 @@ NO_EFFECT = {  # accepted: they do not change the logits (the reason given)
             "task_specific_params",
             "prefix",
         ),
-        "a generation default (the decoders ban pad; --beam and max_len decide the rest)",
+        "a generation default (the decoders ban pad; --beam and --max-len decide the rest)",
     ),  # fmt: skip
 }
+DEFAULT_MAX_LENGTH = 20  # transformers' max_length when a folder sets none
+MAX_DEFAULT_TOKENS = 512  # the most tokens a default (not an explicit max_len) decodes
+GENERATION_BYTES = 1 << 20  # a generation_config.json is a few hundred bytes
 
 
 def config_from_marian(d: Any, where: str = "config.json", dtype: str = "float32"):
@@ -149,8 +160,11 @@ def config_from_marian(d: Any, where: str = "config.json", dtype: str = "float32
             "(three) are supported"
         )
     activation = d.get("activation_function", "gelu")  # MarianConfig's default
-    if activation not in ACTIVATIONS:
-        problems.append(f"activation_function {short(activation)} (supported: {list(ACTIVATIONS)})")
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:  # a list: unhashable
+        problems.append(
+            f"activation_function {short(activation)} (supported: one string of "
+            f"{list(ACTIVATIONS)})"
+        )
     if "num_hidden_layers" in d and d["num_hidden_layers"] != d.get("encoder_layers"):
         problems.append(f"num_hidden_layers = {short(d['num_hidden_layers'])} != encoder_layers")
     names = d.get("architectures", ["MarianMTModel"])
@@ -171,6 +185,58 @@ def config_from_marian(d: Any, where: str = "config.json", dtype: str = "float32
         return TransformerConfig(**fields)
     except ConfigError as err:
         raise ConfigError(f"{where}: these values make no valid model: {err}") from None
+
+
+def generation_from_marian(
+    folder: str | os.PathLike[str], cfg: TransformerConfig
+) -> dict[str, Any]:
+    """The decoding defaults of the Marian folder of ``cfg``'s model, read as transformers'
+    ``generate`` reads them: from generation_config.json when the folder has one, else from
+    config.json (transformers reads only the first of the two that exists).
+
+    Returns ``{"beam_size", "max_len", "forced_eos"}`` (``Translator``'s defaults):
+    num_beams (1 when unset); max_length - 1 tokens (max_length counts the decoder's start
+    token; 20 when unset, as in transformers), at most ``MAX_DEFAULT_TOKENS`` and the model's
+    positions, so a config that claims 65,536 positions does not make a default that decodes
+    for minutes; and whether forced_eos_token_id (which must be the model's EOS) ends a
+    sequence cut at that limit with EOS. A value of the wrong type or range is a ConfigError
+    naming the field and the file.
+    """
+    folder = Path(os.fspath(folder))
+    path = folder / "generation_config.json"
+    if not path.exists():
+        path = folder / "config.json"
+    d = read_json(path, GENERATION_BYTES, "write it as transformers does, or remove it")
+    if not isinstance(d, dict):
+        raise ConfigError(f"{path}: must be a JSON object, got {type(d).__name__}")
+    beams, length, forced = (d.get(k) for k in ("num_beams", "max_length", "forced_eos_token_id"))
+    problems = []
+    if beams is not None and (not is_int(beams) or not 1 <= beams <= cfg.tgt_vocab):
+        problems.append(
+            f"num_beams must be an int from 1 (greedy) to the target vocabulary's "
+            f"{cfg.tgt_vocab:,} tokens, got {short(beams)}"
+        )
+    if length is not None and (not is_int(length) or length < 2):
+        problems.append(
+            f"max_length must be an int >= 2 (it counts the decoder's start token), got "
+            f"{short(length)}"
+        )
+    if forced is not None and (not is_int(forced) or forced != cfg.eos_id):
+        problems.append(
+            f"forced_eos_token_id must be null or the model's eos id {cfg.eos_id}, got "
+            f"{short(forced)}"
+        )
+    if problems:
+        raise ConfigError(
+            f"{path}: " + "; ".join(problems) + ". Fix or remove the field (transformers' "
+            "defaults: num_beams 1, max_length 20, no forced EOS)"
+        )
+    length = DEFAULT_MAX_LENGTH if length is None else int(length)
+    return {
+        "beam_size": 1 if beams is None else int(beams),
+        "max_len": min(length - 1, MAX_DEFAULT_TOKENS, cfg.max_len),
+        "forced_eos": forced is not None,
+    }
 
 
 def marian_config(cfg: TransformerConfig) -> dict[str, Any]:
