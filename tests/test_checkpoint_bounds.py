@@ -449,7 +449,7 @@ def test_format_1_is_refused_with_the_upgrade_command_and_upgrade_works(tmp_path
     assert new_meta["upgraded_from"] == {"format_version": 1, "file": "checkpoint.npz"}
     assert all(np.array_equal(loaded[k], arrays[k]) for k in arrays)
     again = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
-    assert again.returncode == 1 and "already exists" in again.stderr
+    assert again.returncode == 2 and "already exists" in again.stderr
     assert "Traceback" not in again.stderr and len(again.stderr.strip().splitlines()) == 1
 
 

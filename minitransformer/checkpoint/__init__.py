@@ -6,9 +6,12 @@ before a run resumes from one.
     checkpoint.save_checkpoint("run/checkpoint.safetensors", {"w": array}, {"step": 10})
     arrays, meta = checkpoint.load_checkpoint("run/checkpoint.safetensors")
 
-- ``format.py``: the file layout (format 3, safetensors), writing it atomically, its checksum.
+- ``format.py``: the file layout (format 3, safetensors), ``save_checkpoint``, its checksum.
+- ``writing.py``: a file written atomically (replaced, or claimed when it must not exist), its
+  OS errors as one CheckpointError.
 - ``reading.py``: loading a file that may be truncated, edited or hostile, every size checked
-  before anything is allocated.
+  before anything is allocated; ``open_regular``, the one way a checkpoint file is opened (a
+  FIFO or a device is refused before a byte is read).
 - ``legacy.py``: the ``.npz`` files of formats 1 and 2 (a hardened reader).
 - ``upgrade.py``: ``upgrade_checkpoint``, an ``.npz`` file converted to the current format.
 - ``layout.py``: the arrays a model checkpoint must hold, from its model config alone (the

@@ -2,7 +2,10 @@
 checkpoint of an earlier version (``.npz``, format 1 or 2) to the current format, written
 next to it (``checkpoint.npz`` -> ``checkpoint.safetensors``, which a run directory then
 uses). A format-1 file's metadata is not covered by its checksum: upgrade only files you
-trust. Never overwrites a file; the old one is left as it is.
+trust. Never overwrites a file (of two upgrades to one target started together, one writes
+it and the other is refused); the old one is left as it is. A mistake (a missing file, a FIFO
+or a device, a target that exists, a folder that cannot be written) is one line on stderr
+and exit status 2, as for the ``minitransformer`` command.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from .upgrade import upgrade_checkpoint
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command; 0 on success, 1 with a one-line message on stderr otherwise."""
+    """Run the command; 0 on success, else 2 (argparse's status for a usage error) with a
+    one-line message on stderr, or 130 for Ctrl-C."""
     parser = argparse.ArgumentParser(
         prog="python -m minitransformer.checkpoint",
         description="Convert an older .npz checkpoint to the current .safetensors format.",
@@ -27,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         written = upgrade_checkpoint(args.file, args.out)
-    except MiniTransformerError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+    except (MiniTransformerError, OSError) as err:  # OSError: none is expected; still one line
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nerror: interrupted (Ctrl-C); nothing was written", file=sys.stderr)
+        return 130
     print(f"wrote {written}")
     return 0
 

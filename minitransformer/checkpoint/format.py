@@ -16,10 +16,12 @@ metadata (configs, tokenizer, step, losses ...) is one JSON object stored as can
 (sorted keys, no spaces) under ``"metadata"``. Uncompressed, with a bounded header and nothing
 that could run code, a file can never make its reader allocate more than the file's size.
 
-* Writing goes to a temporary file in the target's directory (opened with ``O_CREAT | O_EXCL
-  | O_NOFOLLOW``: never through a link, never over another file), is flushed and ``fsync``-ed,
-  then ``os.replace``-d over the target, and the directory is ``fsync``-ed where the OS
-  allows. A crash at any moment leaves either the old checkpoint or the new one.
+* Writing (writing.py) goes to a temporary file in the target's directory (opened with
+  ``O_CREAT | O_EXCL | O_NOFOLLOW``: never through a link, never over another file), is
+  flushed and ``fsync``-ed, then ``os.replace``-d over the target (or, with
+  ``overwrite=False``, linked to it, which fails if the name is taken), and the directory is
+  ``fsync``-ed where the OS allows. A crash at any moment leaves either the old checkpoint or
+  the new one; an OS error is one CheckpointError naming the path and the fix.
 * A sha256 checksum over every array's name, dtype, shape and bytes *and over the metadata*
   is stored beside it and verified on load (``reading.py``): an edited ``step`` or tokenizer
   is caught like a flipped weight.
@@ -38,16 +40,16 @@ import hashlib
 import json
 import math
 import os
-import secrets
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 
 from ..errors import CheckpointError
 from ..version import __version__
+from .writing import write_atomically
 
 FORMAT_VERSION = 3
 """Version of the on-disk layout; bump it when the layout changes incompatibly."""
@@ -100,6 +102,8 @@ def save_checkpoint(
     path: str | os.PathLike[str],
     arrays: Mapping[str, np.ndarray],
     metadata: Mapping[str, Any] | None = None,
+    *,
+    overwrite: bool = True,
 ) -> Path:
     """Write ``arrays`` and ``metadata`` to ``path`` atomically; return the path written.
 
@@ -110,11 +114,17 @@ def save_checkpoint(
         metadata: JSON-serializable dict (tuples come back as lists, NumPy scalars as Python
             numbers). The keys ``format_version``, ``library_version``, ``created_at`` and
             ``checksum`` are filled in here and overwrite any given values.
+        overwrite: replace a file already at ``path`` (a run saving its checkpoint again).
+            False claims the name in one step instead: a file or link already there, even
+            one another process wrote a moment before, is refused and left as it is.
 
     Raises:
         CheckpointError: an array is not a NumPy array, has a dtype safetensors cannot store,
-            or uses a reserved name; the metadata is not JSON-serializable or too large; or
-            the write failed (the previous file at ``path``, if any, is then left untouched).
+            or uses a reserved name; the metadata is not JSON-serializable or too large; the
+            folder cannot be made or written (read-only, full, a file or a dangling link on
+            the way), or ``overwrite=False`` and ``path`` exists. The previous file at
+            ``path``, if any, is then left untouched, and the temp file removed (where the
+            folder still allows it).
     """
     path = Path(path)
     checked = _check_arrays(path, arrays)
@@ -140,8 +150,7 @@ def save_checkpoint(
             f"the cap of {MAX_HEADER_BYTES:,} that load_checkpoint reads. Fix: keep large "
             "data in arrays, not in the metadata."
         )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, header, checked)
+    write_atomically(path, _write(header, checked), overwrite=overwrite)
     return path
 
 
@@ -208,52 +217,21 @@ def _header(arrays: Mapping[str, np.ndarray], meta: Mapping[str, Any]) -> bytes:
     return len(text).to_bytes(8, "little") + text
 
 
-def _atomic_write(path: Path, header: bytes, arrays: Mapping[str, np.ndarray]) -> None:
-    """Write the file to a temp file beside ``path``, fsync it, then rename it over ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    try:
-        # O_EXCL: never clobber an existing file; O_NOFOLLOW: never write through a link.
-        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-        fd = os.open(tmp, flags | getattr(os, "O_NOFOLLOW", 0), 0o666)  # the umask decides
-        with os.fdopen(fd, "wb") as file:
-            file.write(header)
-            for array in arrays.values():
-                _write_array(file, array)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:  # also KeyboardInterrupt: never leave the temp file behind
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise CheckpointError(
-                f"cannot save checkpoint {path}: writing failed ({exc}); the previous file, if "
-                "any, is untouched. Fix: check free disk space and write permission on "
-                f"{path.parent}."
-            ) from exc
-        raise
-    _fsync_directory(path.parent)
+def _write(header: bytes, arrays: Mapping[str, np.ndarray]) -> Callable[[BinaryIO], None]:
+    """What writes the file's bytes: the header, then every array."""
+
+    def write(file: BinaryIO) -> None:
+        file.write(header)
+        for array in arrays.values():
+            _write_array(file, array)
+
+    return write
 
 
 def _write_array(file: Any, array: np.ndarray) -> None:
     """One array's raw bytes (C order, little-endian: _check_arrays made them so)."""
     if array.size:
         file.write(array.reshape(-1).view(np.uint8).data)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable where the OS supports fsync on a directory (POSIX)."""
-    if not hasattr(os, "O_DIRECTORY"):
-        return
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass  # some file systems refuse; the data itself is already fsync-ed
-    finally:
-        os.close(fd)
 
 
 # --------------------------------------------------------------------------------------------

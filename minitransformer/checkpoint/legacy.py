@@ -28,7 +28,7 @@ import zipfile
 import zlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 
@@ -68,11 +68,17 @@ def _broken(path: Path, exc: BaseException) -> NoReturn:
 
 
 def read_npz(
-    path: Path, *, verify: bool = True, expect: Expect | None = None, allow_v1: bool = False
+    path: Path,
+    file: BinaryIO,
+    *,
+    verify: bool = True,
+    expect: Expect | None = None,
+    allow_v1: bool = False,
 ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """``(arrays, metadata)`` of a legacy checkpoint; format 1 only with ``allow_v1``."""
+    """``(arrays, metadata)`` of a legacy checkpoint ``path``, read from ``file`` (opened by
+    ``reading.open_regular``: a regular file); format 1 only with ``allow_v1``."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(file) as archive:
             infos = _entries(path, archive)
             meta = _metadata(path, archive, infos)
             if meta["format_version"] == 1 and not allow_v1:
@@ -94,7 +100,7 @@ def read_npz(
                 if not isinstance(stored, str):
                     _fail(path, "the metadata has no checksum", "re-save it with save_checkpoint")
                 covered = meta if meta["format_version"] >= 2 else None
-                if _streamed_checksum(archive, infos, headers, covered) != stored:
+                if _streamed_checksum(path, archive, infos, headers, covered) != stored:
                     _fail(
                         path,
                         "checksum mismatch: the arrays or the metadata changed after saving, "
@@ -109,10 +115,11 @@ def read_npz(
     return arrays, meta
 
 
-def read_npz_metadata(path: Path) -> dict[str, Any]:
-    """The metadata of a legacy checkpoint (format 1 or 2; nothing else is read)."""
+def read_npz_metadata(path: Path, file: BinaryIO) -> dict[str, Any]:
+    """The metadata of legacy checkpoint ``path`` (format 1 or 2; nothing else is read), from
+    ``file`` (a regular file, opened by ``reading.open_regular``)."""
     try:
-        with zipfile.ZipFile(path) as archive:
+        with zipfile.ZipFile(file) as archive:
             return _metadata(path, archive, _entries(path, archive))
     except CheckpointError:
         raise
@@ -254,6 +261,7 @@ def _read_array(
 
 
 def _streamed_checksum(
+    path: Path,
     archive: zipfile.ZipFile,
     infos: Mapping[str, zipfile.ZipInfo],
     headers: Mapping[str, tuple[tuple[int, ...], np.dtype, bool, int]],
@@ -266,7 +274,7 @@ def _streamed_checksum(
         shape, dtype, fortran, header = headers[name]
         digest.update(json.dumps([name, dtype.str, list(shape)]).encode("utf-8") + b"\n")
         if fortran:
-            array = _read_array(Path(archive.filename or ""), archive, infos[name], *headers[name])
+            array = _read_array(path, archive, infos[name], *headers[name])
             digest.update(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
             continue
         with archive.open(infos[name]) as member:

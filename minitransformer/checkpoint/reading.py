@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import numpy as np
 
@@ -77,9 +77,9 @@ def load_checkpoint(
             The one-line message names the file, the problem and the fix.
     """
     path = Path(path)
-    with _open(path) as file:
+    with open_regular(path) as file:
         if _is_npz(path, file):
-            return read_npz(path, verify=verify, expect=expect)
+            return read_npz(path, file, verify=verify, expect=expect)
         meta, entries, stored, data_start = _read_header(path, file)
         if expect is not None:
             expect(path, meta, {k: (v[1], v[0]) for k, v in entries.items()})
@@ -101,9 +101,9 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
         CheckpointError: as :func:`load_checkpoint` for the file and its header.
     """
     path = Path(path)
-    with _open(path) as file:
+    with open_regular(path) as file:
         if _is_npz(path, file):
-            return read_npz_metadata(path)
+            return read_npz_metadata(path, file)
         meta, _, stored, _ = _read_header(path, file)
     return {**meta, "checksum": stored}
 
@@ -111,27 +111,72 @@ def read_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
 def read_entries(path: str | os.PathLike[str]) -> Entries:
     """Every array's name, shape and dtype, from the header alone (nothing is verified)."""
     path = Path(path)
-    with _open(path) as file:
+    with open_regular(path) as file:
         if _is_npz(path, file):
             _fail(path, "this is a legacy .npz checkpoint", _upgrade_fix(path))
         _, entries, _, _ = _read_header(path, file)
     return {k: (v[1], v[0]) for k, v in entries.items()}
 
 
-def _open(path: Path) -> BinaryIO:
-    """Open ``path`` for reading after checking that it is a regular file."""
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # POSIX; elsewhere no FIFO can be named
+_FLAGS = os.O_RDONLY | _NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+_NOT_REGULAR_FIX = (
+    "name a checkpoint file written by `minitransformer train` (a run directory's "
+    "checkpoint.safetensors) or by save_checkpoint"
+)
+
+
+def open_regular(
+    path: str | os.PathLike[str], refuse: Callable[[str, str], NoReturn] | None = None
+) -> BinaryIO:
+    """``path`` opened for reading, checked to be a regular file on the open descriptor.
+
+    The type is checked before a byte is read and without waiting: the file is opened with
+    ``O_NONBLOCK`` (a FIFO opens at once instead of waiting for a writer; a terminal does
+    not become the process's), then ``fstat``-ed, so what is checked is what is read (no
+    race with a swap). A FIFO, a device such as ``/dev/zero`` (also through a link), a
+    socket or a directory is refused: ``refuse(problem, fix)`` raises (by default a
+    CheckpointError naming ``path``). A missing or unreadable file is refused the same way.
+    """
+    path = Path(path)
+    if refuse is None:
+        refuse = lambda problem, fix: _fail(path, problem, fix)  # noqa: E731
     try:
-        file = open(path, "rb")  # noqa: SIM115 - the caller closes it
+        fd = os.open(path, _FLAGS)
     except FileNotFoundError:
-        _fail(path, "file not found", "check the path (latest_checkpoint(run_dir) finds one)")
-    except IsADirectoryError:
-        _fail(path, "not a regular file", "pass the path of a .safetensors checkpoint file")
-    except OSError as exc:
-        _fail(path, f"cannot be read ({exc})", "check the file's permissions")
-    if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-        file.close()
-        _fail(path, "not a regular file", "pass the path of a .safetensors checkpoint file")
-    return file
+        refuse("file not found", "check the path (latest_checkpoint(run_dir) finds one)")
+    except OSError as exc:  # a socket (ENXIO), no permission, a name too long ...
+        kind = _kind(path)
+        if kind is not None:
+            refuse(f"it is not a regular file but {kind}", _NOT_REGULAR_FIX)
+        refuse(f"it cannot be read ({exc.strerror or exc})", "check the file's permissions")
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _KINDS if test(mode)), "another kind of file")
+            refuse(f"it is not a regular file but {kind}", _NOT_REGULAR_FIX)
+        if _NONBLOCK:
+            os.set_blocking(fd, True)  # a regular file: reads as usual from here on
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _kind(path: Path) -> str | None:
+    """What ``path`` is when it is there but not a regular file (None otherwise)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    return next((kind for test, kind in _KINDS if test(mode)), None)
 
 
 def _is_npz(path: Path, file: BinaryIO) -> bool:

@@ -96,6 +96,11 @@ def read_marian(path: str | os.PathLike[str], dtype: str = "float32"):
     config = read_json(folder / "config.json", MAX_CONFIG_BYTES, fix)
     cfg = config_from_marian(config, f"{folder}/config.json", dtype)
     weights = folder / "model.safetensors"
+    if weights.exists() and not weights.is_file():  # a FIFO would make safe_open wait
+        raise CheckpointError(
+            f"{weights}: not a regular file (a FIFO, a device or a folder); put the model's "
+            "model.safetensors file there"
+        )
     if not weights.is_file():
         found = [n for n in _NOT_SAFETENSORS if (folder / n).exists()]
         raise CheckpointError(

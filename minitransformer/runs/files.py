@@ -22,10 +22,16 @@ through this module, which never writes through, deletes through or walks into a
 (``linked_entries``), so a prepared link is met at the start, not after an hour of training.
 Where the OS has no ``dir_fd``/``O_NOFOLLOW`` (Windows), each entry is checked with
 ``lstat`` before it is used.
+
+**Reading** a file of a run the user names (``read_text_file``: the metrics log a resumed run
+cuts back, the plots draw) is checked the way a checkpoint is (``checkpoint.open_regular``):
+opened without waiting, then ``fstat``-ed, so a FIFO or a device there is refused with one
+line instead of hanging the run or filling its memory.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import secrets
 import shlex
@@ -33,8 +39,9 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
+from ..checkpoint.reading import open_regular
 from ..errors import ConfigError
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -200,6 +207,22 @@ def open_file(run: str | os.PathLike[str], name: str, flags: int, mode: int = 0o
         return where.open(leaf, flags, mode)
     finally:
         where.close()
+
+
+def read_text_file(path: str | os.PathLike[str]) -> IO[str]:
+    """``path``, a file of a run, opened to read UTF-8 text (undecodable bytes replaced): a
+    regular file only, its type checked on the open descriptor before a byte is read, so a
+    FIFO or a device there is refused (RunDirectoryError) instead of hanging the reader."""
+    path = Path(path)
+
+    def refuse(problem: str, fix: str) -> NoReturn:
+        if "regular file" in problem:  # a FIFO, a device, a directory
+            fix = "move it away: a run keeps its own files there, which it writes itself"
+        elif "not found" in problem:
+            fix = "check the path"
+        raise RunDirectoryError(f"cannot read {path}: {problem}. Fix: {fix}")
+
+    return io.TextIOWrapper(open_regular(path, refuse), encoding="utf-8", errors="replace")
 
 
 def open_append(run: str | os.PathLike[str], name: str) -> IO[str]:

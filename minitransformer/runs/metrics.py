@@ -63,7 +63,7 @@ def read_metrics(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], li
     if not path.exists():
         return [], []
     records, skipped = [], []
-    with open(path, encoding="utf-8", errors="replace") as file:
+    with files.read_text_file(path) as file:  # a FIFO there is refused, never waited on
         for number, line in enumerate(file, 1):
             if not line.strip():
                 continue

@@ -122,7 +122,7 @@ def _read_log(path: Path) -> list[dict[str, Any]]:
     leaves out that are JSON but not records (an event, a NaN) are skipped; a line that is not
     JSON at all is an error, except the last one: a run killed mid-write leaves it cut short,
     so it is skipped with a warning."""
-    if not path.is_file():
+    if not path.exists():  # a FIFO or device there: read_metrics refuses it by its kind
         raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(path))
     records, skipped = read_metrics(path)
     if not skipped:
