@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tiny_runs import KNOBS, SIZE
+from tiny_runs import KNOBS, SIZE, marian_config
 
 from minitransformer import checkpoint
 from minitransformer.checkpoint import load_checkpoint, save_checkpoint, upgrade
@@ -382,11 +382,7 @@ def test_plot_and_a_marian_folder_refuse_a_fifo_by_its_kind(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "not a regular file but a FIFO" in err and "Traceback" not in err, err
     folder = tmp_path / "opus"
-    cfg = mt.TransformerConfig(
-        src_vocab=30, tgt_vocab=30, d_model=8, h=2, N=1, d_ff=16, max_len=16,
-        activation="swish", position_layout="halves", logits_bias=True, dropout=0.0,
-        pad_id=0, bos_id=0, eos_id=1,
-    )  # fmt: skip
+    cfg = marian_config(30, d_model=8, N=1, d_ff=16, max_len=16)
     mt.nn.Transformer(cfg, seed=0).save_pretrained(folder)
     (folder / "model.safetensors").unlink()
     os.mkfifo(folder / "model.safetensors")

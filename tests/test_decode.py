@@ -115,20 +115,21 @@ class TableModel:
 
     From BOS: token 3 (p 0.6) or token 4 (p 0.4). After 3: every token about equally likely
     (the best continuation, EOS, has p 0.3). After 4: EOS with p 0.99. Greedy takes 3 then
-    EOS (0.6 * 0.3 = 0.18); the best sequence is 4 EOS (0.4 * 0.99 = 0.396).
+    EOS (0.6 * 0.3 = 0.18); the best sequence is 4 EOS (0.4 * 0.99 = 0.396). Another
+    ``table`` (6 x 6, row: the last token, column: the next one's weight) gives other odds.
     """
 
-    def __init__(self):
+    def __init__(self, table=None):
         self.cfg = SimpleNamespace(max_len=6, pad_id=PAD, bos_id=BOS, eos_id=EOS)
         self.training = False
         self.device = "cpu"
-        V = 6
-        table = np.full((V, V), 1e-6)
-        table[BOS, 3], table[BOS, 4] = 0.6, 0.4
-        table[3, :] = [1e-6, 1e-6, 0.3, 0.25, 0.25, 0.2]
-        table[4, EOS] = 0.99
-        table[4, 5] = 0.01
-        table[5, EOS] = 1.0
+        if table is None:
+            table = np.full((6, 6), 1e-6)
+            table[BOS, 3], table[BOS, 4] = 0.6, 0.4
+            table[3, :] = [1e-6, 1e-6, 0.3, 0.25, 0.25, 0.2]
+            table[4, EOS] = 0.99
+            table[4, 5] = 0.01
+            table[5, EOS] = 1.0
         self.logits = np.log(table / table.sum(1, keepdims=True))
 
     def eval(self):

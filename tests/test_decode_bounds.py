@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from test_cli import assert_user_error, run_main
+from test_decode import TableModel
+from tiny_runs import marian_config
 
 import minitransformer as mt
 from minitransformer import translator as translator_module
@@ -26,7 +27,6 @@ from minitransformer.data import SentencePieceTokenizer
 from minitransformer.data.tasks import load_bible_pairs
 from minitransformer.decode import Decoding, beam_search, greedy_decode
 from minitransformer.errors import ArgumentError, ConfigError
-from minitransformer.tensor import Tensor
 from minitransformer.translator import Translator
 
 pytest.importorskip("sentencepiece")
@@ -43,11 +43,7 @@ def base(tmp_path_factory):
         [e for e, _ in pairs], [s for _, s in pairs], folder, vocab_size=100, seed=0,
         source_lang="en", target_lang="es",
     )  # fmt: skip
-    cfg = mt.TransformerConfig(
-        src_vocab=len(tok), tgt_vocab=len(tok), d_model=16, h=2, N=1, d_ff=32, max_len=64,
-        activation="swish", position_layout="halves", logits_bias=True, dropout=0.0,
-        pad_id=tok.pad_id, bos_id=tok.pad_id, eos_id=tok.eos_id,
-    )  # fmt: skip
+    cfg = marian_config(len(tok), tok.pad_id, tok.eos_id, N=1)
     model = mt.nn.Transformer(cfg, seed=1)
     model.logits_bias.data[cfg.eos_id] = -1e4
     model.save_pretrained(folder)
@@ -204,43 +200,24 @@ def test_forced_eos_ends_a_cut_sequence_with_eos(folder, lengths):
     assert greedy_decode(t.model, src, max_len=1, forced_eos=True) == [[], []]
 
 
-class Table:
-    """A stand-in model whose next token depends on the last one. From BOS: 3 (p 0.6) or 4
-    (p 0.4); after 3: 5 (p 0.99) or EOS (p 0.01); after 4: EOS or 5 (p 0.5 each)."""
-
-    def __init__(self):
-        self.cfg = SimpleNamespace(max_len=6, pad_id=0, bos_id=1, eos_id=2)
-        self.training, self.device = False, "cpu"
-        table = np.full((6, 6), 1e-9)
-        table[1, 3], table[1, 4] = 0.6, 0.4
-        table[3, 5], table[3, 2] = 0.99, 0.01
-        table[4, 2], table[4, 5] = 0.5, 0.5
-        table[5, 2] = 1.0
-        self.logits = np.log(table / table.sum(1, keepdims=True))
-
-    def eval(self):
-        self.training = False
-
-    def train(self, mode=True):
-        self.training = mode
-
-    def new_cache(self):
-        return SimpleNamespace(self_attn=[], tgt_keep=None)
-
-    def encode(self, src):
-        return Tensor(np.zeros((src.shape[0], 1, 1)))
-
-    def decode(self, tgt_in, memory, src, cache=None):
-        return Tensor(self.logits[np.asarray(tgt_in)[:, -1]][:, None, :].copy())
+def _forced_eos_table():
+    """TableModel's odds for the forced-EOS test. From BOS: 3 (p 0.6) or 4 (p 0.4); after 3:
+    5 (p 0.99) or EOS (p 0.01); after 4: EOS or 5 (p 0.5 each)."""
+    table = np.full((6, 6), 1e-9)
+    table[1, 3], table[1, 4] = 0.6, 0.4
+    table[3, 5], table[3, 2] = 0.99, 0.01
+    table[4, 2], table[4, 5] = 0.5, 0.5
+    table[5, 2] = 1.0
+    return TableModel(table)
 
 
 def test_beam_search_scores_a_forced_eos_as_transformers_does():
     src = np.ones((1, 2), dtype=np.int64)
     # cut at 2 tokens: without forcing, "3 5" (0.594) beats "4 EOS" (0.2)
-    assert beam_search(Table(), src, beam_size=2, alpha=0.0, max_len=2) == [[3, 5]]
+    assert beam_search(_forced_eos_table(), src, beam_size=2, alpha=0.0, max_len=2) == [[3, 5]]
     # forced: the 2nd token is EOS at log-probability 0 (ForcedEOSTokenLogitsProcessor sets
     # the others to -inf after log_softmax): "3 EOS" scores 0.6, not 0.6 * 0.01
-    got = beam_search(Table(), src, beam_size=2, alpha=0.0, max_len=2, forced_eos=True)
+    got = beam_search(_forced_eos_table(), src, beam_size=2, alpha=0.0, max_len=2, forced_eos=True)
     assert got == [[3]]
 
 

@@ -11,6 +11,7 @@ import types
 import numpy as np
 import pytest
 from test_cli import assert_user_error, run_main
+from tiny_runs import marian_config
 
 import minitransformer as mt
 from minitransformer.data import SentencePieceTokenizer
@@ -31,11 +32,7 @@ def opus(tmp_path_factory):
         [e for e, _ in pairs], [s for _, s in pairs], folder, vocab_size=200, seed=0,
         source_lang="en", target_lang="es",
     )  # fmt: skip
-    cfg = mt.TransformerConfig(
-        src_vocab=len(tok), tgt_vocab=len(tok), d_model=16, h=2, N=2, d_ff=32, max_len=64,
-        activation="swish", position_layout="halves", logits_bias=True, dropout=0.0,
-        pad_id=tok.pad_id, bos_id=tok.pad_id, eos_id=tok.eos_id,
-    )  # fmt: skip
+    cfg = marian_config(len(tok), tok.pad_id, tok.eos_id)
     model = mt.nn.Transformer(cfg, seed=1)
     rng = np.random.default_rng(0)
     for p in model.parameters():  # a random model that does not emit EOS at once

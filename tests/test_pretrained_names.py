@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 from test_cli import assert_user_error, run_main
+from tiny_runs import marian_config
 
 import minitransformer as mt
 from minitransformer.errors import ArgumentError, CheckpointError
@@ -38,11 +39,7 @@ def test_a_long_name_is_shown_cut_with_its_length():
 
 
 def _marian_folder(path):
-    cfg = mt.TransformerConfig(
-        src_vocab=30, tgt_vocab=30, d_model=8, h=2, N=2, d_ff=16, max_len=16,
-        activation="swish", position_layout="halves", logits_bias=True, dropout=0.0,
-        pad_id=0, bos_id=0, eos_id=1,
-    )  # fmt: skip
+    cfg = marian_config(30, d_model=8, d_ff=16, max_len=16)
     mt.nn.Transformer(cfg, seed=0).save_pretrained(path)
     return path
 

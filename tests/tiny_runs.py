@@ -1,4 +1,5 @@
-"""Shared sizes of the tiny training runs that the CLI, run-directory and MPI tests start.
+"""Shared sizes of the tiny training runs that the CLI, run-directory and MPI tests start,
+and of the tiny models in Marian's layout that the pretrained-folder tests save.
 
 One place for them, so a test file does not carry its own copy of the same flags.
 """
@@ -30,6 +31,19 @@ DP_TINY = [
     "--eval-every", "1000", "--eval-samples", "10", "--final-eval-samples", "10",
 ]  # fmt: skip
 """The flags of the 2-rank data-parallel runs (tests/test_distributed*.py)."""
+
+
+def marian_config(vocab: int, pad_id: int = 0, eos_id: int = 1, **sizes):
+    """A tiny TransformerConfig in Marian's (opus-mt's) layout: swish, sines then cosines,
+    a logits bias, the decoder starting from the pad id; ``sizes`` override d_model 16, h 2,
+    N 2, d_ff 32, max_len 64."""
+    import minitransformer as mt
+
+    sizes = {"d_model": 16, "h": 2, "N": 2, "d_ff": 32, "max_len": 64, **sizes}
+    return mt.TransformerConfig(
+        src_vocab=vocab, tgt_vocab=vocab, activation="swish", position_layout="halves",
+        logits_bias=True, dropout=0.0, pad_id=pad_id, bos_id=pad_id, eos_id=eos_id, **sizes,
+    )  # fmt: skip
 
 
 def rank_pids(mpiexec_pid: int) -> list[int]:

@@ -127,14 +127,18 @@ _KINDS = (
 )
 _NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # POSIX; elsewhere no FIFO can be named
 _FLAGS = os.O_RDONLY | _NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
-_NOT_REGULAR_FIX = (
-    "name a checkpoint file written by `minitransformer train` (a run directory's "
-    "checkpoint.safetensors) or by save_checkpoint"
-)
+CHECKPOINT_FIXES = {  # what open_regular's refusals of a checkpoint file advise
+    "missing": "check the path (latest_checkpoint(run_dir) finds one)",
+    "not regular": "name a checkpoint file written by `minitransformer train` (a run "
+    "directory's checkpoint.safetensors) or by save_checkpoint",
+    "unreadable": "check the file's permissions",
+}
 
 
 def open_regular(
-    path: str | os.PathLike[str], refuse: Callable[[str, str], NoReturn] | None = None
+    path: str | os.PathLike[str],
+    refuse: Callable[[str, str], NoReturn] | None = None,
+    fixes: Mapping[str, str] = CHECKPOINT_FIXES,
 ) -> BinaryIO:
     """``path`` opened for reading, checked to be a regular file on the open descriptor.
 
@@ -143,7 +147,8 @@ def open_regular(
     not become the process's), then ``fstat``-ed, so what is checked is what is read (no
     race with a swap). A FIFO, a device such as ``/dev/zero`` (also through a link), a
     socket or a directory is refused: ``refuse(problem, fix)`` raises (by default a
-    CheckpointError naming ``path``). A missing or unreadable file is refused the same way.
+    CheckpointError naming ``path``), ``fix`` taken from ``fixes`` ("missing", "not
+    regular", "unreadable"). A missing or unreadable file is refused the same way.
     """
     path = Path(path)
     if refuse is None:
@@ -151,17 +156,17 @@ def open_regular(
     try:
         fd = os.open(path, _FLAGS)
     except FileNotFoundError:
-        refuse("file not found", "check the path (latest_checkpoint(run_dir) finds one)")
+        refuse("file not found", fixes["missing"])
     except OSError as exc:  # a socket (ENXIO), no permission, a name too long ...
         kind = _kind(path)
         if kind is not None:
-            refuse(f"it is not a regular file but {kind}", _NOT_REGULAR_FIX)
-        refuse(f"it cannot be read ({exc.strerror or exc})", "check the file's permissions")
+            refuse(f"it is not a regular file but {kind}", fixes["not regular"])
+        refuse(f"it cannot be read ({exc.strerror or exc})", fixes["unreadable"])
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
             kind = next((k for test, k in _KINDS if test(mode)), "another kind of file")
-            refuse(f"it is not a regular file but {kind}", _NOT_REGULAR_FIX)
+            refuse(f"it is not a regular file but {kind}", fixes["not regular"])
         if _NONBLOCK:
             os.set_blocking(fd, True)  # a regular file: reads as usual from here on
         return os.fdopen(fd, "rb")

@@ -30,6 +30,8 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
+from ..checks import listed
+
 MPI, NCCL, HOST_STAGED = "mpi", "nccl", "host-staged"
 NCCL_MISSING = (
     "NCCL is not available in CuPy on {ranks}, so the gradient all-reduce goes through host "
@@ -146,5 +148,4 @@ def placement(device: str, host: str | None = None) -> Placement:
 
 def _ranks(ranks: list[int]) -> str:
     """``0, 1`` (at most 4 named, then how many more)."""
-    text = ", ".join(map(str, ranks[:4]))
-    return text + (f" and {len(ranks) - 4} more" if len(ranks) > 4 else "")
+    return listed([str(r) for r in ranks], most=4)

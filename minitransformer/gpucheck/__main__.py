@@ -27,6 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
+from ..checks import listed
 from ..errors import DeviceError, MiniTransformerError, Terminated, raise_terminated
 from .check import STEPS, run_check, stopped_during
 
@@ -130,12 +131,9 @@ def _main(argv: list[str]) -> int:
         return _stopped(stop, "interrupted (Ctrl-C)", 128 + signal.SIGINT, out)
     except Terminated as stop:
         return _stopped(stop, "stopped by SIGTERM", 128 + signal.SIGTERM, out)
-    except DeviceError as err:  # no GPU, and no --allow-no-gpu
-        print(f"gpucheck: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 1
     except (MiniTransformerError, OSError) as err:
         print(f"gpucheck: error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
+        return 1 if isinstance(err, DeviceError) else 2  # 1: no GPU, and no --allow-no-gpu
     return 0
 
 
@@ -153,9 +151,8 @@ def _stopped(stop: BaseException, what: str, status: int, out: str | None) -> in
         line += "; no report was written"
         held = _entries(folder)
         if held:
-            shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
             line += (
-                f"; {out} keeps what finished ({shown}): rerun into a new folder, "
+                f"; {out} keeps what finished ({listed(held)}): rerun into a new folder, "
                 f"e.g. --out {out}-2"
             )
         else:

@@ -100,11 +100,11 @@ def run_check(
     ``out``/gpucheck.md; return the result (what the JSON holds). Without a GPU it raises
     DeviceError, before anything is written, unless ``allow_no_gpu`` (then the GPU steps
     are reported as skipped). A RunDirectoryError for an ``out`` that holds anything."""
-    refuse_unusable_out(out)
+    folder = refuse_unusable_out(out)
     t0, started = time.perf_counter(), datetime.datetime.now().astimezone()
     gpu, no_gpu = machine.gpu_status()
     refuse_no_gpu(gpu, no_gpu, allow_no_gpu)
-    folder = prepare_out(out)
+    folder.mkdir(parents=True, exist_ok=True)
     log(
         f"gpucheck: {'a GPU is there' if gpu else 'no GPU: ' + no_gpu}; budget {budget_s:.0f} s"
         + ("; --quick" if quick else "")

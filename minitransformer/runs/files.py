@@ -216,13 +216,17 @@ def read_text_file(path: str | os.PathLike[str]) -> IO[str]:
     path = Path(path)
 
     def refuse(problem: str, fix: str) -> NoReturn:
-        if "regular file" in problem:  # a FIFO, a device, a directory
-            fix = "move it away: a run keeps its own files there, which it writes itself"
-        elif "not found" in problem:
-            fix = "check the path"
         raise RunDirectoryError(f"cannot read {path}: {problem}. Fix: {fix}")
 
-    return io.TextIOWrapper(open_regular(path, refuse), encoding="utf-8", errors="replace")
+    file = open_regular(path, refuse, _RUN_FILE_FIXES)
+    return io.TextIOWrapper(file, encoding="utf-8", errors="replace")
+
+
+_RUN_FILE_FIXES = {  # what read_text_file's refusals advise
+    "missing": "check the path",
+    "not regular": "move it away: a run keeps its own files there, which it writes itself",
+    "unreadable": "check the file's permissions",
+}
 
 
 def open_append(run: str | os.PathLike[str], name: str) -> IO[str]:
