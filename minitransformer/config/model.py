@@ -96,6 +96,9 @@ class TransformerConfig:
             the decoder's start token; it may equal pad_id (Marian starts from the pad id),
             and then the decoder masks the future only: a start token is never padding.
         dtype: "float32" (default) or "float64" (for gradient checks).
+        decoder_only: True = the decoder-only language model (nn.TransformerLM): no encoder,
+            no cross-attention; N layers of masked self-attention and feed-forward over one
+            vocabulary (src_vocab == tgt_vocab; the decoder_* fields unset).
     """
 
     src_vocab: int
@@ -124,11 +127,12 @@ class TransformerConfig:
     bos_id: int = 1
     eos_id: int = 2
     dtype: str = "float32"
+    decoder_only: bool = False
 
     # Fields newer than the first checkpoints: a checkpoint without one has its default.
     ADDED: ClassVar[tuple[str, ...]] = (
         "attention_block_size", "activation", "position_layout", "scale_embedding",
-        "logits_bias", "decoder_N", "decoder_h", "decoder_d_ff",
+        "logits_bias", "decoder_N", "decoder_h", "decoder_d_ff", "decoder_only",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -205,7 +209,7 @@ class TransformerConfig:
             if not isinstance(getattr(self, name), str) or getattr(self, name) not in choices:
                 problems.append(f"{name} must be one of {choices}, got {getattr(self, name)!r}")
         flags = ("pre_norm", "tie_embeddings", "learned_positions", "scale_attention")
-        for name in (*flags, "scale_embedding", "logits_bias"):
+        for name in (*flags, "scale_embedding", "logits_bias", "decoder_only"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 problems.append(f"{name} must be True or False, got {value!r}")
@@ -229,6 +233,8 @@ class TransformerConfig:
                 f"src_vocab ({self.src_vocab}) != tgt_vocab ({self.tgt_vocab}); set "
                 "tie_embeddings=False or use a joint vocabulary"
             )
+        if self.decoder_only is True:
+            problems += self._decoder_only_problems()
         if not isinstance(self.dtype, str) or self.dtype not in _DTYPES:
             problems.append(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
         if problems:
@@ -239,6 +245,21 @@ class TransformerConfig:
                 "from TransformerConfig.preset('tiny', src_vocab=V, tgt_vocab=V))"
             )
         return self
+
+    def _decoder_only_problems(self) -> list[str]:
+        """What a decoder-only model cannot have: two vocabularies, a second stack's sizes."""
+        problems = []
+        if self.src_vocab != self.tgt_vocab:
+            problems.append(
+                f"decoder_only=True reads and predicts one vocabulary, but src_vocab "
+                f"({self.src_vocab}) != tgt_vocab ({self.tgt_vocab}); give both the same size"
+            )
+        stack = [k for k in ("decoder_N", "decoder_h", "decoder_d_ff") if getattr(self, k)]
+        if stack:
+            problems.append(
+                f"decoder_only=True has one stack, sized by N, h and d_ff; unset {stack}"
+            )
+        return problems
 
     def parameter_shapes(self) -> Shapes:
         """Every weight of the Transformer this config builds, ``{name: shape}`` in its
@@ -277,15 +298,19 @@ class TransformerConfig:
         D, V = self.d_model, self.tgt_vocab
         # The model's own parameter (logits_bias) comes before its modules' in state_dict.
         top: Shapes = {"logits_bias": (V,)} if self.logits_bias else {}
-        top["src_embed.weight"] = (self.src_vocab, D)
-        if not self.tie_embeddings:
-            top["tgt_embed.weight"] = (V, D)
+        if self.decoder_only:  # nn.TransformerLM: one embedding, one stack ("decoder")
+            top["embed.weight"] = (V, D)
+        else:
+            top["src_embed.weight"] = (self.src_vocab, D)
+            if not self.tie_embeddings:
+                top["tgt_embed.weight"] = (V, D)
         if self.learned_positions:
             top["positions.table"] = (self.max_len, D)
         groups = [("", 1, top)]
-        for stack in ("encoder", "decoder"):
+        for stack in ("decoder",) if self.decoder_only else ("encoder", "decoder"):
             N, h, d_ff = self.sizes(stack)
-            attentions = ("self_attn", "cross_attn") if stack == "decoder" else ("self_attn",)
+            cross = stack == "decoder" and not self.decoder_only
+            attentions = ("self_attn", "cross_attn") if cross else ("self_attn",)
             qk = h * (self.key_dim or D // h)  # h d_k: key_dim may differ from D / h
             layer: Shapes = {}
             for attention in attentions:

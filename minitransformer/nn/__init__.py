@@ -2,9 +2,13 @@
 
 ``mt.nn.Transformer(mt.TransformerConfig.preset("tiny", src_vocab=V, tgt_vocab=V))`` builds
 the model; ``model(src, tgt_in)`` maps int ids (B, S), (B, T) to logits (B, T, V).
+``mt.nn.TransformerLM(vocab=V, d_model=64, h=4, N=2, d_ff=256)`` is the decoder-only language
+model on the same blocks; ``lm(ids)`` maps (B, T) ids to next-token logits (B, T, V).
 """
 
 from .attention import KVCache, MultiHeadAttention
+from .blocks import CausalStack, Decoder, DecoderLayer, Encoder, EncoderLayer
+from .language_model import TransformerLM
 from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward
 from .masks import causal_mask, padding_mask, target_mask
 from .module import Module, ModuleList, Parameter, StateDictKeyError
@@ -16,17 +20,11 @@ from .recurrent import (
     RNNCell,
     RNNSeq2Seq,
 )
-from .transformer import (
-    Decoder,
-    DecoderCache,
-    DecoderLayer,
-    Encoder,
-    EncoderLayer,
-    Transformer,
-)
+from .transformer import DecoderCache, Transformer
 
 __all__ = [
     "AdditiveAttention",
+    "CausalStack",
     "Decoder",
     "DecoderCache",
     "DecoderLayer",
@@ -49,6 +47,7 @@ __all__ = [
     "RNNSeq2Seq",
     "StateDictKeyError",
     "Transformer",
+    "TransformerLM",
     "causal_mask",
     "padding_mask",
     "sinusoid_table",
