@@ -22,14 +22,14 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from . import backend, checkpoint, checks
-from .config import TrainConfig
+from . import backend, checks
+from .checkpoint.trained import load_trained
 from .data.batching import pad
 from .data.metrics import bleu, exact_match
 from .data.sentencepiece import SentencePieceTokenizer
-from .data.tasks import make_task, tokenizer_from_dict
+from .data.tasks import make_task
 from .decode import Decoding, beam_search, check_beam_size
-from .errors import ArgumentError, CheckpointError, MiniTransformerError
+from .errors import ArgumentError, CheckpointError
 from .nn import Transformer
 from .nn.marian_config import generation_from_marian
 
@@ -55,40 +55,13 @@ class Translator:
         Every field is checked before use (model config, tokenizer, train config, each
         weight's name, shape, dtype and finiteness): a bad one is a CheckpointError naming it.
         """
-        path = checkpoint.checkpoint_file(path)
-        arrays, meta = checkpoint.load_checkpoint(path, expect=checkpoint.expect_model_arrays)
-        if "model_config" not in meta or "tokenizer" not in meta:
+        model, tokenizer, meta = load_trained(path, device)
+        if model.cfg.decoder_only:
             raise CheckpointError(
-                f"{path}: this checkpoint has no model config or tokenizer; it was not written "
-                "by `minitransformer train`"
+                f"{path}: this checkpoint is a language model (train lm): it continues text, "
+                "it does not translate; use: minitransformer generate --checkpoint RUN "
+                '"some words"'
             )
-        cfg = checkpoint.check_model_config(path, meta["model_config"])
-        checkpoint.check_tokenizer(path, meta["tokenizer"])
-        if "train_config" in meta:
-            checkpoint.check_train_config(path, meta["train_config"], TrainConfig)
-        try:
-            tokenizer = tokenizer_from_dict(meta["tokenizer"])
-            model = Transformer(cfg)
-            state = checkpoint.section(arrays, "model")
-            layout = {
-                k: (tuple(v.shape), backend.dtype_name(v.dtype))
-                for k, v in model.state_dict().items()
-            }
-            checkpoint.check_arrays_like(path, "model", state, layout)
-            model.load_state_dict({k: backend.asarray(v) for k, v in state.items()})
-        except (CheckpointError, MiniTransformerError, KeyError, TypeError, ValueError) as err:
-            raise CheckpointError(
-                f"{path}: its weights, model config and tokenizer do not fit together "
-                f"({' '.join(str(err).split())}); the file was edited or written by another "
-                "version: retrain or use another checkpoint"
-            ) from err
-        if len(tokenizer) != cfg.src_vocab or len(tokenizer) != cfg.tgt_vocab:
-            size = "only " if len(tokenizer) > cfg.src_vocab else ""
-            raise CheckpointError(
-                f"{path}: the tokenizer has {len(tokenizer)} tokens but the model {size}"
-                f"{cfg.src_vocab} embeddings; the checkpoint's parts do not belong together"
-            )
-        model.to(device)  # weights are loaded on the host: any saving device loads anywhere
         return cls(model, tokenizer, meta)
 
     @classmethod

@@ -228,13 +228,13 @@ def check_tokenizer(path: str | os.PathLike[str], value: Any, field: str = "toke
     if _kind(value) != "object":
         _field_fail(path, field, f"is a JSON {_kind(value)}, expected an object")
     kind = value.get("type")
-    allowed = {"bpe": {"type", "merges", "vocab", "split_punctuation"}, "vocab": {"type", "tokens"}}
+    allowed = {"bpe": {"type", "merges", "vocab", "split_punctuation"}, "vocab": {"type", "tokens"},
+               "chars": {"type", "tokens"}}  # fmt: skip
     if kind not in allowed:
         _field_fail(
             path,
             f"{field}.type",
-            f"names an unknown tokenizer type {short(kind)}; expected 'vocab' or 'bpe'",
-        )
+            f"names an unknown tokenizer type {short(kind)}; expected 'vocab', 'chars' or 'bpe'")
     unknown = sorted(set(value) - allowed[kind])
     if unknown:
         _field_fail(path, field, f"has unknown key(s) {', '.join(map(repr, unknown[:5]))}")

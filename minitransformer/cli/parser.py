@@ -134,7 +134,7 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     train.add_argument(
         "--label-smoothing", type=flags.probability,
-        help=f"default: {_default('label_smoothing')}",
+        help="default: 0.1, the paper's (lm: 0, the plain cross-entropy)",
     )  # fmt: skip
     train.add_argument(
         "--clip-norm", type=flags.positive_float,

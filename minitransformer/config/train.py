@@ -39,7 +39,11 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "sort": dict(preset="tiny", steps=3000, batch_size=64, warmup=400, peak_lr=2e-3),
     "translate": dict(preset="tiny", steps=4000, batch_size=64, warmup=800, peak_lr=3e-3),
     "translate-en-es": dict(preset="small", steps=4500, batch_size=64, warmup=1000, peak_lr=2e-3),
-}
+    "lm": dict(preset="small", steps=1500, batch_size=32, warmup=300, peak_lr=2e-3,
+               label_smoothing=0.0),
+}  # fmt: skip
+LABEL_SMOOTHING = 0.1  # the paper's, every task's but the language model's (whose loss is
+# the plain cross-entropy: its exponential is the perplexity, and the n-gram baselines compare)
 
 MAX_STEPS = (
     1_000_000  # the paper's big model trained 300k steps; bounds the losses a checkpoint holds
@@ -74,6 +78,8 @@ KNOB_RANGES: dict[str, dict[str, tuple[int, int]]] = {
     # the shipped file holds verses of at most 20 words, about 13,000 of them
     "translate-en-es": {"max_words": (1, 20), "n_valid": (1, 100_000), "n_test": (1, 100_000),
                         "n_merges": (1, 50_000), "n_train": (1, 1_000_000)},
+    "lm": {"max_words": (1, 20), "n_valid": (1, 100_000), "n_test": (1, 100_000),
+           "n_merges": (1, 50_000), "n_train": (1, 1_000_000)},
 }  # fmt: skip
 """The whole-number task knobs of each task: knob -> (lowest, highest) allowed value. The
 highest values keep a task's data within seconds and a few hundred MB to build; with
@@ -82,7 +88,10 @@ MAX_TASK_TOKENS below they are what ``--knob`` and ``TrainConfig(task_knobs=...)
 BOOL_KNOBS = frozenset({"lowercase"})
 """Task knobs that are True or False."""
 
-NONE_KNOBS = frozenset({("translate-en-es", "n_train")})
+CHOICE_KNOBS = {"tokenizer": ("bpe", "char")}
+"""Task knobs that are one of a few words."""
+
+NONE_KNOBS = frozenset({("translate-en-es", "n_train"), ("lm", "n_train")})
 """(task, knob) pairs where None means "the task's default" (all the data)."""
 
 MAX_TASK_TOKENS = 20_000_000
@@ -96,6 +105,9 @@ def knob_problem(task: str, key: str, value: Any) -> str | None:
     ``make_task`` (which names the valid ones)."""
     if key in BOOL_KNOBS:
         return None if isinstance(value, bool) else "True or False"
+    if key in CHOICE_KNOBS:
+        choices = CHOICE_KNOBS[key]
+        return None if value in choices else "one of " + ", ".join(map(repr, choices))
     limits = KNOB_RANGES.get(task, {}).get(key)
     if limits is None:
         return None
@@ -160,7 +172,7 @@ class TrainConfig:
     batch_size: int | None = None
     warmup: int | None = None
     peak_lr: float | None = None
-    label_smoothing: float = 0.1
+    label_smoothing: float | None = None  # None: the task's (LABEL_SMOOTHING; lm: 0)
     dropout: float | None = None  # None: the preset's
     clip_norm: float | None = 1.0
     seed: int = 0
@@ -184,14 +196,14 @@ class TrainConfig:
     def resolved(self) -> TrainConfig:
         """A copy with every ``None`` replaced by the task's default (checked again, as every
         TrainConfig is when it is made: a field set after construction is caught here)."""
-        defaults = TASK_DEFAULTS.get(self.task, {})
+        defaults = {"label_smoothing": LABEL_SMOOTHING, **TASK_DEFAULTS.get(self.task, {})}
         return dataclasses.replace(
             self, **{k: v for k, v in defaults.items() if getattr(self, k) is None}
         )
 
 
 _NONE_FIELDS = frozenset(
-    {"steps", "batch_size", "warmup", "final_eval_samples"}
+    {"steps", "batch_size", "warmup", "final_eval_samples", "label_smoothing"}
 )  # None: the task's default (final_eval_samples: the whole split)
 
 
@@ -217,8 +229,9 @@ def _check_fields(cfg: TrainConfig) -> None:
             raise bad(key, f"{kind} of at most {high:,}")
     if cfg.peak_lr is not None and not (is_real(cfg.peak_lr) and 0 < cfg.peak_lr < 1):
         raise bad("peak_lr", "in (0, 1) (a number, e.g. 1e-3)")
-    if not (is_real(cfg.label_smoothing) and 0 <= cfg.label_smoothing < 1):
-        raise bad("label_smoothing", "a number in [0, 1) (the paper: 0.1)")
+    ls = cfg.label_smoothing
+    if ls is not None and not (is_real(ls) and 0 <= ls < 1):
+        raise bad("label_smoothing", "a number in [0, 1) or None (the task's; the paper: 0.1)")
     if cfg.dropout is not None and not (is_real(cfg.dropout) and 0 <= cfg.dropout < 1):
         raise bad("dropout", "a number in [0, 1) or None (the preset's)")
     if cfg.clip_norm is not None and not (is_real(cfg.clip_norm) and 0 < cfg.clip_norm < math.inf):

@@ -1,6 +1,6 @@
 """Tasks: ready-made datasets of (source ids, target ids) pairs, from a name and a seed.
 
-    task = make_task("copy", seed=0)                 # or reverse, sort, translate, translate-en-es
+    task = make_task("copy", seed=0)       # or reverse, sort, translate, translate-en-es, lm
     task.splits["train"][0]                          # ([5, 9, 7], [5, 9, 7]) - no BOS/EOS yet
     task.vocab.tokenize("3 1 4")                     # text -> ids (a Vocab or a BPE)
     task.detokenize(ids)                             # ids -> text, e.g. for BLEU
@@ -23,7 +23,7 @@ import numpy as np
 
 from minitransformer.data.bpe import BPE
 from minitransformer.data.toylang import make_translation_pairs
-from minitransformer.data.vocab import Tokenizer, Vocab
+from minitransformer.data.vocab import CharVocab, Tokenizer, Vocab
 from minitransformer.errors import ConfigError
 
 Pair = tuple[list[int], list[int]]
@@ -234,20 +234,7 @@ def translate_en_es_task(
         for e, s in load_bible_pairs()
         if len(e.split()) <= max_words and len(s.split()) <= max_words
     ]
-    count: dict[str, int] = {}
-    for e, _ in pairs:
-        count[e] = count.get(e, 0) + 1
-    held, train = [], []
-    for i in np.random.default_rng(seed).permutation(len(pairs)).tolist():
-        if len(held) < n_valid + n_test and count[pairs[i][0]] == 1:
-            held.append(pairs[i])
-        else:
-            train.append(pairs[i])
-    if len(held) < n_valid + n_test:
-        raise ConfigError(
-            f"only {len(held)} unique verses for {n_valid + n_test} valid+test pairs; "
-            "lower n_valid/n_test or raise max_words."
-        )
+    train, held = _held_out(pairs, [e for e, _ in pairs], n_valid + n_test, seed)
     if n_train is not None:
         train = train[:n_train]
     texts = {"train": train, "valid": held[:n_valid], "test": held[n_valid:]}
@@ -255,6 +242,73 @@ def translate_en_es_task(
     knobs = dict(seed=seed, max_words=max_words, n_valid=n_valid, n_test=n_test,
                  n_merges=n_merges, n_train=n_train, lowercase=lowercase)  # fmt: skip
     return _make("translate-en-es", bpe, texts, knobs)
+
+
+def _held_out(items: list, keys: list[str], n_held: int, seed: int) -> tuple[list, list]:
+    """(train, held): ``n_held`` items drawn by ``seed`` among those whose key occurs once
+    (so no held-out text is also a training text), the rest for training."""
+    count: dict[str, int] = {}
+    for key in keys:
+        count[key] = count.get(key, 0) + 1
+    held, train = [], []
+    for i in np.random.default_rng(seed).permutation(len(items)).tolist():
+        if len(held) < n_held and count[keys[i]] == 1:
+            held.append(items[i])
+        else:
+            train.append(items[i])
+    if len(held) < n_held:
+        raise ConfigError(
+            f"only {len(held)} unique verses for {n_held} valid+test examples; "
+            "lower n_valid/n_test or raise max_words."
+        )
+    return train, held
+
+
+# --- language modelling: the English verses -----------------------------------------------
+
+
+def lm_task(
+    seed: int = 0,
+    tokenizer: str = "bpe",
+    max_words: int = 20,
+    n_valid: int = 500,
+    n_test: int = 500,
+    n_merges: int = 2_000,
+    n_train: int | None = None,
+    lowercase: bool = False,
+) -> Task:
+    """The English side of the shipped verses (KJV), one verse a sequence, for the
+    decoder-only language model (``nn.TransformerLM``): each example is ([], verse ids), so
+    the model reads BOS + verse and predicts verse + EOS.
+
+    ``tokenizer``: "bpe" (subwords, ``n_merges`` merges learned on the training verses,
+    punctuation split off) or "char" (one token per character, spaces included). Valid and
+    test verses are drawn by ``seed`` among verses that occur once (none is also a training
+    verse); case is kept unless ``lowercase``. ``n_train`` caps the training split.
+    """
+    if tokenizer not in ("bpe", "char"):
+        raise ConfigError(f"lm: tokenizer must be 'bpe' or 'char', got {tokenizer!r}.")
+    if not 1 <= max_words <= 20:
+        raise ConfigError(f"max_words must be within 1..20 (the shipped file); got {max_words}.")
+    verses = [
+        normalize(e, lowercase) for e, _ in load_bible_pairs() if len(e.split()) <= max_words
+    ]
+    train, held = _held_out(verses, verses, n_valid + n_test, seed)
+    if n_train is not None:
+        train = train[:n_train]
+    texts = {
+        "train": [("", v) for v in train],
+        "valid": [("", v) for v in held[:n_valid]],
+        "test": [("", v) for v in held[n_valid:]],
+    }
+    if tokenizer == "char":
+        vocab: Tokenizer = CharVocab.from_texts(train)
+    else:
+        vocab = BPE.train(train, n_merges, split_punctuation=True)
+    knobs = dict(seed=seed, tokenizer=tokenizer, max_words=max_words, n_valid=n_valid,
+                 n_test=n_test, n_merges=n_merges, n_train=n_train,
+                 lowercase=lowercase)  # fmt: skip
+    return _make("lm", vocab, texts, knobs)
 
 
 # --- the registry -------------------------------------------------------------------------
@@ -265,6 +319,7 @@ TASKS: dict[str, Callable[..., Task]] = {
     "sort": sort_task,
     "translate": translate_task,
     "translate-en-es": translate_en_es_task,
+    "lm": lm_task,
 }
 
 
@@ -274,7 +329,7 @@ def _knob_names(name: str) -> list[str]:
 
 
 def make_task(name: str, seed: int = 0, **knobs: Any) -> Task:
-    """Build a task by name: copy, reverse, sort, translate, translate-en-es."""
+    """Build a task by name: copy, reverse, sort, translate, translate-en-es, lm."""
     if name not in TASKS:
         raise ConfigError(f"unknown task {name!r}; valid names: {', '.join(TASKS)}.")
     unknown = sorted(set(knobs) - set(_knob_names(name)))
@@ -292,4 +347,6 @@ def tokenizer_from_dict(d: dict[str, Any]) -> Tokenizer:
         return Vocab.from_dict(d)
     if kind == "bpe":
         return BPE.from_dict(d)
-    raise ConfigError(f"unknown tokenizer type {kind!r}; expected 'vocab' or 'bpe'.")
+    if kind == "chars":
+        return CharVocab.from_dict(d)
+    raise ConfigError(f"unknown tokenizer type {kind!r}; expected 'vocab', 'chars' or 'bpe'.")

@@ -8,7 +8,8 @@ The first four ids are fixed for every vocabulary in this project:
     UNK = 3   any token the vocabulary has not seen
 
 `Tokenizer` is the small interface every task's tokenizer offers (`Vocab` for whole words,
-`minitransformer.data.bpe.BPE` for subwords): text in, ids out, and back.
+`CharVocab` for characters, `minitransformer.data.bpe.BPE` for subwords): text in, ids out,
+and back.
 """
 
 from __future__ import annotations
@@ -160,3 +161,41 @@ class Vocab:
                 "This dictionary was not written by Vocab.to_dict()."
             )
         return cls(tokens[4:])
+
+
+class CharVocab(Vocab):
+    """A character vocabulary (the language model's ``tokenizer=char``): every character,
+    spaces included, is one token, so ``detokenize(tokenize(text)) == text`` for any text
+    made of known characters.
+
+    >>> c = CharVocab.from_texts(["ab a"])
+    >>> c.tokenize("ba"), c.detokenize(c.tokenize("a b"))
+    ([5, 4], 'a b')
+    """
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str]) -> CharVocab:
+        """Every character of ``texts``, most frequent first (ties in code-point order)."""
+        counts = Counter(ch for text in texts for ch in text)
+        return cls(sorted(counts, key=lambda ch: (-counts[ch], ch)))
+
+    def tokenize(self, text: str) -> list[int]:
+        """Text -> one id per character (unknown characters: UNK)."""
+        return self.encode(text)
+
+    def detokenize(self, ids: Iterable[int]) -> str:
+        """Ids -> the characters joined, stopping at EOS (UNK shown as "<unk>")."""
+        return "".join(self.decode(ids))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serialisable form, specials included, for checkpoints."""
+        return {"type": "chars", "tokens": list(self._itos)}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CharVocab:
+        """Inverse of `to_dict`; checks the type and the special tokens' ids."""
+        if d.get("type") != "chars":
+            raise ConfigError(
+                f"CharVocab.from_dict expects {{'type': 'chars', ...}}, got type {d.get('type')!r}"
+            )
+        return cls(Vocab.from_dict({**d, "type": "vocab"}).tokens[4:])

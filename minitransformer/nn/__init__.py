@@ -6,6 +6,7 @@ the model; ``model(src, tgt_in)`` maps int ids (B, S), (B, T) to logits (B, T, V
 model on the same blocks; ``lm(ids)`` maps (B, T) ids to next-token logits (B, T, V).
 """
 
+from ..config import TransformerConfig
 from .attention import KVCache, MultiHeadAttention
 from .blocks import CausalStack, Decoder, DecoderLayer, Encoder, EncoderLayer
 from .language_model import TransformerLM
@@ -21,6 +22,14 @@ from .recurrent import (
     RNNSeq2Seq,
 )
 from .transformer import DecoderCache, Transformer
+
+
+def build_model(cfg: TransformerConfig, seed: int = 0) -> Transformer | TransformerLM:
+    """The model a validated config describes: TransformerLM when cfg.decoder_only, else
+    the encoder-decoder Transformer (a trainer's and a checkpoint's way to build one)."""
+    if cfg.decoder_only:
+        return TransformerLM(config=cfg, seed=seed)
+    return Transformer(cfg, seed=seed)
 
 __all__ = [
     "AdditiveAttention",
@@ -48,6 +57,7 @@ __all__ = [
     "StateDictKeyError",
     "Transformer",
     "TransformerLM",
+    "build_model",
     "causal_mask",
     "padding_mask",
     "sinusoid_table",

@@ -90,7 +90,8 @@ class TrainingStep:
 
     def _device_step(self, src: Any, tgt_in: Any, tgt_out: Any) -> tuple[Any, Any]:
         """The step's device work on checked ids already on the device: (loss, norm)."""
-        loss = self.model.loss(self.model(src, tgt_in, checked=True), tgt_out, checked=True)
+        inputs = (tgt_in,) if self.model_cfg.decoder_only else (src, tgt_in)  # an LM: no src
+        loss = self.model.loss(self.model(*inputs, checked=True), tgt_out, checked=True)
         if self.loss_scale != 1.0:
             loss = loss * self.loss_scale
         self.optimizer.zero_grad()

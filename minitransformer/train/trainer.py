@@ -33,7 +33,7 @@ from ..config import TrainConfig, TransformerConfig
 from ..data.batching import BatchStream
 from ..data.tasks import Task, make_task
 from ..errors import TrainingError
-from ..nn import Transformer
+from ..nn import build_model
 from ..optim import Adam, NoamSchedule
 from . import evaluation, report, stopping
 from .step import TrainingStep
@@ -55,9 +55,11 @@ class Trainer(TrainingStep):
         )
         if cfg.dropout is not None:
             overrides["dropout"] = cfg.dropout
+        if self.task.name == "lm":  # the decoder-only model reads and predicts one sequence
+            overrides["decoder_only"] = True
         overrides.update(cfg.model_overrides)
         self.model_cfg = TransformerConfig.preset(cfg.preset, **overrides)
-        self.model = Transformer(self.model_cfg, seed=cfg.seed).to(cfg.device)
+        self.model = build_model(self.model_cfg, seed=cfg.seed).to(cfg.device)
         self.optimizer = Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         factor = NoamSchedule.factor_for_peak(cfg.peak_lr, self.model_cfg.d_model, cfg.warmup)
         self.schedule = NoamSchedule(self.optimizer, self.model_cfg.d_model, cfg.warmup, factor)

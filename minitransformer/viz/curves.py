@@ -1,5 +1,7 @@
 """A run's training curves: loss, accuracy, exact match, BLEU and learning rate against step,
-one line per split, from a list of records or the run's metrics log (runs.read_metrics).
+one line per split, from a list of records or the run's metrics log (runs.read_metrics). A
+language model's evaluations also log the n-gram baselines' loss (data/ngram.py): dashed
+lines on the loss panel.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ TRAINING_METRICS = (
 )
 
 _SPLIT_ORDER = ("train", "valid", "test")
+BASELINES = (("unigram_loss", "unigram"), ("bigram_loss", "bigram"))  # (record key, name)
 
 
 def plot_training_curves(
@@ -61,6 +64,7 @@ def plot_training_curves(
     else:
         records = list(metrics)
     series: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    baselines: dict[str, tuple[str, float]] = {}  # name -> (split, loss), the last logged
     left_out = 0
     for record in records:
         step = record.get("step") if isinstance(record, Mapping) else None
@@ -74,6 +78,9 @@ def plot_training_curves(
                     left_out += 1
                     continue
                 series.setdefault(key, {}).setdefault(split, []).append(point)
+        for key, name in BASELINES:
+            if is_real(record.get(key)) and math.isfinite(record[key]):
+                baselines[name] = (split, float(record[key]))
     if left_out:
         warnings.warn(
             f"plot_training_curves: left out {left_out} point(s) whose step or value is not "
@@ -110,6 +117,9 @@ def plot_training_curves(
                 label=split,
                 color=color[split],
             )
+        for style, (name, (split, value)) in zip((":", "--"), baselines.items(), strict=False):
+            if key == "loss":
+                ax.axhline(value, linestyle=style, color="gray", label=f"{name} ({split})")
         decorate(ax, "step", label, label, logy=False, legend=True)
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
