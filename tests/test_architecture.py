@@ -24,7 +24,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("__main__",),
     ("cli",),
     ("bench", "ablate", "callcount", "gpucheck"),
-    ("train", "translator"),
+    ("train", "translator", "sampler"),
     ("viz", "decode", "distributed", "pretrained"),
     ("runs",),
     ("checkpoint",),

@@ -8,6 +8,8 @@
     minitransformer plot --run runs/translate
     minitransformer bench --compare torch
     minitransformer ablate --out runs/ablate         # the paper's Table 3 at toy scale
+    minitransformer train lm                        # a decoder-only language model
+    minitransformer generate --checkpoint runs/lm "In the beginning" --temperature 0.8
 
 How it ends (the exit status, and what it prints on stderr):
 
@@ -94,7 +96,7 @@ def _main(argv: list[str] | None) -> int:
     if args.command is None:
         return usage_error(
             parser,
-            "a COMMAND is needed: train, translate, evaluate, plot, bench or ablate",
+            "a COMMAND is needed: train, translate, generate, evaluate, plot, bench or ablate",
         )
     host.tune_host()  # the CLI owns its process: allocator and BLAS-thread tuning
     if not args.reference:
@@ -227,6 +229,12 @@ _PYTHON_WORDS: list[tuple[re.Pattern[str], Any]] = [
         re.compile(rf"\b({_FIELDS}) \(checkpoint "),
         lambda m: f"{_FLAG_OF_FIELD[m.group(1)]} (checkpoint ",
     ),  # fmt: skip
+    # "TransformerLM.generate: top_k = 9 is ..." -> "--top-k 9 is ..." (generate's flags)
+    (
+        re.compile(r"\bTransformerLM\.generate: (top_k|max_new_tokens|temperature|seed)( =)? "),
+        lambda m: "--" + m.group(1).replace("_", "-") + " ",
+    ),
+    (re.compile(r", or None to keep every token"), lambda m: ", or leave --top-k out"),
     # the Python half of a message that gives both ways on (it comes last)
     (re.compile(r"\s*From Python: .*$"), lambda m: ""),
 ]

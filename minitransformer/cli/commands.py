@@ -2,6 +2,7 @@
 
     train       Trainer (train/), with --resume, --data-parallel over MPI
     translate   Translator.from_checkpoint(...).translate(sentences)
+    generate    TextSampler.from_checkpoint(...).generate(prompts): a language model writes
     evaluate    Translator.from_checkpoint(...).evaluate(split)
     plot        viz.plot_training_curves of a run's metrics log
     bench       bench.main (bench/)
@@ -22,6 +23,7 @@ from pathlib import Path
 from .. import ablate, backend, bench, checkpoint, fast, host, runs, viz
 from ..errors import ConfigError
 from ..pretrained import pretrained_folder
+from ..sampler import TextSampler
 from ..train import TrainConfig, Trainer
 from ..translator import Translator
 from . import flags
@@ -57,8 +59,16 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     given["progress"] = not args.no_progress
     if args.no_plots:
         given["plots"] = False
-    if args.model:
-        given["model_overrides"] = dict(args.model)
+    overrides = dict(args.model)
+    if "tokenizer" in overrides:  # --model tokenizer=char: the lm task's knob
+        if (args.task or "lm") != "lm":
+            subparser(parser, "train").error(
+                f"--model tokenizer=... chooses the lm task's tokenizer; task {args.task} has "
+                "its own (see --knob)"
+            )
+        args.knob.append(("tokenizer", overrides.pop("tokenizer")))
+    if overrides:
+        given["model_overrides"] = overrides
     if args.knob:
         given["task_knobs"] = dict(args.knob)
         if args.task is not None:
@@ -178,6 +188,20 @@ def translate_command(args: argparse.Namespace, parser: argparse.ArgumentParser)
     return 0
 
 
+def generate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``generate``: a language model (``train lm``) continues each prompt (none: writes
+    from the start token), ``--samples`` times each, one text a line."""
+    del parser
+    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    sampler = TextSampler.from_checkpoint(path, device=args.device)
+    prompts = [p for p in (args.prompts or [""]) for _ in range(args.samples)]
+    texts = sampler.generate(prompts, args.max_new_tokens, args.temperature, args.top_k,
+                             args.seed)  # fmt: skip
+    for text in texts:
+        print(text)
+    return 0
+
+
 def evaluate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``evaluate``: BLEU / exact match of a checkpoint on a held-out split: one line saying
     what was measured (split, sentences, decoding: the model's defaults where --beam or
@@ -268,6 +292,7 @@ def bench_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 COMMANDS = {
     "train": train_command,
     "translate": translate_command,
+    "generate": generate_command,
     "evaluate": evaluate_command,
     "plot": plot_command,
     "bench": bench_command,

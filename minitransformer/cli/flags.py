@@ -18,11 +18,11 @@ from typing import Any
 
 from ..bench.options import checked, positive_float, positive_int
 from ..config import MAX_LEN, TransformerConfig
-from ..config.train import MAX_BATCH, knob_problem, task_size_problem
+from ..config.train import CHOICE_KNOBS, MAX_BATCH, knob_problem, task_size_problem
 from ..data import tasks
 from ..errors import ConfigError
 
-TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es")
+TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es", "lm")
 
 non_negative_int = checked(int, lambda v: v >= 0, "a non-negative integer")
 batch_size = checked(int, lambda v: 0 < v <= MAX_BATCH, f"a positive integer <= {MAX_BATCH:,}")
@@ -31,6 +31,9 @@ alpha = checked(
     float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = no length penalty; paper 0.6)"
 )
 beam = checked(int, lambda v: v > 0, "a positive integer (1 = greedy; 4 is the paper's)")
+temperature = checked(
+    float, lambda v: 0 <= v < math.inf, "a finite number >= 0 (0 = greedy, 1 = the model's own)"
+)
 max_len = checked(
     int, lambda v: 0 < v <= MAX_LEN, f"a positive integer <= {MAX_LEN:,} (the model's positions)"
 )
@@ -40,6 +43,7 @@ __all__ = [
     "BOOLS", "MAX_BATCH", "TASKS", "alpha", "batch_size", "beam", "bool_text", "checked",
     "checked_knobs", "int_text", "key_value", "max_len", "model_override", "name_list",
     "non_negative_int", "path_text", "positive_float", "positive_int", "probability",
+    "temperature",
 ]  # fmt: skip
 
 
@@ -77,6 +81,11 @@ def model_override(text: str) -> tuple[str, Any]:
     range-checked here, before any task or model is built."""
     key, value = key_value(text)
     raw = text.partition("=")[2].strip()
+    if key == "tokenizer":  # the lm task's knob, accepted here too (train_command moves it)
+        if raw not in CHOICE_KNOBS["tokenizer"]:
+            choices = " or ".join(CHOICE_KNOBS["tokenizer"])
+            raise argparse.ArgumentTypeError(f"{text!r}: the tokenizer is {choices}")
+        return key, raw
     kinds = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig)}
     if key not in kinds:
         raise argparse.ArgumentTypeError(

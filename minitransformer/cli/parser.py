@@ -61,7 +61,8 @@ REFERENCE_HELP = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``minitransformer`` parser: train, translate, evaluate, plot, bench, ablate."""
+    """The ``minitransformer`` parser: train, translate, generate, evaluate, plot, bench,
+    ablate."""
     # --debug works before the command and after it (SUPPRESS: a sub-command's default
     # must not overwrite the value given before the command).
     debug = Parser(add_help=False)
@@ -79,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_train(sub, debug)
     _add_translate_and_evaluate(sub, debug)
+    _add_generate(sub, debug)
     pl = sub.add_parser("plot", help="draw the curves of a run into RUN/plots", parents=[debug])
     pl.add_argument("--run", required=True, type=flags.path_text)
     pl.add_argument(
@@ -218,6 +220,43 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
         "--json", action="store_true",
         help="print the result as JSON (split, decoding, sentences, metrics) instead of a line",
     )  # fmt: skip
+
+
+def _add_generate(sub: Any, debug: argparse.ArgumentParser) -> None:
+    """The ``generate`` sub-parser (a language model's checkpoint continues text)."""
+    gen = sub.add_parser(
+        "generate", help="continue text with a language model (a run of: train lm)",
+        parents=[debug],
+        description="Continue each prompt with a language model trained by `minitransformer "
+        "train lm`, one token at a time, until it ends the verse or --max-new-tokens; one text "
+        "a line (the prompt and its continuation).",
+    )  # fmt: skip
+    gen.add_argument(
+        "--checkpoint", type=flags.path_text, required=True,
+        help="a run directory of train lm, or its checkpoint file",
+    )  # fmt: skip
+    gen.add_argument("prompts", nargs="*", help='texts to continue (default: one from nothing, "")')
+    gen.add_argument(
+        "--temperature", type=flags.temperature, default=1.0,
+        help="0 = greedy, 1 = the model's own distribution (default: 1.0); lower is safer",
+    )  # fmt: skip
+    gen.add_argument(
+        "--top-k", type=flags.positive_int, metavar="K",
+        help="sample among the K most likely tokens (default: all)",
+    )  # fmt: skip
+    gen.add_argument(
+        "--max-new-tokens", type=flags.positive_int, metavar="N",
+        help="the most tokens to add (default: up to the model's positions)",
+    )  # fmt: skip
+    gen.add_argument(
+        "--samples", type=flags.positive_int, default=1, metavar="N",
+        help="continuations per prompt (default: 1)",
+    )  # fmt: skip
+    gen.add_argument(
+        "--seed", type=flags.non_negative_int,
+        help="the draws, for the same texts again (default: different each time)",
+    )  # fmt: skip
+    gen.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
 
 
 def _add_decoding(command: argparse.ArgumentParser) -> None:

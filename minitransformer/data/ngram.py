@@ -42,9 +42,7 @@ class NGramBaselines:
     ['bigram', 'bigram_lambda', 'unigram']
     """
 
-    def __init__(
-        self, train: Sequence[Sequence[int]], vocab_size: int, bos: int, eos: int
-    ) -> None:
+    def __init__(self, train: Sequence[Sequence[int]], vocab_size: int, bos: int, eos: int) -> None:
         self.V, self.bos, self.eos = vocab_size, bos, eos
         prev, nxt = pairs_of(train, bos, eos)
         counts = np.bincount(nxt, minlength=vocab_size).astype(np.float64)

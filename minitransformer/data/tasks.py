@@ -290,9 +290,7 @@ def lm_task(
         raise ConfigError(f"lm: tokenizer must be 'bpe' or 'char', got {tokenizer!r}.")
     if not 1 <= max_words <= 20:
         raise ConfigError(f"max_words must be within 1..20 (the shipped file); got {max_words}.")
-    verses = [
-        normalize(e, lowercase) for e, _ in load_bible_pairs() if len(e.split()) <= max_words
-    ]
+    verses = [normalize(e, lowercase) for e, _ in load_bible_pairs() if len(e.split()) <= max_words]
     train, held = _held_out(verses, verses, n_valid + n_test, seed)
     if n_train is not None:
         train = train[:n_train]

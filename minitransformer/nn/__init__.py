@@ -31,6 +31,7 @@ def build_model(cfg: TransformerConfig, seed: int = 0) -> Transformer | Transfor
         return TransformerLM(config=cfg, seed=seed)
     return Transformer(cfg, seed=seed)
 
+
 __all__ = [
     "AdditiveAttention",
     "CausalStack",

@@ -74,7 +74,9 @@ class Reporter:
         64.20``, printed when an evaluation is made (above the bar, when there is one) as
         well as logged; the final one (``test at step 3000, final:``) too."""
         shown = {"loss": "loss {:.4f}", "token_acc": "token acc {:.1%}",
-                 "exact_match": "exact match {:.1%}", "bleu": "BLEU {:.2f}"}  # fmt: skip
+                 "exact_match": "exact match {:.1%}", "bleu": "BLEU {:.2f}",
+                 "perplexity": "perplexity {:.1f}", "unigram_loss": "(baselines: unigram {:.4f}",
+                 "bigram_loss": "bigram {:.4f})"}  # fmt: skip
         parts = [shown.get(k, k + " {:.4f}").format(v) for k, v in metrics.items()]
         line = f"{split} at step {step}{', final' if final else ''}:  " + "  ".join(parts)
         if self.bar is not None and self.is_writer():
@@ -158,7 +160,18 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
     )
     if trainer.world is not None:
         result["data_parallel_ranks"] = trainer.world.size
+    if trainer.model_cfg.decoder_only:  # what the language model writes, from nothing
+        result["samples"] = lm_samples(trainer)
     return result
+
+
+def lm_samples(trainer: Any, n: int = 3, temperature: float = 0.8) -> list[str]:
+    """``n`` verses a language model writes from the start token alone, at ``temperature``,
+    drawn with the run's seed (the result card's ``samples``)."""
+    model, task = trainer.model, trainer.task
+    prompts = [[task.vocab.bos_id]] * n
+    out = model.generate(prompts, task.max_len, temperature, seed=trainer.cfg.seed)
+    return [task.detokenize(ids) for ids in out]
 
 
 def write_result(trainer: Any, result: dict[str, Any]) -> None:
@@ -172,8 +185,9 @@ def write_result(trainer: Any, result: dict[str, Any]) -> None:
 
 
 def draw_plots(trainer: Any) -> None:
-    """Loss/accuracy curves, the learning-rate schedule and the cross-attention of one
-    held-out example, into ``out/plots``. A figure that cannot be drawn gives a warning.
+    """Loss/accuracy curves, the learning-rate schedule and the attention of one held-out
+    example (a language model's self-attention, else the cross-attention), into
+    ``out/plots``. A figure that cannot be drawn gives a warning.
 
     Each figure is saved through runs/files.py: a ``plots/`` that is a symbolic link is
     refused (a warning), a link at a figure's name is replaced, never written through."""
@@ -205,11 +219,14 @@ def plot_attention(
     trainer: Any, path: Path | IO[bytes], split: str | None = None, index: int = 0
 ) -> Any:
     """Heatmaps of the last decoder layer's cross-attention (one panel per head) while the
-    model decodes held-out example ``index``: which source token each output looks at.
+    model decodes held-out example ``index``: which source token each output looks at (a
+    language model: its last layer's self-attention over the held-out verse).
     ``path``: a file name or a binary file (a PNG), as every ``viz`` function takes."""
     from .. import viz
 
     cfg, model, model_cfg = trainer.cfg, trainer.model, trainer.model_cfg
+    if model_cfg.decoder_only:
+        return _plot_self_attention(trainer, path, split or cfg.final_eval_split, index)
     source, _ = trainer.task.splits[split or cfg.final_eval_split][index]
     src = backend.asarray(make_batch([(source, [])]).src, device=cfg.device)
     output = greedy_decode(model, src, max_len=trainer.task.max_len + 1)[0]
@@ -231,6 +248,30 @@ def plot_attention(
         f" example {index}",
         path=path,
     )
+
+
+def _plot_self_attention(trainer: Any, path: Path | IO[bytes], split: str, index: int) -> Any:
+    """A language model's last-layer self-attention over held-out verse ``index``: which
+    earlier token each position looks at (the upper triangle is the causal mask's zeros)."""
+    from .. import viz
+
+    model, bos = trainer.model, trainer.model_cfg.bos_id
+    _, verse = trainer.task.splits[split][index]
+    ids = [bos, *verse]
+    model.eval()
+    model.attention_weights(True)
+    try:
+        with no_grad():
+            model(backend.asarray([ids], device=trainer.cfg.device))
+        weights = model.decoder.layers[-1].self_attn.last_weights  # (1, H, T, T)
+    finally:
+        model.attention_weights(False)
+    label = _token_labeller(trainer.task.vocab)
+    tokens = [label(i) for i in ids]
+    return viz.plot_attention(
+        backend.to_numpy(weights)[0], tokens, tokens,
+        title=f"lm: self-attention of the last layer, {split} verse {index}", path=path,
+    )  # fmt: skip
 
 
 def _token_labeller(tokenizer: Any) -> Callable[[int], str]:
