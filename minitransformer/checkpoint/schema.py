@@ -27,10 +27,6 @@ from ..config import TrainConfig, TransformerConfig
 from ..errors import CheckpointError
 from .format import _fail
 
-# --------------------------------------------------------------------------------------------
-# Field-by-field checks of a training checkpoint (every field is untrusted input)
-# --------------------------------------------------------------------------------------------
-
 
 def _field_fail(path: Path, field: str, problem: str) -> NoReturn:
     _fail(
@@ -223,7 +219,7 @@ def check_dataclass_fields(path: str | os.PathLike[str], field: str, value: Any,
 
 
 def check_tokenizer(path: str | os.PathLike[str], value: Any, field: str = "tokenizer") -> None:
-    """A tokenizer as Vocab.to_dict / BPE.to_dict write it: only strings where strings are."""
+    """A tokenizer as Vocab / CharVocab / BPE.to_dict write it: strings where strings are."""
     path = Path(path)
     if _kind(value) != "object":
         _field_fail(path, field, f"is a JSON {_kind(value)}, expected an object")
@@ -234,7 +230,8 @@ def check_tokenizer(path: str | os.PathLike[str], value: Any, field: str = "toke
         _field_fail(
             path,
             f"{field}.type",
-            f"names an unknown tokenizer type {short(kind)}; expected 'vocab', 'chars' or 'bpe'")
+            f"names an unknown tokenizer type {short(kind)}; expected 'vocab', 'chars' or 'bpe'",
+        )
     unknown = sorted(set(value) - allowed[kind])
     if unknown:
         _field_fail(path, field, f"has unknown key(s) {', '.join(map(repr, unknown[:5]))}")
