@@ -166,3 +166,20 @@ def test_ngram_baselines_against_counting_by_hand():
     assert math.isclose(got["unigram"], expected)
     assert math.isclose(got["bigram"], bigram(got["bigram_lambda"]))
     assert got["bigram"] <= min(bigram(lam) for lam in LAMBDAS) + 1e-12
+
+
+def test_loss_curve_draws_the_baselines():
+    pytest.importorskip("matplotlib")
+    from minitransformer.viz import plot_training_curves
+
+    records = [
+        {"step": 10, "split": "train", "loss": 5.0},
+        {"step": 10, "split": "valid", "loss": 4.5, "unigram_loss": 6.0, "bigram_loss": 4.2},
+        {"step": 20, "split": "valid", "loss": 4.0, "unigram_loss": 6.0, "bigram_loss": 4.2},
+    ]
+    fig = plot_training_curves(records)
+    labels = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    assert labels["unigram (valid)"].get_ydata()[0] == 6.0
+    assert labels["bigram (valid)"].get_ydata()[0] == 4.2
+    plain = plot_training_curves(records[:1])
+    assert not any("unigram" in line.get_label() for line in plain.axes[0].get_lines())

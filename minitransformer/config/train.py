@@ -39,7 +39,7 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "sort": dict(preset="tiny", steps=3000, batch_size=64, warmup=400, peak_lr=2e-3),
     "translate": dict(preset="tiny", steps=4000, batch_size=64, warmup=800, peak_lr=3e-3),
     "translate-en-es": dict(preset="small", steps=4500, batch_size=64, warmup=1000, peak_lr=2e-3),
-    "lm": dict(preset="small", steps=1500, batch_size=32, warmup=300, peak_lr=2e-3,
+    "lm": dict(preset="small", steps=3000, batch_size=32, warmup=300, peak_lr=2e-3,
                label_smoothing=0.0),
 }  # fmt: skip
 LABEL_SMOOTHING = 0.1  # the paper's, every task's but the language model's (whose loss is

@@ -78,9 +78,10 @@ def plot_training_curves(
                     left_out += 1
                     continue
                 series.setdefault(key, {}).setdefault(split, []).append(point)
-        for key, name in BASELINES:
+        for key, name in BASELINES:  # the validation split's, where logged
             if is_real(record.get(key)) and math.isfinite(record[key]):
-                baselines[name] = (split, float(record[key]))
+                if split == "valid" or baselines.get(name, ("",))[0] != "valid":
+                    baselines[name] = (split, float(record[key]))
     if left_out:
         warnings.warn(
             f"plot_training_curves: left out {left_out} point(s) whose step or value is not "
