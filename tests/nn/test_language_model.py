@@ -254,3 +254,50 @@ def test_a_user_loop_with_adam_and_a_checkpoint(tmp_path):
     again = TransformerLM(config=mt.TransformerConfig.from_dict(meta["model_config"]))
     again.load_state_dict(arrays)
     assert again.generate([[BOS]], 7, temperature=0) == [[BOS, 3, 4, 5, 6, 7, 8]]
+
+
+@pytest.mark.parametrize("pre_norm", [False, True])
+def test_matches_a_torch_decoder_only_stack(pre_norm):
+    """PyTorch's nn.TransformerEncoder under a causal mask (its decoder-only recipe) with the
+    same weights: logits and every gradient of the plain cross-entropy, in float64."""
+    torch = pytest.importorskip("torch")
+    from test_nn_torch_parity import T, copy_attention, copy_common, copy_norm, torch_positions
+
+    lm = tiny_lm(pre_norm=pre_norm)
+    rng = np.random.default_rng(5)
+    for p in lm.parameters():
+        p.data = p.data + 0.1 * rng.standard_normal(p.shape)
+    cfg = lm.cfg
+    kw = dict(dropout=0.0, activation="relu", batch_first=True, norm_first=pre_norm,
+              dtype=torch.float64)  # fmt: skip
+    stack = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(cfg.d_model, cfg.h, cfg.d_ff, **kw), cfg.N,
+        norm=copy_norm(lm.decoder.norm) if pre_norm else None, enable_nested_tensor=False,
+    )  # fmt: skip
+    for ours, theirs in zip(lm.decoder.layers, stack.layers, strict=True):
+        copy_attention(ours.self_attn, theirs.self_attn)
+        copy_common(ours, theirs, (ours.block1, ours.block2))
+    E = T(lm.embed.weight).requires_grad_(True)
+    ids, targets = (torch.tensor(to_np(a)) for a in lm_batch())
+    L = ids.shape[1]
+    x = E[ids] * cfg.d_model**0.5 + torch_positions(cfg.max_len, cfg.d_model)[:L]
+    causal = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)  # True = blocked
+    logits_t = stack(x, mask=causal) @ E.T
+    loss_t = torch.nn.functional.cross_entropy(
+        logits_t.reshape(-1, V), targets.reshape(-1), ignore_index=PAD
+    )
+    loss_t.backward()
+
+    ids, targets = lm_batch()
+    logits = lm(ids)
+    loss = lm.loss(logits, targets)
+    loss.backward()
+    assert np.abs(to_np(logits) - logits_t.detach().numpy()).max() < 1e-12
+    assert abs(loss.item() - loss_t.item()) < 1e-12
+    assert np.abs(to_np(lm.embed.weight.grad) - E.grad.numpy()).max() < 1e-12
+    layer = lm.decoder.layers[0]
+    theirs = stack.layers[0]
+    w_q = theirs.self_attn.in_proj_weight.grad.numpy()[: cfg.d_model].T
+    assert np.abs(to_np(layer.self_attn.w_q.weight.grad) - w_q).max() < 1e-12
+    w_2 = theirs.linear2.weight.grad.numpy().T
+    assert np.abs(to_np(layer.ffn.w_2.weight.grad) - w_2).max() < 1e-12
