@@ -3,21 +3,24 @@ built from scratch on NumPy (CuPy on a GPU) with a hand-written forward and back
 every op, to be read as much as run.
 
 Where to start
-    lessons/01_autograd.ipynb ... 14_data_parallelism.ipynb build it up step by step:
-    autograd, softmax and cross-entropy, LayerNorm, attention, the encoder-decoder,
-    training, decoding, speed, ablations. On the command line::
+    lessons/01_autograd.ipynb ... 18_the_curve_kept_bending.ipynb build it up step by
+    step: autograd, softmax and cross-entropy, LayerNorm, attention, the encoder-decoder,
+    training, decoding, speed, recurrence, ablations, data parallelism, attention at length,
+    a real translator, the decoder-only language model and its scaling. On the command line::
 
         minitransformer train copy          # a model that copies sequences, in about a minute
         minitransformer train translate     # a toy language pair; then translate / evaluate
-        minitransformer --help              # every command: train, translate, evaluate,
-                                            # plot, bench, ablate
+        minitransformer train lm            # a language model on the verses; then generate
+        minitransformer --help              # every command: train, translate, generate,
+                                            # evaluate, plot, bench, ablate
 
 The main names (``import minitransformer as mt``)
     mt.tensor(data, requires_grad=True), mt.Tensor    arrays with autograd (``.backward()``)
     mt.no_grad(), mt.enable_grad(), mt.is_grad_enabled()
     minitransformer.functional (``F``)                softmax, layer_norm, attention, ...
     mt.nn                                             Module, Linear, LayerNorm,
-                                                      MultiHeadAttention, Transformer
+                                                      MultiHeadAttention, Transformer,
+                                                      TransformerLM (decoder-only)
     mt.optim                                          Adam, SGD, NoamSchedule, clipping
     mt.gradcheck(fn, *inputs)                         gradients against finite differences
     mt.fast.enable(), mt.fast.reference_only()        the fast tier (off on the CPU: what
@@ -26,6 +29,7 @@ The main names (``import minitransformer as mt``)
     mt.TrainConfig(task="copy", out="runs/copy")      a training run's settings, checked
     mt.Trainer(cfg).train(), mt.Trainer.resume(dir)   the training loop, checkpoints, resume
     mt.Translator.from_checkpoint(dir)                a trained run that translates text
+    mt.TextSampler.from_checkpoint(dir)               a trained language model that writes
     mt.set_default_device("cuda"), mt.cuda_available()
     mt.errors                                         ShapeError, DTypeError, ConfigError, ...
 
@@ -42,8 +46,8 @@ A first model::
 
 The layout, floor by floor, is docs/architecture.md. Importing the package changes nothing
 process-wide (no signal handlers, no thread settings): only the command line tunes its own
-process. ``Trainer`` and ``Translator`` load on first use (they bring the checkpoint, run
-and data machinery), so ``import minitransformer`` stays quick.
+process. ``Trainer``, ``Translator`` and ``TextSampler`` load on first use (they bring the
+checkpoint, run and data machinery), so ``import minitransformer`` stays quick.
 """
 
 from typing import Any
@@ -62,11 +66,16 @@ from .gradcheck import GradcheckError, gradcheck
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, tensor
 from .version import __version__
 
-_LAZY = {"Trainer": "minitransformer.train", "Translator": "minitransformer.translator"}
+_LAZY = {
+    "Trainer": "minitransformer.train",
+    "Translator": "minitransformer.translator",
+    "TextSampler": "minitransformer.sampler",
+}
 
 __all__ = [
     "GradcheckError",
     "Tensor",
+    "TextSampler",
     "TrainConfig",
     "Trainer",
     "TransformerConfig",

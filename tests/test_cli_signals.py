@@ -400,7 +400,7 @@ def test_train_help_shows_every_default(capsys):
             assert "default" in (action.help or ""), action.option_strings
     assert main(["train", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "training steps (default: 3000 for copy, reverse, sort; 4000 for translate" in text
+    assert "training steps (default: 3000 for copy, reverse, sort, lm; 4000 for translate" in text
     assert "--eval-every EVAL_EVERY steps between validation evaluations (default: 500)" in text
 
 

@@ -44,7 +44,7 @@ def test_errors_list_valid_names_and_knobs():
         make_task("copy", n_sym=3)
     with pytest.raises(ConfigError, match="too small"):
         make_task("copy", n_symbols=2, max_len=2, n_train=50, n_valid=10, n_test=10)
-    assert set(TASKS) == {"copy", "reverse", "sort", "translate", "translate-en-es"}
+    assert set(TASKS) == {"copy", "reverse", "sort", "translate", "translate-en-es", "lm"}
 
 
 def test_translate_task_shares_one_vocabulary():
