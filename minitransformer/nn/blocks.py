@@ -16,6 +16,7 @@ cache of cached decoding. So the language model's ``CausalStack`` stacks Encoder
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import backend, checks
@@ -235,6 +236,20 @@ class TokenModel(Module):
     out_proj: Linear | None
     logits_bias: Parameter | None
     output_embedding: Embedding
+
+    def _build_output(self, cfg: TransformerConfig, generator: backend.Generator) -> None:
+        """What both models build last, after their stacks (so that the weights are drawn
+        in this order): the output projection W (D, V) unless tied, the logits bias, the
+        embedding scale √d_model; then the whole model in cfg.dtype."""
+        D, V = cfg.d_model, cfg.tgt_vocab
+        self.out_proj = (
+            None if cfg.tie_embeddings else Linear(D, V, bias=False, generator=generator,
+                                                   _checked=True)
+        )  # fmt: skip
+        zeros = backend.namespace_for_device("cpu").zeros(V)
+        self.logits_bias = Parameter(zeros, dtype="float32") if cfg.logits_bias else None
+        self.scale = math.sqrt(D) if cfg.scale_embedding else None  # None: no multiply
+        self.to(dtype=cfg.dtype)
 
     def embedded(self, embedding: Embedding, ids: Any, offset: int = 0) -> Tensor:
         """Checked ids (B, T) -> E[ids]·√d_model + PE[offset : offset + T], then dropout

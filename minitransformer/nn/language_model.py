@@ -26,7 +26,6 @@ whose exponential is the perplexity).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from .. import backend, checks
@@ -36,9 +35,8 @@ from ..tensor import Tensor, no_grad
 from .attention import KVCache
 from .blocks import CausalStack, TokenModel, layer_arguments
 from .inputs import check_ids
-from .layers import Embedding, Linear
+from .layers import Embedding
 from .masks import causal_mask
-from .module import Parameter
 from .positional import PositionalEncoding
 from .sampling import check_sampling, next_tokens
 from .transformer import DecoderCache
@@ -73,13 +71,7 @@ class TransformerLM(TokenModel):
         )
         self.decoder = CausalStack(cfg.N, D, cfg.h, cfg.d_ff, **layer_arguments(cfg, gen),
                                    _checked=True)  # fmt: skip
-        self.out_proj = (
-            None if cfg.tie_embeddings else Linear(D, V, bias=False, generator=gen, _checked=True)
-        )
-        zeros = backend.namespace_for_device("cpu").zeros(V)
-        self.logits_bias = Parameter(zeros, dtype="float32") if cfg.logits_bias else None
-        self.scale = math.sqrt(D) if cfg.scale_embedding else None  # None: no multiply
-        self.to(dtype=cfg.dtype)
+        self._build_output(cfg, gen)  # W (unless tied), the logits bias, √d_model
 
     @classmethod
     def preset(cls, name: str, vocab: int, seed: int = 0, **overrides: Any) -> TransformerLM:

@@ -17,7 +17,6 @@ its logits equal those of a full recomputation.
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,10 +29,9 @@ from ..tensor import Tensor
 from .attention import KVCache
 from .blocks import Decoder, Encoder, TokenModel, layer_arguments
 from .inputs import check_ids, check_memory
-from .layers import Embedding, Linear
+from .layers import Embedding
 from .marian_weights import read_marian, write_marian
 from .masks import causal_mask, padding_mask
-from .module import Parameter
 from .positional import PositionalEncoding
 
 
@@ -87,13 +85,7 @@ class Transformer(TokenModel):
         for name, stack in (("encoder", Encoder), ("decoder", Decoder)):
             N, h, d_ff = cfg.sizes(name)  # cfg.decoder_* where the decoder differs
             setattr(self, name, stack(N, D, h, d_ff, **layer_args, _checked=True))
-        self.out_proj = (
-            None if cfg.tie_embeddings else Linear(D, V, bias=False, generator=gen, _checked=True)
-        )
-        zeros = backend.namespace_for_device("cpu").zeros(V)
-        self.logits_bias = Parameter(zeros, dtype="float32") if cfg.logits_bias else None
-        self.scale = math.sqrt(D) if cfg.scale_embedding else None  # None: no multiply
-        self.to(dtype=cfg.dtype)
+        self._build_output(cfg, gen)  # W (unless tied), the logits bias, √d_model
 
     @property
     def output_embedding(self) -> Embedding:
