@@ -925,8 +925,20 @@ CASES_16 = {
 }
 CASES.update(CASES_16)  # so test_every_exercise_has_a_case sees them
 
+# ------------------------------------ lesson 17 (more cases: tests/test_lesson_exercises_17.py)
+s17 = solutions(17)
+CASES_17 = {
+    "17_1": (checks.check_17_1, lambda: s17.sampling_probs, lambda: placeholder,
+             [lambda: lambda z, t, k=None: s17.sampling_probs(z, 1 / t, k)]),  # τ multiplied
+    "17_2": (checks.check_17_2, lambda: s17.params_saved, lambda: placeholder,
+             [lambda: lambda D, F, N: N * (4 * D * D + 2 * D * F + F + 9 * D)]),  # encoder only
+    "17_3": (checks.check_17_3, lambda: s17.cached_causal_mask, lambda: placeholder,
+             [lambda: lambda T, o: np.tril(np.ones((T, o + T), bool))]),  # offset ignored
+}  # fmt: skip
+CASES.update(CASES_17)
 
-@pytest.mark.parametrize("name", [*CASES_15, *CASES_16])
+
+@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17])
 def test_lesson15_16_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)

@@ -1,4 +1,4 @@
-"""Checks for the exercises of every lesson (01-16), one function per exercise: ``check_NN_K``.
+"""Checks for the exercises of every lesson (01-18), one function per exercise: ``check_NN_K``.
 
 A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
 
@@ -34,6 +34,7 @@ from .lesson13 import check_13_1, check_13_2, check_13_3
 from .lesson14 import check_14_1, check_14_2, check_14_3
 from .lesson15 import check_15_1, check_15_2
 from .lesson16 import check_16_1, check_16_2, check_16_3
+from .lesson17 import check_17_1, check_17_2, check_17_3
 
 __all__ = [
     "CORRECT",
@@ -85,4 +86,7 @@ __all__ = [
     "check_16_1",
     "check_16_2",
     "check_16_3",
+    "check_17_1",
+    "check_17_2",
+    "check_17_3",
 ]
