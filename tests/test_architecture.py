@@ -23,7 +23,7 @@ PACKAGE = ROOT / "minitransformer"
 FLOORS: list[tuple[str, ...]] = [
     ("__main__",),
     ("cli",),
-    ("bench", "ablate", "callcount", "gpucheck"),
+    ("bench", "ablate", "scaling", "callcount", "gpucheck"),
     ("train", "translator", "sampler"),
     ("viz", "decode", "distributed", "pretrained"),
     ("runs",),

@@ -937,8 +937,20 @@ CASES_17 = {
 }  # fmt: skip
 CASES.update(CASES_17)
 
+# ------------------------------------ lesson 18 (more cases: tests/test_lesson_exercises_18.py)
+s18 = solutions(18)
+CASES_18 = {
+    "18_1": (checks.check_18_1, lambda: s18.fit_power_law, lambda: placeholder,
+             [lambda: lambda n, loss: s18.fit_power_law(n, loss)[::-1]]),  # (alpha, a)
+    "18_2": (checks.check_18_2, lambda: s18.predict_largest, lambda: placeholder,
+             [lambda: lambda n, loss: loss[int(np.argmax(n))]]),  # the measured loss itself
+    "18_3": (checks.check_18_3, lambda: s18.training_compute, lambda: placeholder,
+             [lambda: lambda d, L, d_ff, D: 2 * L * (4 * d * d + 2 * d * d_ff) * D]),  # forward
+}  # fmt: skip
+CASES.update(CASES_18)
 
-@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17])
+
+@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18])
 def test_lesson15_16_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)

@@ -35,6 +35,7 @@ from .lesson14 import check_14_1, check_14_2, check_14_3
 from .lesson15 import check_15_1, check_15_2
 from .lesson16 import check_16_1, check_16_2, check_16_3
 from .lesson17 import check_17_1, check_17_2, check_17_3
+from .lesson18 import check_18_1, check_18_2, check_18_3
 
 __all__ = [
     "CORRECT",
@@ -89,4 +90,7 @@ __all__ = [
     "check_17_1",
     "check_17_2",
     "check_17_3",
+    "check_18_1",
+    "check_18_2",
+    "check_18_3",
 ]

@@ -10,6 +10,7 @@
     minitransformer ablate --out runs/ablate         # the paper's Table 3 at toy scale
     minitransformer train lm                        # a decoder-only language model
     minitransformer generate --checkpoint runs/lm "In the beginning" --temperature 0.8
+    minitransformer scale --fast                    # the language model's loss against its size
 
 How it ends (the exit status, and what it prints on stderr):
 
@@ -96,7 +97,8 @@ def _main(argv: list[str] | None) -> int:
     if args.command is None:
         return usage_error(
             parser,
-            "a COMMAND is needed: train, translate, generate, evaluate, plot, bench or ablate",
+            "a COMMAND is needed: train, translate, generate, evaluate, plot, bench, ablate or "
+            "scale",
         )
     host.tune_host()  # the CLI owns its process: allocator and BLAS-thread tuning
     if not args.reference:

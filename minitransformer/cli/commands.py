@@ -7,6 +7,7 @@
     plot        viz.plot_training_curves of a run's metrics log
     bench       bench.main (bench/)
     ablate      the ablation study (ablate/)
+    scale       the scaling study of the language model (scaling/)
 
 Errors are raised, not printed: ``main`` (cli/__init__.py) turns them into one line and an
 exit status.
@@ -20,7 +21,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import ablate, backend, bench, checkpoint, fast, host, runs, viz
+from .. import ablate, backend, bench, checkpoint, fast, host, runs, scaling, viz
 from ..errors import ConfigError
 from ..pretrained import pretrained_folder
 from ..sampler import TextSampler
@@ -283,6 +284,12 @@ def _plot_target(to: Path) -> Path:
     return to
 
 
+def scale_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``scale``: the scaling study (its flags checked by scaling/command.py)."""
+    del parser
+    return scaling.command.run(args)
+
+
 def bench_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``bench``: the benchmark (its flags were checked by bench/options.py)."""
     del parser
@@ -297,4 +304,5 @@ COMMANDS = {
     "plot": plot_command,
     "bench": bench_command,
     "ablate": ablate_command,
+    "scale": scale_command,
 }

@@ -19,6 +19,7 @@ from typing import Any
 from ..bench import options as bench_options
 from ..config import TASK_DEFAULTS, TrainConfig
 from ..config.model import PRESETS
+from ..scaling import command as scaling_command
 from . import flags
 
 
@@ -62,7 +63,7 @@ REFERENCE_HELP = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``minitransformer`` parser: train, translate, generate, evaluate, plot, bench,
-    ablate."""
+    ablate, scale."""
     # --debug works before the command and after it (SUPPRESS: a sub-command's default
     # must not overwrite the value given before the command).
     debug = Parser(add_help=False)
@@ -94,6 +95,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     bench_options.add_arguments(bench)
     _add_ablate(sub, debug)
+    scale = sub.add_parser(
+        "scale", parents=[debug],
+        help="the language model at several sizes on one token budget: a power law fitted",
+    )  # fmt: skip
+    scaling_command.add_arguments(scale)
     return parser
 
 
