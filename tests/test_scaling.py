@@ -224,3 +224,18 @@ def test_flags_reach_the_settings():
 def test_settings_are_checked(changes, words):
     with pytest.raises(ConfigError, match=words):
         scaling.ScalingSettings(**changes).validate()
+
+
+def test_the_minitransformer_scale_command(tmp_path, monkeypatch, capsys):
+    """Wired into the CLI: a study into --out (exit 0), then the same --out refused in one
+    line (exit 2) before anything trains."""
+    from test_cli import assert_user_error, run_main
+
+    monkeypatch.setattr(scaling.ScalingSettings, "fast", classmethod(lambda cls: tiny()))
+    out = tmp_path / "study"
+    code, text, err = run_main(["scale", "--fast", "--no-progress", "--out", str(out)], capsys)
+    assert code == 0, err
+    assert "α =" in text and (out / "scaling.json").exists()
+    monkeypatch.setattr(command, "run_study", lambda *a, **k: pytest.fail("trained"))
+    code, _, err = run_main(["scale", "--fast", "--out", str(out)], capsys)
+    assert_user_error(code, err, "not empty")
