@@ -185,8 +185,11 @@ def test_ablate_command_end_to_end_and_reproducible(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "a")]) == 0
     for name in ablate.OUTPUTS:
         assert (tmp_path / "a" / name).is_file(), name
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "| learned-positions |" in out and "4.92 / 25.7" in out
+    lines = [line for line in captured.err.splitlines() if ": test PPL " in line]
+    assert [line.split(":")[0] for line in lines] == ["base", "learned-positions"]  # no bar
     assert main([*args, "--out", str(tmp_path / "b")]) == 0
     a, b = (json.loads((tmp_path / d / "ablations.json").read_text()) for d in "ab")
     assert [r["name"] for r in a["results"]] == ["base", "learned-positions"]

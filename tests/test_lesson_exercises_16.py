@@ -19,12 +19,12 @@ notebook ships what the lesson promises.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import assert_ships_placeholders, code_cells
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -242,27 +242,15 @@ def test_a_failing_check_gives_a_hint(name):
         CHECKS[name][0](wrong[name])
 
 
-def _code_cells() -> list[str]:
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-
-
 def test_notebook_ships_placeholders_and_calls_every_check():
-    cells = _code_cells()
-    text = "\n".join(cells)
-    for name in CHECKS:
-        assert text.count(f"check_{name}(") == 1, f"lesson 16 must call check_{name} once"
-    for name in ("count_parameters", "halves_table", "marian_ffn"):
-        defining = [c for c in cells if f"def {name}(" in c]
-        assert len(defining) == 1, f"no single exercise cell defines {name}"
-        assert "NotImplementedError(" in defining[0] and "return" not in defining[0], (
-            f"the cell defining {name} ships more than a placeholder"
-        )
+    assert_ships_placeholders(
+        NOTEBOOK, 16, CHECKS, ("count_parameters", "halves_table", "marian_ffn")
+    )
 
 
 def test_notebook_never_downloads_as_shipped():
     """DOWNLOAD = False in the first code cell; the Hub is reached only under `if DOWNLOAD:`."""
-    cells = _code_cells()
+    cells = code_cells(NOTEBOOK)
     assert "\nDOWNLOAD = False" in cells[0]
     lines = "\n".join(cells).splitlines()
     calls = [i for i, line in enumerate(lines) if "pretrained_folder(" in line]

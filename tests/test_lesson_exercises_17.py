@@ -22,13 +22,13 @@ a malformed answer, and agree with the library; the notebook ships what the less
 from __future__ import annotations
 
 import importlib
-import json
 import re
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import assert_ships_placeholders, code_cells
 
 import minitransformer as mt
 from minitransformer.nn.masks import causal_mask
@@ -309,22 +309,10 @@ def test_17_1_oracle_is_the_library_sampler():
 
 
 # ------------------------------------------------------------------ the notebook
-def _code_cells() -> list[str]:
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-
-
 def test_notebook_ships_placeholders_and_calls_every_check():
-    cells = _code_cells()
-    text = "\n".join(cells)
-    for name in CHECKS:
-        assert text.count(f"check_{name}(") == 1, f"lesson 17 must call check_{name} once"
-    for name in ("sampling_probs", "params_saved", "cached_causal_mask"):
-        defining = [c for c in cells if f"def {name}(" in c]
-        assert len(defining) == 1, f"no single exercise cell defines {name}"
-        assert "NotImplementedError(" in defining[0] and "return" not in defining[0], (
-            f"the cell defining {name} ships more than a placeholder"
-        )
+    assert_ships_placeholders(
+        NOTEBOOK, 17, CHECKS, ("sampling_probs", "params_saved", "cached_causal_mask")
+    )
 
 
 def test_no_cell_before_the_exercises_answers_them():
@@ -332,7 +320,7 @@ def test_no_cell_before_the_exercises_answers_them():
     before the first exercise cell no code cell divides logits by a temperature, sums the
     encoder's weights in closed form (exercise 2: section 1 counts arrays) or builds a mask
     with an offset (exercise 3)."""
-    cells = _code_cells()
+    cells = code_cells(NOTEBOOK)
     first = next(i for i, c in enumerate(cells) if "def sampling_probs(" in c)
     before = "\n".join(cells[:first])
     assert "temperature_softmax" not in "\n".join(cells)

@@ -14,12 +14,12 @@ gives no exercise away before its cell.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import code_cells
 
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "18_the_curve_kept_bending.ipynb"
@@ -176,11 +176,6 @@ def test_18_2_rejects_wrong_predictions(name):
 
 
 # ------------------------------------------------------------------ the notebook
-def _code_cells() -> list[str]:
-    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
-
-
 def _first(cells: list[str], marker: str) -> int:
     found = [i for i, c in enumerate(cells) if marker in c]
     assert found, f"no code cell of lesson 18 contains {marker!r}"
@@ -190,7 +185,7 @@ def _first(cells: list[str], marker: str) -> int:
 def test_no_cell_gives_an_exercise_away_before_it():
     """The library's fit, any least-squares call and the compute formula appear only after
     the exercise that asks for them."""
-    cells = _code_cells()
+    cells = code_cells(NOTEBOOK)
     ex1, ex2, ex3 = (_first(cells, f"checks.check_18_{k}(") for k in (1, 2, 3))
     before_1 = "\n".join(cells[:ex1])
     for marker in ("scaling.fit_", "polyfit", "lstsq", "scaling.plot(", "local_exponents"):

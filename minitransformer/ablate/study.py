@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from ..errors import TrainingError
 from ..optim import NoamSchedule
 from ..tensor import no_grad
 from ..train import TrainConfig, Trainer
+from ..train.report import StudyProgress
 from .variants import AblationSettings, Variant, select
 
 
@@ -200,28 +200,22 @@ def run_ablations(
 ) -> dict[str, Any]:
     """Train and score every chosen variant (default: DEFAULT_VARIANTS); return the study
     as a JSON-friendly dict {"settings", "task", "results", "hardware"}. ``progress``: a tqdm
-    bar on a terminal, else one line per finished variant on stderr."""
+    bar on a terminal; without it (or off a terminal) one line per finished variant on stderr."""
     settings.validate()
     chosen = chosen if chosen is not None else select(None, settings)
     data = make_data(settings)
-    bar = _bar(settings.steps * len(chosen)) if progress else None
+    shown = StudyProgress(settings.steps * len(chosen), bar=progress)
     results = []
     try:
         for variant in chosen:
-            if bar is not None:
-                bar.set_description(variant.name)
-            result = run_variant(variant, settings, data, bar.update if bar else None)
+            shown.describe(variant.name)
+            result = run_variant(variant, settings, data, shown.update)
             results.append(result)
-            line = (f"{variant.name}: test PPL {result['test_ppl']:.2f}, BLEU "
-                    f"{result['test_bleu']:.1f}, long BLEU {result['long_bleu']:.1f} "
-                    f"({result['seconds']:.0f} s)")  # fmt: skip
-            if bar is not None:
-                bar.write(line, file=sys.stderr)
-            elif progress:
-                print(line, file=sys.stderr, flush=True)
+            shown.finished(f"{variant.name}: test PPL {result['test_ppl']:.2f}, BLEU "
+                           f"{result['test_bleu']:.1f}, long BLEU {result['long_bleu']:.1f} "
+                           f"({result['seconds']:.0f} s)")  # fmt: skip
     finally:
-        if bar is not None:
-            bar.close()
+        shown.close()
     return dict(
         settings=dataclasses.asdict(settings),
         task=data.task.summary() + f"; long set {len(data.long_pairs)} sentences of "
@@ -229,13 +223,3 @@ def run_ablations(
         results=results,
         hardware=host.hardware("cpu"),
     )
-
-
-def _bar(total: int) -> Any:
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stderr)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ from ..data.tasks import Task, make_task
 from ..errors import ConfigError, TrainingError
 from ..tensor import no_grad
 from ..train import TrainConfig, Trainer
+from ..train.report import StudyProgress
 
 LR_D_MODEL = 64  # settings.peak_lr is the peak at this width; see ScalingSettings
 MAX_TOKENS = 10**9  # a budget beyond this would train for days on a CPU
@@ -258,41 +258,25 @@ def run_study(settings: ScalingSettings, progress: bool = True, bar: bool = True
     settings.validate()
     task = make_lm_task(settings)
     total = settings.tokens * len(settings.sizes) * len(settings.seeds)
-    meter = _bar(total) if progress and bar else None
+    shown = StudyProgress(total, unit="tok", bar=progress and bar, lines=progress)
     results, t0 = [], time.perf_counter()
     try:
         for seed in settings.seeds:
             for size in settings.sizes:
-                if meter is not None:
-                    meter.set_description(f"{size.name} seed {seed}")
-                r = run_size(size, settings, task, seed, meter.update if meter else None)
+                shown.describe(f"{size.name} seed {seed}")
+                r = run_size(size, settings, task, seed, shown.update)
                 results.append(r)
-                line = (f"{r['size']} seed {seed}: {r['non_embedding']:,} parameters, validation "
-                        f"loss {r['valid_loss']:.4f} after {r['tokens']:,} tokens "
-                        f"({r['seconds']:.0f} s)")  # fmt: skip
-                if meter is not None:
-                    meter.write(line, file=sys.stderr)
-                elif progress:
-                    print(line, file=sys.stderr, flush=True)
+                shown.finished(f"{r['size']} seed {seed}: {r['non_embedding']:,} parameters, "
+                               f"validation loss {r['valid_loss']:.4f} after {r['tokens']:,} "
+                               f"tokens ({r['seconds']:.0f} s)")  # fmt: skip
     finally:
-        if meter is not None:
-            meter.close()
+        shown.close()
     as_dict = dataclasses.asdict(settings)
     as_dict["sizes"] = [dataclasses.asdict(s) for s in settings.sizes]
     return dict(settings=as_dict, task=task.summary() + " (characters)",
                 baselines=task_baselines(task, "valid", settings.eval_verses), results=results,
                 hardware=host.hardware("cpu"),
                 seconds=round(time.perf_counter() - t0, 1))  # fmt: skip
-
-
-def _bar(total: int) -> Any:
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, unit="tok", unit_scale=True, dynamic_ncols=True, file=sys.stderr)
 
 
 __all__ = [

@@ -280,6 +280,46 @@ def _token_labeller(tokenizer: Any) -> Callable[[int], str]:
     return lambda i: vocab.id_to_token(int(i)).replace("</w>", "")
 
 
+class StudyProgress:
+    """The progress of a study of many runs (``ablate``, ``scale``): a tqdm bar over all its
+    steps when ``bar`` and stderr is a terminal, else one plain line per finished run on
+    stderr (nothing at all when ``lines`` is False)."""
+
+    def __init__(self, total: int, unit: str = "step", bar: bool = True, lines: bool = True):
+        self.bar: Any = None
+        self.lines = lines
+        if bar and _isatty(sys.stderr):
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                pass
+            else:
+                scale = unit != "step"
+                self.bar = tqdm(total=total, unit=unit, unit_scale=scale, dynamic_ncols=True,
+                                file=sys.stderr)  # fmt: skip
+
+    @property
+    def update(self) -> Callable[[int], Any] | None:
+        """What a run calls with the steps (or tokens) it has done, or None without a bar."""
+        return self.bar.update if self.bar is not None else None
+
+    def describe(self, text: str) -> None:
+        """Name the run now going (on the bar)."""
+        if self.bar is not None:
+            self.bar.set_description(text)
+
+    def finished(self, line: str) -> None:
+        """One line for a finished run: above the bar, or plain on stderr."""
+        if self.bar is not None:
+            self.bar.write(line, file=sys.stderr)
+        elif self.lines:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def _isatty(stream: Any) -> bool:
     try:
         return bool(stream.isatty())
