@@ -67,9 +67,8 @@ class TextSampler:
                 "were read as <unk>",
                 stacklevel=2,
             )
-        limit = self.model.cfg.max_len - max(len(row) for row in rows)
-        if max_new_tokens is None:
-            max_new_tokens = max(limit, 0)
+        if max_new_tokens is None:  # every position left (prompt_ids leaves at least one)
+            max_new_tokens = self.model.cfg.max_len - max(len(row) for row in rows)
         out = self.model.generate(rows, max_new_tokens, temperature, top_k, seed)
         return [self.tokenizer.detokenize(ids) for ids in out]
 

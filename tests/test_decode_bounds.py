@@ -19,12 +19,10 @@ import numpy as np
 import pytest
 from test_cli import assert_user_error, run_main
 from test_decode import TableModel
-from tiny_runs import marian_config
+from tiny_runs import marian_config, verse_tokenizer
 
 import minitransformer as mt
 from minitransformer import translator as translator_module
-from minitransformer.data import SentencePieceTokenizer
-from minitransformer.data.tasks import load_bible_pairs
 from minitransformer.decode import Decoding, beam_search, greedy_decode
 from minitransformer.errors import ArgumentError, ConfigError
 from minitransformer.translator import Translator
@@ -38,11 +36,7 @@ SENTENCES = ["In the beginning God created the heaven and the earth.", "and the 
 def base(tmp_path_factory):
     """A Marian folder (64 positions) of a model that never emits EOS by itself."""
     folder = tmp_path_factory.mktemp("never-eos")
-    pairs = load_bible_pairs()[:300]
-    tok = SentencePieceTokenizer.train(
-        [e for e, _ in pairs], [s for _, s in pairs], folder, vocab_size=100, seed=0,
-        source_lang="en", target_lang="es",
-    )  # fmt: skip
+    tok = verse_tokenizer(folder, pairs=300, vocab_size=100)
     cfg = marian_config(len(tok), tok.pad_id, tok.eos_id, N=1)
     model = mt.nn.Transformer(cfg, seed=1)
     model.logits_bias.data[cfg.eos_id] = -1e4

@@ -183,3 +183,18 @@ def test_loss_curve_draws_the_baselines():
     assert labels["bigram (valid)"].get_ydata()[0] == 4.2
     plain = plot_training_curves(records[:1])
     assert not any("unigram" in line.get_label() for line in plain.axes[0].get_lines())
+
+
+def test_attention_plot_of_a_language_model_is_causal(lm_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    import io
+
+    from minitransformer.train import Trainer
+
+    trainer = Trainer.resume(lm_run, out=str(tmp_path / "again"))
+    fig = trainer.plot_attention(io.BytesIO())
+    images = [ax.get_images()[0].get_array() for ax in fig.axes if ax.get_images()]
+    assert len(images) == trainer.model_cfg.h  # one panel per head
+    for weights in images:
+        assert np.allclose(np.triu(np.asarray(weights), k=1), 0.0)  # nothing after a position
+        assert np.allclose(np.asarray(weights).sum(axis=-1), 1.0)

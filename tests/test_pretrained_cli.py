@@ -11,11 +11,9 @@ import types
 import numpy as np
 import pytest
 from test_cli import assert_user_error, run_main
-from tiny_runs import marian_config
+from tiny_runs import marian_config, verse_tokenizer
 
 import minitransformer as mt
-from minitransformer.data import SentencePieceTokenizer
-from minitransformer.data.tasks import load_bible_pairs
 from minitransformer.errors import CheckpointError
 from minitransformer.pretrained import FILES, pretrained_folder
 from minitransformer.translator import Translator
@@ -27,11 +25,7 @@ pytest.importorskip("sentencepiece")
 def opus(tmp_path_factory):
     """A folder in opus-mt-en-es's layout: tokenizer files, config.json, model.safetensors."""
     folder = tmp_path_factory.mktemp("opus")
-    pairs = load_bible_pairs()[:2000]
-    tok = SentencePieceTokenizer.train(
-        [e for e, _ in pairs], [s for _, s in pairs], folder, vocab_size=200, seed=0,
-        source_lang="en", target_lang="es",
-    )  # fmt: skip
+    tok = verse_tokenizer(folder, pairs=2000, vocab_size=200)
     cfg = marian_config(len(tok), tok.pad_id, tok.eos_id)
     model = mt.nn.Transformer(cfg, seed=1)
     rng = np.random.default_rng(0)

@@ -46,6 +46,19 @@ def marian_config(vocab: int, pad_id: int = 0, eos_id: int = 1, **sizes):
     )  # fmt: skip
 
 
+def verse_tokenizer(folder, pairs: int, vocab_size: int):
+    """A Marian SentencePiece tokenizer (en -> es) trained in ``folder`` on the first ``pairs``
+    shipped verse pairs: what a tiny Marian folder's model starts from."""
+    from minitransformer.data.sentencepiece import SentencePieceTokenizer
+    from minitransformer.data.tasks import load_bible_pairs
+
+    verses = load_bible_pairs()[:pairs]
+    return SentencePieceTokenizer.train(
+        [e for e, _ in verses], [s for _, s in verses], folder, vocab_size=vocab_size, seed=0,
+        source_lang="en", target_lang="es",
+    )  # fmt: skip
+
+
 def rank_pids(mpiexec_pid: int) -> list[int]:
     """The python ranks under an mpiexec (its grandchildren, through hydra's proxy)."""
     children: dict[int, list[int]] = {}

@@ -88,7 +88,7 @@ MAX_TASK_TOKENS below they are what ``--knob`` and ``TrainConfig(task_knobs=...)
 BOOL_KNOBS = frozenset({"lowercase"})
 """Task knobs that are True or False."""
 
-CHOICE_KNOBS = {"tokenizer": ("bpe", "char")}
+CHOICE_KNOBS = {"tokenizer": tasks.LM_TOKENIZERS}
 """Task knobs that are one of a few words."""
 
 NONE_KNOBS = frozenset({("translate-en-es", "n_train"), ("lm", "n_train")})

@@ -266,6 +266,8 @@ def _held_out(items: list, keys: list[str], n_held: int, seed: int) -> tuple[lis
 
 # --- language modelling: the English verses -----------------------------------------------
 
+LM_TOKENIZERS = ("bpe", "char")  # lm_task's tokenizer knob: subwords or characters
+
 
 def lm_task(
     seed: int = 0,
@@ -286,7 +288,7 @@ def lm_task(
     test verses are drawn by ``seed`` among verses that occur once (none is also a training
     verse); case is kept unless ``lowercase``. ``n_train`` caps the training split.
     """
-    if tokenizer not in ("bpe", "char"):
+    if tokenizer not in LM_TOKENIZERS:
         raise ConfigError(f"lm: tokenizer must be 'bpe' or 'char', got {tokenizer!r}.")
     if not 1 <= max_words <= 20:
         raise ConfigError(f"max_words must be within 1..20 (the shipped file); got {max_words}.")

@@ -41,6 +41,9 @@ from .positional import PositionalEncoding
 from .sampling import check_sampling, next_tokens
 from .transformer import DecoderCache
 
+DEFAULTS = {"label_smoothing": 0.0}  # where TransformerConfig's differ: an LM's loss is the
+# plain cross-entropy, whose exponential is the perplexity
+
 
 class TransformerLM(TokenModel):
     """TransformerLM(vocab=V, **fields, seed=0) or TransformerLM(config=cfg, seed=0).
@@ -77,9 +80,8 @@ class TransformerLM(TokenModel):
     def preset(cls, name: str, vocab: int, seed: int = 0, **overrides: Any) -> TransformerLM:
         """A named size ("tiny", "small", "base", "big": TransformerConfig's presets) for a
         vocabulary of ``vocab`` tokens; ``overrides`` set any other field."""
-        overrides.setdefault("label_smoothing", 0.0)
         cfg = TransformerConfig.preset(
-            name, src_vocab=vocab, tgt_vocab=vocab, decoder_only=True, **overrides
+            name, src_vocab=vocab, tgt_vocab=vocab, decoder_only=True, **{**DEFAULTS, **overrides}
         )
         return cls(config=cfg, seed=seed)
 
@@ -221,7 +223,7 @@ def _config(vocab: Any, config: Any, fields: dict[str, Any]) -> TransformerConfi
             raise ArgumentError(
                 f"TransformerLM: {name} is set by the model itself; give vocab=V instead"
             )
-    fields.setdefault("label_smoothing", 0.0)
+    fields = {**DEFAULTS, **fields}
     return TransformerConfig(src_vocab=vocab, tgt_vocab=vocab, decoder_only=True, **fields)
 
 

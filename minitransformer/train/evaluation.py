@@ -66,8 +66,8 @@ def evaluate(
                 logits = model(tgt_in) if lm else model(src, tgt_in)
                 target = backend.asarray(batch.tgt_out, device=device)
                 total += _summed_loss(logits, target, label_smoothing, pad_id)
-                if lm:  # the perplexity is that of the plain cross-entropy
-                    plain += _summed_loss(logits, target, 0.0, pad_id) if label_smoothing else 0
+                if lm and label_smoothing:  # the perplexity is the plain cross-entropy's
+                    plain += _summed_loss(logits, target, 0.0, pad_id)
                 pred = backend.to_numpy(logits.data).argmax(-1)
                 mask = batch.tgt_out != pad_id
                 correct += int(((pred == batch.tgt_out) & mask).sum())
@@ -80,8 +80,8 @@ def evaluate(
         generator.set_state(rng_state)
     metrics = dict(loss=total / max(count, 1), token_acc=correct / max(count, 1))
     if lm:
-        metrics["perplexity"] = math.exp(min((plain if label_smoothing else total)
-                                             / max(count, 1), 700.0))  # fmt: skip
+        nll = (plain if label_smoothing else total) / max(count, 1)  # plain: total when ε = 0
+        metrics["perplexity"] = math.exp(min(nll, 700.0))
         baselines = task_baselines(task, split, samples)
         metrics["unigram_loss"] = baselines["unigram"]
         metrics["bigram_loss"] = baselines["bigram"]

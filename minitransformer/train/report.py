@@ -231,17 +231,10 @@ def plot_attention(
     src = backend.asarray(make_batch([(source, [])]).src, device=cfg.device)
     output = greedy_decode(model, src, max_len=trainer.task.max_len + 1)[0]
     tgt_in = backend.asarray([[model_cfg.bos_id, *output]], device=cfg.device)
-    model.eval()
-    model.attention_weights(True)
-    try:
-        with no_grad():
-            model(src, tgt_in)
-        weights = model.decoder.layers[-1].cross_attn.last_weights  # (1, H, T, S)
-    finally:
-        model.attention_weights(False)
+    weights = _stored_weights(model, model.decoder.layers[-1].cross_attn, src, tgt_in)
     label = _token_labeller(trainer.task.vocab)
     return viz.plot_attention(
-        backend.to_numpy(weights)[0],
+        weights,
         [label(i) for i in source],
         [label(i) for i in [*output, model_cfg.eos_id]],
         title=f"{cfg.task}: cross-attention of the last decoder layer, {split or 'test'}"
@@ -258,20 +251,27 @@ def _plot_self_attention(trainer: Any, path: Path | IO[bytes], split: str, index
     model, bos = trainer.model, trainer.model_cfg.bos_id
     _, verse = trainer.task.splits[split][index]
     ids = [bos, *verse]
+    attention = model.decoder.layers[-1].self_attn
+    weights = _stored_weights(model, attention, backend.asarray([ids], device=trainer.cfg.device))
+    label = _token_labeller(trainer.task.vocab)
+    tokens = [label(i) for i in ids]
+    return viz.plot_attention(
+        weights, tokens, tokens,
+        title=f"lm: self-attention of the last layer, {split} verse {index}", path=path,
+    )  # fmt: skip
+
+
+def _stored_weights(model: Any, attention: Any, *inputs: Any) -> Any:
+    """The weights (H, T, S) of one ``attention`` layer while ``model(*inputs)`` runs once, a
+    batch of one, in eval mode without a graph (host NumPy)."""
     model.eval()
     model.attention_weights(True)
     try:
         with no_grad():
-            model(backend.asarray([ids], device=trainer.cfg.device))
-        weights = model.decoder.layers[-1].self_attn.last_weights  # (1, H, T, T)
+            model(*inputs)
+        return backend.to_numpy(attention.last_weights)[0]  # (1, H, T, S) -> (H, T, S)
     finally:
         model.attention_weights(False)
-    label = _token_labeller(trainer.task.vocab)
-    tokens = [label(i) for i in ids]
-    return viz.plot_attention(
-        backend.to_numpy(weights)[0], tokens, tokens,
-        title=f"lm: self-attention of the last layer, {split} verse {index}", path=path,
-    )  # fmt: skip
 
 
 def _token_labeller(tokenizer: Any) -> Callable[[int], str]:

@@ -118,9 +118,9 @@ def plot_training_curves(
                 label=split,
                 color=color[split],
             )
-        for style, (name, (split, value)) in zip((":", "--"), baselines.items(), strict=False):
-            if key == "loss":
-                ax.axhline(value, linestyle=style, color="gray", label=f"{name} ({split})")
+        lines = baselines.items() if key == "loss" else ()  # on the loss panel only
+        for style, (name, (split, value)) in zip((":", "--"), lines, strict=False):
+            ax.axhline(value, linestyle=style, color="gray", label=f"{name} ({split})")
         decorate(ax, "step", label, label, logy=False, legend=True)
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
