@@ -16,6 +16,8 @@ the ``kernels_switch`` fixture, which re-reads the switch on entry and on exit.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -58,6 +60,40 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = [item for item in items if not _runs_on_cuda(item)]
     config.hook.pytest_deselected(items=gpu)
     _gpu_deselected[0] = len(gpu)
+
+
+# An optional package's install line, for the summary of the tests skipped without it.
+_EXTRA_OF = {"torch": "torch", "transformers": "dev", "sentencepiece": "hf", "mpi4py": "mpi"}
+_MISSING = re.compile(r"could not import '([\w.]+)'")
+
+
+def _fold_missing_package(report: pytest.BaseReport) -> None:
+    """A skip for a missing optional package (``pytest.importorskip``) says the same thing in
+    every file that asks for it, so the summary gets one line per package, with its install
+    line, instead of one per file and line (30 lines of "could not import 'torch'")."""
+    if not (report.skipped and isinstance(report.longrepr, tuple) and len(report.longrepr) == 3):
+        return
+    found = _MISSING.search(str(report.longrepr[2]))
+    if found is None:
+        return
+    package = found.group(1)
+    extra = _EXTRA_OF.get(package.split(".")[0])
+    install = f' (pip install -e ".[{extra}]")' if extra else ""
+    report.longrepr = (__file__, None, f"could not import {package!r}{install}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> pytest.TestReport:
+    report = yield
+    _fold_missing_package(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> pytest.CollectReport:
+    report = yield
+    _fold_missing_package(report)
+    return report
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
