@@ -1,4 +1,5 @@
-"""Exception types, one per family of mistake.
+"""Exception types, one per family of mistake (and the warning and install hint that go
+with them).
 
 Each subclasses the built-in exception a Python user would expect (ValueError, TypeError,
 RuntimeError), so `except ValueError` still works, while tests and tools can catch the
@@ -43,6 +44,20 @@ class ArgumentError(MiniTransformerError, ValueError, TypeError):
     """An argument of the wrong kind or outside its range (a negative size, a NaN tolerance,
     beam=0, a string where a number belongs). Both a ValueError and a TypeError, so either
     ``except`` a Python user would write catches it."""
+
+
+class UnfinishedRunWarning(UserWarning):
+    """A model loaded from a run that stopped before its planned steps (Ctrl-C, a crash):
+    what it outputs is an unfinished model's. ``warnings.simplefilter("ignore",
+    UnfinishedRunWarning)`` silences it where that is meant (a checkpoint saved at step 0)."""
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs the optional dependencies ``extra`` (gpu, torch, mpi, hf,
+    lessons, dev): ``pip install -e ".[gpu]"``, run in a clone of the repository, where the
+    project is installed from (there is no minitransformer on PyPI, so
+    ``pip install 'minitransformer[gpu]'`` works only beside an editable install)."""
+    return f'pip install -e ".[{extra}]"'
 
 
 class Terminated(BaseException):

@@ -6,8 +6,8 @@
 A name that is not a local folder but reads as a Hub id (``owner/name``) is downloaded with
 ``huggingface_hub.snapshot_download`` (its progress bars on stderr), only the files this
 library reads: the config, the safetensors weights and the tokenizer's files. It needs the
-optional ``huggingface_hub`` (``pip install "minitransformer[hf]"``) and the network; the
-tests never call it.
+optional ``huggingface_hub`` (``pip install -e ".[hf]"``) and the network; the tests never
+call it.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .errors import ArgumentError, CheckpointError
+from .errors import ArgumentError, CheckpointError, install_hint
 
 FILES = [  # what Transformer.from_pretrained and SentencePieceTokenizer read
     "config.json",
@@ -57,8 +57,8 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
     except ImportError:
         raise CheckpointError(
             f"--pretrained {shown}: no such folder here, and downloading it from the Hugging "
-            'Face Hub needs huggingface_hub: pip install "minitransformer[hf]" (or pass a '
-            "folder you downloaded)"
+            f"Face Hub needs huggingface_hub: {install_hint('hf')} (or pass a folder you "
+            "downloaded)"
         ) from None
     try:
         folder = snapshot_download(repo_id=name, revision=revision, allow_patterns=FILES)

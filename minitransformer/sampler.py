@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from . import checks
+from . import checks, runs
 from .checkpoint.trained import load_trained
 from .errors import ArgumentError, CheckpointError
 
@@ -33,7 +33,8 @@ class TextSampler:
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str = "cpu") -> TextSampler:
         """The language model and tokenizer of a run of ``train lm`` (every field checked,
-        as ``checkpoint.trained.load_trained`` does); a translation checkpoint is refused."""
+        as ``checkpoint.trained.load_trained`` does); a translation checkpoint is refused, and
+        a run that stopped before its planned steps gives an UnfinishedRunWarning."""
         model, tokenizer, meta = load_trained(path, device)
         if not model.cfg.decoder_only:
             raise CheckpointError(
@@ -41,6 +42,7 @@ class TextSampler:
                 "translates, it does not continue text; use: minitransformer translate "
                 '--checkpoint RUN "a sentence"'
             )
+        runs.warn_if_unfinished(path, meta)
         return cls(model, tokenizer, meta)
 
     def generate(

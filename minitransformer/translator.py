@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from . import backend, checks
+from . import backend, checks, runs
 from .checkpoint.trained import load_trained
 from .data.batching import pad
 from .data.metrics import bleu, exact_match
@@ -54,6 +54,7 @@ class Translator:
 
         Every field is checked before use (model config, tokenizer, train config, each
         weight's name, shape, dtype and finiteness): a bad one is a CheckpointError naming it.
+        A run that stopped before its planned steps gives an UnfinishedRunWarning.
         """
         model, tokenizer, meta = load_trained(path, device)
         if model.cfg.decoder_only:
@@ -62,6 +63,7 @@ class Translator:
                 "it does not translate; use: minitransformer generate --checkpoint RUN "
                 '"some words"'
             )
+        runs.warn_if_unfinished(path, meta)
         return cls(model, tokenizer, meta)
 
     @classmethod

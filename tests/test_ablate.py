@@ -258,3 +258,41 @@ def test_switches_survive_a_checkpoint(tmp_path):
     assert loaded.model.encoder.layers[0].self_attn.w_q.weight.shape == (16, 6)
     resumed = Trainer.resume(tmp_path / "run", steps=3)
     assert resumed.model_cfg == trainer.model_cfg
+
+
+# ------------------------------------------------------------------ the report
+def _study(n: int = 11) -> dict:
+    """A made-up study of ``n`` variants whose loss curves end close together."""
+    names = ["base", *[f"variant-{i}" for i in range(1, n)]]
+    results = [
+        dict(name=name, change="-", parameters=1000, train_ppl=3.0, test_ppl=10.0 + i,
+             test_bleu=24.02 if i == 3 else 7.7 + i, long_ppl=20.0, long_bleu=float(i),
+             train_loss=[1.0 + 0.01 * i + 5 * math.exp(-s / 40) for s in range(200)])
+        for i, name in enumerate(names)
+    ]  # fmt: skip
+    return dict(settings=dict(steps=200, seed=0, batch_size=64), task="toy", results=results)
+
+
+def test_the_table_says_the_papers_numbers_are_not_comparable():
+    table = ablate.markdown_table(_study(2))
+    assert "paper PPL / BLEU † |" in table.splitlines()[0]
+    caveat = table.strip().splitlines()[-1]
+    assert caveat.startswith("† Not comparable with ours") and "200-step runs" in caveat
+    assert table.count("\n| ") == 2  # one row per variant (the caveat is no table row)
+
+
+def test_the_figure_keeps_its_labels_inside_and_its_loss_lines_apart():
+    pytest.importorskip("matplotlib")
+    fig = ablate.report.figure(_study())
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:3]:  # the bar panels: each value label inside its panel
+        box = ax.get_window_extent(renderer)
+        for text in ax.texts:
+            assert text.get_window_extent(renderer).x1 <= box.x1, (ax.get_title(), text)
+    loss = fig.axes[3]
+    named = [h.get_label() for h in loss.get_legend().legend_handles]
+    assert named == ["the other 7 variants", "variant-10", "variant-9", "variant-8", "base"]
+    widths = {line.get_label(): line.get_linewidth() for line in loss.get_lines()}
+    assert widths["base"] == max(widths.values())
+    assert len({line.get_color() for line in loss.get_lines()}) == 5  # grey, 3 colours, black

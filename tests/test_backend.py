@@ -1,6 +1,7 @@
 """Backend: devices, moves, mixing errors, RNG on the device, scatter-add."""
 
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +17,60 @@ def test_device_names():
     assert backend.normalize_device("strict") == "strict:CPU_DEVICE"
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         backend.normalize_device("tpu")
+
+
+@pytest.mark.parametrize(
+    ("typed", "said"),
+    [
+        ("tpu", "unknown device 'tpu': use cpu, cuda (the first GPU) or cuda:N"),
+        ("GPU", "unknown device 'GPU': did you mean cuda? Use cpu, cuda"),
+        ("CPU", "unknown device 'CPU': did you mean cpu? Use"),
+        ("gpu7", "unknown device 'gpu7': did you mean cuda:7? Use"),
+        ("cuda:x", "unknown device 'cuda:x': use cpu, cuda"),
+    ],
+)
+def test_an_unknown_device_is_worded_for_a_learner(typed, said):
+    """Worded for users (cpu, cuda, cuda:N), with the likely name; the test backend that
+    'strict:NAME' still selects is not offered to them."""
+    with pytest.raises(DeviceError) as refused:
+        backend.normalize_device(typed)
+    assert str(refused.value).startswith(said) and "strict" not in str(refused.value)
+
+
+def test_gpu_is_cuda_and_an_error_names_it_as_written(monkeypatch, capsys):
+    """'gpu' stays an alias of cuda; without CuPy the error names what was typed and gives
+    the install line that works from a clone (no minitransformer on PyPI)."""
+    from minitransformer.backend import devices
+    from minitransformer.cli import main
+    from minitransformer.errors import install_hint
+
+    assert backend.normalize_device("gpu") == "cuda:0"
+    monkeypatch.setitem(sys.modules, "cupy", None)  # CuPy not importable
+    with pytest.raises(DeviceError, match=r"^device 'gpu' \(CUDA\) needs CuPy"):
+        devices.check_device("gpu")
+    assert main(["train", "copy", "--device", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "minitransformer train: error: --device gpu (CUDA) needs CuPy, which is not installed: "
+        'pip install -e ".[gpu]" (CUDA 13; pip install -e ".[gpu-cuda12]" for CUDA 12)'
+    ), err
+    assert install_hint("torch") == 'pip install -e ".[torch]"'
+
+
+def test_every_install_hint_names_a_clone_install():
+    """``pip install 'minitransformer[gpu]'`` works only beside an editable install: every
+    hint in the package is errors.install_hint's ``pip install -e ".[gpu]"``."""
+    from pathlib import Path
+
+    package = Path(mt.__file__).parent
+    wrong = [
+        f"{path.relative_to(package)}:{number}"
+        for path in package.rglob("*.py")
+        if path.name != "errors.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "minitransformer[" in line
+    ]
+    assert wrong == []
 
 
 def test_creation_on_each_device(device):

@@ -80,22 +80,38 @@ def test_small_products_run_on_one_blas_thread_and_match():
 
 def test_cli_bench_subprocess_with_compare(tmp_path, capsys):
     """The CLI end to end: subprocess workers, alternating rounds, JSON output. With
-    PyTorch installed the comparison runs (briefly); without it, a clear skip message."""
+    PyTorch installed the comparison runs (briefly); without it, ours alone (a --compare
+    without PyTorch is refused: the test below)."""
     out = tmp_path / "bench.json"
-    code = cli.main(
-        ["bench", "--preset", "tiny", "--compare", "torch", "--seconds", "1", "--json", str(out)]
-    )
+    compare = ["--compare", "torch"] if bench.torch_available() else []
+    code = cli.main(["bench", "--preset", "tiny", *compare, "--seconds", "1", "--json", str(out)])
     assert code == 0
     text = capsys.readouterr().out
     assert "== tiny" in text and "minitransformer" in text
     results = json.loads(out.read_text())
     r = results["presets"]["tiny"]
     assert r["ours"]["peak_mb"] >= 0
-    if bench.torch_available():
+    if compare:
         assert "ratio ours/torch" in text
         assert r["ratio_ours_over_torch"] > 0 and r["torch"]["peak_mb"] >= 0
-    else:
-        assert "skipped" in text
+
+
+def test_compare_without_pytorch_fails_at_once_with_the_install_line(monkeypatch, capsys):
+    """As --device cuda without CuPy: exit 2 and one line, before anything is timed."""
+    monkeypatch.setitem(sys.modules, "torch", None)  # PyTorch not importable
+    monkeypatch.setattr(bench_command, "run", lambda *a, **k: pytest.fail("timed anyway"))
+    code = cli.main(["bench", "--compare", "torch", "--preset", "tiny", "--seconds", "1"])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", out
+    assert err == (
+        "minitransformer bench: error: --compare torch needs PyTorch, which is not installed. "
+        'Fix: pip install -e ".[torch]", or leave --compare out to time ours alone\n'
+        "see: minitransformer bench --help\n"
+    )
+    from minitransformer.bench.__main__ import _run
+
+    assert _run(["--compare", "torch"]) == 2
+    assert capsys.readouterr().err.startswith("bench: error: --compare torch needs PyTorch")
 
 
 def test_decode_benchmark_reports_both_modes():
@@ -266,6 +282,7 @@ def test_bench_command_prints_and_saves_the_warnings(tmp_path, monkeypatch, caps
     load = {"ours": [0.0, 0.0], "torch": [1.9, 1.9]}
     report = _report([40.0, 41.0], [2400.0, 2410.0], load_before=1.5, load_during=load)
     monkeypatch.setattr(bench_command, "run", lambda *a, **k: report)
+    monkeypatch.setattr(bench_command, "torch_available", lambda: True)
     out = tmp_path / "b.json"
     args = argparse.Namespace(
         preset=["tiny"], compare="torch", device="cpu", seconds=1.0, json=str(out),

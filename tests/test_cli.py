@@ -79,12 +79,27 @@ def assert_user_error(code, err, *patterns):
         (["train", "copy", "--knob", "bogus=1", "--out", "{tmp}/c"], ["no knob(s) ['bogus']"]),
         (["train", "copy", "--model", "d_model=7", "--out", "{tmp}/d"], ["divisible by h"]),
         (["train", "copy", "--out", "{tmp}/file", *TINY], ["is a file"]),
-        (["train", "--resume", "{tmp}/nowhere"], ["--resume", "no such run directory"]),
+        (
+            ["train", "--resume", "{tmp}/nowhere"],
+            ["--resume", "no such run directory", "Fix: check the path"],
+        ),
         (["train", "--resume", "{tmp}"], ["holds no checkpoint.safetensors"]),
-        (["translate", "--checkpoint", "{tmp}/nowhere", "hi"], ["no such run directory"]),
+        (
+            ["translate", "--checkpoint", "{tmp}/nowhere", "hi"],
+            [
+                "no such run directory",
+                "Fix: train one first (minitransformer train translate) or check the path",
+            ],
+        ),
         (["translate", "hi"], ["--checkpoint"]),
         (["translate", "--checkpoint", "{tmp}", "--beam", "0", "x"], ["--beam"]),
-        (["evaluate", "--checkpoint", "{tmp}/nowhere"], ["no such run directory"]),
+        (
+            ["evaluate", "--checkpoint", "{tmp}/nowhere"],
+            [
+                "no such run directory",
+                "Fix: train one first (minitransformer train translate) or check the path",
+            ],
+        ),
         (["evaluate", "--checkpoint", "{tmp}/file"], ["the file is not a .safetensors checkpoint"]),
         (["evaluate", "--checkpoint", "x", "--split", "train"], ["invalid choice: 'train'"]),
         (["plot", "--run", "{tmp}"], ["no metrics.jsonl"]),
@@ -323,7 +338,7 @@ def test_real_process_user_error(tmp_path):
         capture_output=True, text=True, timeout=60, env=_env(), cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 2
-    assert proc.stderr.startswith("minitransformer train: error: argument task: invalid choice")
+    assert proc.stderr.startswith("minitransformer train: error: argument TASK: invalid choice")
     assert "invalid choice: 'nosuchtask'" in proc.stderr and "Traceback" not in proc.stderr
     assert proc.stderr.endswith("\nsee: minitransformer train --help\n")
 

@@ -373,18 +373,18 @@ def test_library_messages_are_worded_for_the_command_line(python_words, cli_word
 
 
 def test_a_library_error_reaches_the_user_in_flag_words(tmp_path, monkeypatch, capsys):
-    from minitransformer import backend
+    from minitransformer.backend import devices
     from minitransformer.errors import DeviceError
 
-    def no_gpu(device):
-        raise DeviceError("CuPy finds no usable GPU: use device='cpu', or run on a GPU")
+    def no_gpu(shown="device 'cuda'"):
+        raise DeviceError(f"{shown}: CuPy finds no usable GPU: use device='cpu', or run on a GPU")
 
     with monkeypatch.context() as patch:
-        patch.setattr(backend, "namespace_for_device", no_gpu)
+        patch.setattr(devices, "cupy_module", no_gpu)
         assert main(["train", "copy", "--device", "cuda", "--out", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == (
-        "minitransformer train: error: CuPy finds no usable GPU: use --device cpu, or run on a "
-        "GPU\nsee: minitransformer train --help\n"
+        "minitransformer train: error: --device cuda: CuPy finds no usable GPU: use --device "
+        "cpu, or run on a GPU\nsee: minitransformer train --help\n"
     )
     Trainer(tiny(tmp_path / "r", steps=2)).train()
     assert main(["train", "copy", "--out", str(tmp_path / "r"), *TINY]) == 2

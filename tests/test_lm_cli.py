@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import signal
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from test_cli import assert_user_error, run_main
 from minitransformer.data.ngram import LAMBDAS, NGramBaselines, pairs_of
 from minitransformer.data.tasks import make_task
 from minitransformer.data.vocab import CharVocab
+from minitransformer.errors import UnfinishedRunWarning
 from minitransformer.runs import read_metrics
 from minitransformer.sampler import TextSampler
 
@@ -85,6 +87,36 @@ def test_resume_goes_on_where_it_stopped(lm_run, tmp_path, capsys):
     assert card["steps"] == 25 and card["config"]["decoder_only"] is True
 
 
+def test_generate_says_once_that_a_run_stopped_early(lm_run, tmp_path, capsys):
+    """Continued to 40 steps into another directory and stopped by Ctrl-C at step 21 (the
+    loop's own handler, called from inside the step): generate warns; the finished run not."""
+    from minitransformer.train import Trainer
+
+    more = tmp_path / "more"
+    trainer = Trainer.resume(lm_run, out=str(more), steps=40)
+    step = trainer.train_step
+
+    def stop(batch):
+        step(batch)
+        trainer._on_signal(signal.SIGINT, None)
+
+    trainer.train_step = stop
+    assert trainer.train()["step"] == 21
+    capsys.readouterr()
+    code, text, err = run_main(["generate", "--checkpoint", str(more), "--max-new-tokens", "3"],
+                               capsys)  # fmt: skip
+    assert code == 0 and text, err
+    assert err.splitlines() == [
+        f"minitransformer: warning: {more} stopped at step 21 of 40; its outputs are those of "
+        f"an unfinished model. Resume it: minitransformer train --resume {more}"
+    ]
+    with pytest.warns(UnfinishedRunWarning, match="stopped at step 21 of 40"):
+        TextSampler.from_checkpoint(more)
+    code, _, err = run_main(["generate", "--checkpoint", str(lm_run), "--max-new-tokens", "3"],
+                            capsys)  # fmt: skip
+    assert code == 0 and "warning" not in err, err
+
+
 def test_char_tokenizer_through_model_flag(tmp_path, capsys):
     out = tmp_path / "chars"
     argv = ["train", "lm", "--model", "tokenizer=char", "--steps", "5", "--out", str(out), *SMALL]
@@ -103,7 +135,10 @@ def test_char_tokenizer_through_model_flag(tmp_path, capsys):
     ("argv", "patterns"),
     [
         (["generate"], ["--checkpoint"]),
-        (["generate", "--checkpoint", "nowhere"], ["no such run directory"]),
+        (
+            ["generate", "--checkpoint", "nowhere"],
+            ["no such run directory", "(minitransformer train lm)"],
+        ),
         (["generate", "--checkpoint", "RUN", "--temperature", "-1"], ["--temperature", ">= 0"]),
         (["generate", "--checkpoint", "RUN", "--temperature", "nan"], ["--temperature"]),
         (["generate", "--checkpoint", "RUN", "--top-k", "0"], ["--top-k"]),

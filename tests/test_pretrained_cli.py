@@ -122,5 +122,5 @@ def test_a_hub_id_is_downloaded_with_huggingface_hub(opus, tmp_path, monkeypatch
     with pytest.raises(CheckpointError, match="the download failed .OSError: no network"):
         pretrained_folder("someone/model")
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # not installed
-    with pytest.raises(CheckpointError, match=r'pip install "minitransformer\[hf\]"'):
+    with pytest.raises(CheckpointError, match=r'pip install -e "\.\[hf\]"'):
         pretrained_folder("someone/model")

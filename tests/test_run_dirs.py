@@ -263,8 +263,9 @@ def test_a_run_in_a_dash_directory_prints_commands_that_parse(tmp_path, monkeypa
     assert resume == "minitransformer train --resume ./-oops"
     args = build_parser().parse_args(shlex.split(resume)[1:])
     assert main(["train", "--resume", args.resume, "--steps", "3", "--no-progress"]) == 0
-    overwrite = shlex.split(line.split("`")[3])  # `--out ./-oops --overwrite`
-    assert build_parser().parse_args(["train", "copy", *overwrite]).out == "./-oops"
+    shown = line.split("--out ", 1)[1].split(" already holds")[0]  # --out ./-oops already ...
+    overwrite = ["train", "copy", "--out", *shlex.split(shown), "--overwrite"]
+    assert build_parser().parse_args(overwrite).out == "./-oops" and "add --overwrite" in line
 
 
 @pytest.mark.parametrize("text", ["", " ", "\t"])

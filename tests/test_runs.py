@@ -71,8 +71,11 @@ def test_train_on_an_existing_run_is_refused_and_the_run_kept(tmp_path, capsys):
     assert code == 2 and "Traceback" not in err
     line = next(x for x in err.splitlines() if "error:" in x)
     assert "already holds a run (checkpoint.safetensors at step 6, metrics.jsonl)" in line
-    for way in (f"minitransformer train --resume {out}", "--out NEW_DIR", "--overwrite"):
+    for way in (f"minitransformer train --resume {out}", "another --out", "add --overwrite"):
         assert way in line, way
+    assert "Ways on" not in line and len(line) - len(str(out)) * 2 < 240, line
+    # refused before the task and the model were built: no "copy: vocab" or "model:" line
+    assert err.splitlines() == [line, "see: minitransformer train --help"], err
     assert {p: (out / p).read_bytes() for p in before} == before  # nothing touched
 
 
@@ -104,7 +107,8 @@ def test_overwrite_replaces_the_run_cleanly(tmp_path, capsys):
 def test_the_api_refuses_too_but_a_trainer_may_continue_its_own_run(tmp_path):
     first = Trainer(tiny(tmp_path, steps=3))
     first.train()
-    with pytest.raises(RunDirectoryError, match="already holds a run"):
+    python_ways = r"From Python: Trainer.resume\(out\), another TrainConfig.out, or train\(overw"
+    with pytest.raises(RunDirectoryError, match="already holds a run.*" + python_ways):
         Trainer(tiny(tmp_path, steps=3)).train()
     first.cfg.steps = 5
     first.train()  # the same trainer goes on writing its own run
@@ -118,6 +122,34 @@ def test_resume_into_another_existing_run_is_refused(tmp_path):
     Trainer(tiny(tmp_path / "b", steps=2)).train()
     with pytest.raises(RunDirectoryError, match="already holds a run"):
         Trainer.resume(tmp_path / "a", out=str(tmp_path / "b"), steps=3).train()
+
+
+def test_the_cli_refuses_an_out_before_it_builds_anything(tmp_path, monkeypatch, capsys):
+    """check_out, the refusals of open_run made ahead: nothing is built, created or locked."""
+    Trainer(tiny(tmp_path / "a", steps=2)).train()
+    Trainer(tiny(tmp_path / "b", steps=2)).train()
+    (tmp_path / "file").write_text("x")
+    capsys.readouterr()
+
+    def never(*args, **kwargs):
+        raise AssertionError("the task was built before the refusal")
+
+    monkeypatch.setattr("minitransformer.train.trainer.make_task", never)
+    for argv, problem in [
+        (["train", "copy", "--out", str(tmp_path / "a")], "already holds a run"),
+        (["train", "copy", "--out", str(tmp_path / "file")], "is a file"),
+        (["train", "--resume", str(tmp_path / "a"), "--out", str(tmp_path / "b")], "holds a run"),
+    ]:
+        assert main([*argv, *TINY]) == 2
+        err = capsys.readouterr().err
+        assert problem in err and len(err.splitlines()) == 2, err
+    assert not (tmp_path / "a" / runs.LOCK_NAME).exists()
+    with pytest.raises(RunDirectoryError, match="already holds a run"):
+        runs.check_out(tmp_path / "a", owned=False)
+    runs.check_out(tmp_path / "a", owned=True)  # its own run: fine
+    runs.check_out(tmp_path / "a", owned=False, overwrite=True)  # replacing it: fine
+    runs.check_out(tmp_path / "new", owned=False)
+    assert not (tmp_path / "new").exists()  # checked, not created
 
 
 # ------------------------------------------------------------------ one writer

@@ -1,16 +1,19 @@
 """Translator: text in, text out, whatever the text. Empty and blank strings, unknown
-words and characters, inputs longer than the model's max_len, odd argument types; and
-checkpoints that cannot make a Translator give a CheckpointError, not a crash."""
+words and characters, inputs longer than the model's max_len, odd argument types;
+checkpoints that cannot make a Translator give a CheckpointError, not a crash; and a run
+that stopped before its planned steps says so once (Python, translate, evaluate)."""
 
 from __future__ import annotations
 
+import signal
 import warnings
 
 import numpy as np
 import pytest
+from test_cli import run_main
 
 from minitransformer import checkpoint
-from minitransformer.errors import CheckpointError
+from minitransformer.errors import CheckpointError, UnfinishedRunWarning
 from minitransformer.train import TrainConfig, Trainer
 from minitransformer.translator import Translator
 
@@ -32,7 +35,8 @@ def run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def translator(run):
-    return Translator.from_checkpoint(run)
+    with pytest.warns(UnfinishedRunWarning, match="stopped at step 0 of 3000"):
+        return Translator.from_checkpoint(run)
 
 
 def quiet(fn, *args, **kwargs):
@@ -152,3 +156,55 @@ def test_truncated_checkpoint(run, tmp_path):
     (tmp_path / "checkpoint.safetensors").write_bytes(data[:-100])
     with pytest.raises(CheckpointError, match="truncated or corrupted"):
         Translator.from_checkpoint(tmp_path)
+
+
+# ------------------------------------------------------------------ a run stopped early
+
+
+def stopped_run(out, steps=40, at=3):
+    """A tiny copy run stopped by Ctrl-C at step ``at`` of ``steps``: the loop's own
+    handler, called from inside a step, as the signal would call it."""
+    trainer = Trainer(
+        TrainConfig(
+            task="copy", steps=steps, batch_size=8, warmup=10, out=str(out), progress=False,
+            plots=False, log_every=1000, eval_every=1000, checkpoint_every=1000,
+            task_knobs=dict(n_train=50, n_valid=8, n_test=8, max_len=6),
+            model_overrides=dict(d_model=16, h=2, N=1, d_ff=32),
+        )
+    )  # fmt: skip
+    step = trainer.train_step
+
+    def stop_at(batch):
+        step(batch)
+        if trainer.step + 1 == at:
+            trainer._on_signal(signal.SIGINT, None)
+
+    trainer.train_step = stop_at
+    assert trainer.train() == {"interrupted": True, "step": at, "signal": "SIGINT"}
+    return out
+
+
+def test_a_run_stopped_early_says_so_once(tmp_path, capsys):
+    out = stopped_run(tmp_path / "x")
+    note = (
+        f"{out} stopped at step 3 of 40; its outputs are those of an unfinished model. "
+        f"Resume it: minitransformer train --resume {out}"
+    )
+    with pytest.warns(UnfinishedRunWarning) as seen:
+        Translator.from_checkpoint(out / "checkpoint.safetensors")  # the file names its run
+    assert [str(w.message) for w in seen] == [note]
+    capsys.readouterr()
+    for argv in (["translate", "--checkpoint", str(out), "1 2 3", "4 5"],
+                 ["evaluate", "--checkpoint", str(out), "--samples", "2"]):  # fmt: skip
+        code, printed, err = run_main(argv, capsys)
+        assert code == 0 and printed, err
+        assert err.splitlines() == [f"minitransformer: warning: {note}"], err
+
+
+def test_a_finished_run_says_nothing(tmp_path, capsys):
+    out = stopped_run(tmp_path / "x", steps=3, at=3)  # stopped at its last step: finished
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Translator.from_checkpoint(out)
+    code, _, err = run_main(["translate", "--checkpoint", str(out), "1 2"], capsys)
+    assert code == 0 and "warning" not in err, err

@@ -52,6 +52,16 @@ def test_plot_attention_single_map_with_tokens(tmp_path):
     assert fig._suptitle.get_text() == "cross"
 
 
+def test_plot_attention_marks_rows_and_names_them():
+    fig = viz.plot_attention(np.full((4, 3), 1 / 3), ["a", "b", "c"], ["x", "y", "y", "z"],
+                             ylabel="model output", marked_rows=[2])  # fmt: skip
+    ax = fig.axes[0]
+    assert ax.get_ylabel() == "model output"
+    assert [(t.get_text(), t.get_color()) for t in ax.get_yticklabels()] == [
+        ("x", "black"), ("y", "black"), ("y", "red"), ("z", "black")
+    ]  # fmt: skip
+
+
 def test_plot_attention_heads_grid(tmp_path):
     rng = np.random.default_rng(1)
     fig = viz.plot_attention(_attention(rng, (3, 5, 5)), cols=2, path=tmp_path / "heads.png")
@@ -160,6 +170,36 @@ def test_plot_training_curves_from_records(tmp_path):
     loss_ax = fig.axes[0]
     assert [line.get_label() for line in loss_ax.get_lines()] == ["train", "valid"]
     assert list(loss_ax.get_lines()[1].get_xdata()) == [0, 500, 1000]
+
+
+def test_the_loss_panel_says_it_is_label_smoothed_and_draws_the_floor(tmp_path):
+    """The Trainer's evaluation records carry ε and the floor under label smoothing: the
+    panel names them and draws the floor dashed; accuracies read as percentages, as the
+    console prints them; a log's figure is titled with its run."""
+    records = _records()
+    for record in records:
+        if record["split"] == "valid":
+            record.update(label_smoothing=0.1, loss_floor=0.6163)
+    log = tmp_path / "copy-run" / "metrics.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(json.dumps(r) + "\n" for r in records))
+    fig = viz.plot_training_curves(log)
+    assert fig._suptitle.get_text() == f"Training curves: {log.parent}"
+    loss = fig.axes[0]
+    assert loss.get_title() == "loss (label-smoothed, ε 0.1)"
+    floor = [line for line in loss.get_lines() if line.get_linestyle() == "--"]
+    assert [(line.get_label(), list(line.get_ydata())) for line in floor] == [
+        ("floor 0.6163 (the least ε 0.1 allows)", [0.6163, 0.6163])
+    ]
+    fig.canvas.draw()
+    for ax in fig.axes[1:3]:  # token accuracy, exact match
+        ticks = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+        assert ticks and all(t.endswith("%") for t in ticks), (ax.get_title(), ticks)
+    plain = viz.plot_training_curves(_records(), title="copy: training curves")
+    assert plain.axes[0].get_title() == "loss" and plain._suptitle.get_text() == (
+        "copy: training curves"
+    )
+    assert not [line for line in plain.axes[0].get_lines() if line.get_linestyle() == "--"]
 
 
 def test_plot_training_curves_tolerates_missing_keys():

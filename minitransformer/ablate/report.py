@@ -9,6 +9,7 @@ file and renamed over its name, and none is written through a symbolic link (an
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import IO, Any
 
@@ -41,7 +42,7 @@ def markdown_table(study: dict[str, Any]) -> str:
     """The study as a Markdown table, ours next to the paper's closest row."""
     lines = [
         "| variant | what changes | params | train PPL | test PPL | test BLEU | long PPL "
-        "| long BLEU | paper PPL / BLEU |",
+        "| long BLEU | paper PPL / BLEU † |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in study["results"]:
@@ -60,6 +61,13 @@ def markdown_table(study: dict[str, Any]) -> str:
         f"{study['task']}. PPL: per target token, no label smoothing, teacher forcing; BLEU: "
         "sacreBLEU of greedy output. Paper: Table 3, newstest2013 (base h 8, d_k 64)."
     )
+    lines.append("")
+    lines.append(
+        f"† Not comparable with ours: the paper's model has 65M parameters and trained 100,000 "
+        f"steps on WMT 2014 English-German; these are {s['steps']:,}-step runs of a tiny model "
+        "on a toy language. Compare the variants with each other (and with base), not with "
+        "the paper's column; what carries over is the direction of a change, if anything."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -76,6 +84,11 @@ def plot(study: dict[str, Any], path: str | Path) -> Path:
 
 def _save_figure(study: dict[str, Any], file: IO[bytes]) -> None:
     """Draw the study's figure (see ``plot``) into the binary ``file`` as a PNG."""
+    figure(study).savefig(file, format="png", dpi=100)
+
+
+def figure(study: dict[str, Any]) -> Any:
+    """The study's figure (see ``plot``), a matplotlib Figure on its own canvas."""
     results = study["results"]
     names = [r["name"] for r in results]
     fig = new_figure((14, 8.5))  # pyplot-free, headless, laid out as viz's figures
@@ -95,23 +108,47 @@ def _save_figure(study: dict[str, Any], file: IO[bytes]) -> None:
         for i, v in enumerate(values):
             ax.text(0 if v != v else v, i, " " + _num(v, ".2f" if "ppl" in key else ".1f"),
                     va="center", fontsize=8)  # fmt: skip
+        top = max((v for v in values if v == v), default=0.0)
+        ax.set_xlim(0, top * 1.2 if top > 0 else 1.0)  # room for the longest bar's label
         if base is not None and base[key] == base[key]:
             ax.axvline(base[key], color="C0", ls=":", lw=1)
         ax.set_title(title)
-    ax = axes[1, 1]
-    for i, r in enumerate(results):
-        losses = r["train_loss"]
-        k = max(1, len(losses) // 40)
-        smooth = [sum(losses[j : j + k]) / k for j in range(0, len(losses) - k + 1, k)]
-        ax.plot([j + k for j in range(0, len(losses) - k + 1, k)], smooth, label=r["name"],
-                color=f"C{i % 10}", ls="-" if i < 10 else "--")  # fmt: skip
-    ax.set_xlabel("step")
-    ax.set_ylabel("training loss (label-smoothed where ε_ls > 0)")
-    ax.legend(fontsize=7, ncol=2)
-    ax.set_title("training loss")
+    _loss_panel(axes[1, 1], results)
     s = study["settings"]
     fig.suptitle(f"Ablations at toy scale: {s['steps']} steps each, seed {s['seed']}")
-    fig.savefig(file, format="png", dpi=100)
+    return fig
+
+
+def _loss_panel(ax: Any, results: list[dict[str, Any]], shown: int = 3) -> None:
+    """The training-loss curves (smoothed): base in black and the ``shown`` variants that
+    end farthest from it in colour, each named in the legend; the rest thin and grey, so a
+    dozen lines that end close together stay readable."""
+    curves = {}
+    for r in results:
+        losses = r["train_loss"]
+        k = max(1, len(losses) // 40)
+        starts = range(0, len(losses) - k + 1, k)
+        curves[r["name"]] = ([j + k for j in starts], [sum(losses[j : j + k]) / k for j in starts])
+    base_end = (curves.get("base", ([], [math.nan]))[1] or [math.nan])[-1]
+
+    def gap(name: str) -> float:  # how far a variant ends from base (unknown: last)
+        d = abs((curves[name][1] or [math.nan])[-1] - base_end)
+        return d if math.isfinite(d) else -1.0
+
+    others = sorted((n for n in curves if n != "base"), key=gap, reverse=True)
+    picked, rest = others[:shown], others[shown:]
+    for i, name in enumerate(rest):
+        label = f"the other {len(rest)} variants" if i == 0 else None
+        ax.plot(*curves[name], color="0.72", lw=0.8, label=label)
+    for i, name in enumerate(picked):
+        ax.plot(*curves[name], color=f"C{i + 1}", lw=1.6, label=name)
+    if "base" in curves:
+        ax.plot(*curves["base"], color="black", lw=2.4, label="base")
+    ax.set_xlabel("step")
+    ax.set_ylabel("training loss (label-smoothed where ε_ls > 0)")
+    ax.legend(fontsize=8)
+    farthest = f": base and the {len(picked)} ending farthest from it" if rest else ""
+    ax.set_title("training loss" + farthest)
 
 
 OUTPUTS = ("ablations.json", "ablations.md", "plots/ablations.png")

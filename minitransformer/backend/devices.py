@@ -3,7 +3,8 @@
 Devices are plain strings:
 
 - ``"cpu"``              NumPy arrays.
-- ``"cuda"``, ``"cuda:N"`` CuPy arrays on GPU N (CuPy is imported only when asked for).
+- ``"cuda"``, ``"cuda:N"`` CuPy arrays on GPU N (CuPy is imported only when asked for);
+  ``"gpu"`` is accepted for ``"cuda"`` (an error about it names it as written).
 - ``"strict:NAME"``      arrays of ``array_api_strict`` on its fake device NAME
   (``CPU_DEVICE``, ``device1``, ``device2``). The tests use this as a stand-in for a GPU:
   it allows only the standard API and refuses to mix devices, so code that silently falls
@@ -13,19 +14,23 @@ This module turns what a user writes into one of these names (``normalize_device
 where a device enters; inside the backend names are passed on as they are), tells the array
 library of an array (``library_of``, the one way the library does so) and its device
 (``device_of``), imports CuPy and array-api-strict on first use with
-one clear sentence when they cannot work, and waits for a GPU (``synchronize``).
+one clear sentence when they cannot work (``check_device``: all of it at once, where a
+command takes its ``--device``), and waits for a GPU (``synchronize``).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import numpy as np
 
-from ..errors import DeviceError
+from ..errors import DeviceError, install_hint
 
 _default_device = "cpu"
+ALIASES = {"gpu": "cuda"}
+"""Other names a device is accepted by: a message about one names it as written."""
 
 
 def set_default_device(device: str) -> None:
@@ -48,7 +53,7 @@ def normalize_device(device: Any) -> str:
     name = device.strip()
     if name == "cpu":
         return "cpu"
-    if name == "cuda" or name == "gpu":
+    if name == "cuda" or name in ALIASES:
         return "cuda:0"
     if name.startswith("cuda:") and name[5:].isdigit():
         return name
@@ -56,10 +61,24 @@ def normalize_device(device: Any) -> str:
         return "strict:CPU_DEVICE"
     if name.startswith("strict:"):
         return name
+    guess = _close_name(name)
     raise DeviceError(
-        f"unknown device {device!r}: use 'cpu', 'cuda' (or 'cuda:N'), "
-        "or 'strict:NAME' for the array-api-strict test backend"
+        f"unknown device {device!r}: "
+        + (f"did you mean {guess}? Use" if guess else "use")
+        + " cpu, cuda (the first GPU) or cuda:N (GPU number N, from 0)"
     )
+
+
+def _close_name(name: str) -> str | None:
+    """The device a mistyped name most likely meant: another case (``GPU``, ``CPU``), a
+    number without its colon (``gpu7``, ``cuda 1``); None when nothing is close."""
+    match = re.fullmatch(r"(cpu|cuda|gpu)\s*:?\s*(\d*)", name.lower())
+    if match is None:
+        return None
+    kind, number = match.groups()
+    if kind == "cpu":
+        return None if number else "cpu"
+    return f"cuda:{number}" if number else "cuda"
 
 
 def device_of_array_device(dev: Any) -> str:
@@ -75,15 +94,15 @@ def device_of_array_device(dev: Any) -> str:
 
 
 @functools.cache
-def cupy_module():
-    """CuPy, imported on first use, with one clear sentence when it cannot work."""
+def cupy_module(shown: str = "device 'cuda'"):
+    """CuPy, imported on first use, with one clear sentence when it cannot work; ``shown``
+    names the device in it."""
     try:
         import cupy
     except ImportError:
         raise DeviceError(
-            "device 'cuda' needs CuPy, which is not installed: "
-            "pip install 'minitransformer[gpu]' (CUDA 13; 'minitransformer[gpu-cuda12]' for "
-            "CUDA 12) on a machine with an NVIDIA GPU"
+            f"{shown} needs CuPy, which is not installed: {install_hint('gpu')} (CUDA 13; "
+            f"{install_hint('gpu-cuda12')} for CUDA 12) on a machine with an NVIDIA GPU"
         ) from None
     try:
         available = cupy.cuda.is_available()
@@ -91,10 +110,26 @@ def cupy_module():
         available = False
     if not available:
         raise DeviceError(
-            "device 'cuda' was asked for, but CuPy finds no usable NVIDIA GPU/driver "
+            f"{shown} was asked for, but CuPy finds no usable NVIDIA GPU/driver "
             "on this machine: use device='cpu', or run on a machine with a GPU"
         )
     return cupy
+
+
+def check_device(device: str, flag: str | None = None) -> str:
+    """``device`` normalized, and the library behind it imported now, not at the first array
+    (CuPy and a GPU for cuda): a DeviceError names the device as it was written, with
+    ``flag`` when given (``--device gpu (CUDA) needs CuPy ...``)."""
+    name = normalize_device(device)
+    written = str(device).strip()
+    shown = f"{flag} {written}" if flag else f"device {written!r}"
+    if written in ALIASES:
+        shown += f" ({ALIASES[written].upper()})"
+    if name.startswith("cuda"):
+        cupy_module(shown)
+    elif name.startswith("strict"):
+        strict_module()
+    return name
 
 
 def strict_module():

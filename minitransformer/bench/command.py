@@ -22,15 +22,19 @@ import time
 from typing import Any
 
 from .. import backend, host
+from ..errors import ConfigError, install_hint
 from .data_parallel import data_parallel_main
 from .decode import format_decode, run_decode
 from .presets import DEFAULT_PRESETS
-from .steps import NO_TORCH, format_report, run, threads_text, torch_available
+from .steps import format_report, run, threads_text, torch_available
 
 
 def main(args: Any) -> int:
     """The ``bench`` command: args.preset (list or None), args.compare, args.device,
-    args.seconds, args.json, args.data_parallel (N, or None), args.gpu_only."""
+    args.seconds, args.json, args.data_parallel (N, or None), args.gpu_only.
+
+    A ``--compare`` without PyTorch installed is a ConfigError before anything is timed
+    (asked for by name, a comparison is not skipped quietly)."""
     if getattr(args, "data_parallel", None):
         return data_parallel_main(args)
     presets = args.preset or list(DEFAULT_PRESETS)
@@ -49,6 +53,11 @@ def main(args: Any) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.compare and not torch_available():
+        raise ConfigError(
+            f"--compare {args.compare} needs PyTorch, which is not installed. Fix: "
+            f"{install_hint('torch')}, or leave --compare out to time ours alone"
+        )
 
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
@@ -61,8 +70,6 @@ def main(args: Any) -> int:
         f"{threads_text(info)}; {os.cpu_count()} CPUs, load average "
         f"{', '.join(f'{x:.2f}' for x in load_start)}"
     )
-    if args.compare and not torch_available():
-        print("compare torch: skipped: " + NO_TORCH)
     results: dict[str, Any] = {"presets": {}, "blas": info, "cpu": host.cpu_model()}
     for name in presets:
         r = run(

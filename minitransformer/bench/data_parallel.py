@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import host
+from ..errors import install_hint
 
 
 def data_parallel_worker(preset: str, batch_size: int, seconds: float, threads: int,
@@ -86,7 +87,7 @@ def data_parallel_main(args: Any) -> int:
     ranks = args.data_parallel
     mpiexec = Path(sys.executable).with_name("mpiexec")
     if not mpiexec.exists() or importlib.util.find_spec("mpi4py") is None:
-        print('bench --data-parallel needs mpi4py and MPICH\'s mpiexec; pip install -e ".[mpi]"',
+        print(f"bench --data-parallel needs mpi4py and MPICH's mpiexec; {install_hint('mpi')}",
               file=sys.stderr)  # fmt: skip
         return 1
     seconds = args.seconds / 3

@@ -32,6 +32,7 @@ import importlib.util
 import statistics
 from typing import Any
 
+from ..errors import install_hint
 from .presets import PRESETS, step_flops
 from .spread import (
     NAMES,
@@ -43,7 +44,7 @@ from .spread import (
 )
 from .worker import _Remote, _Runner
 
-NO_TORCH = "PyTorch is not installed (pip install 'minitransformer[torch]')"
+NO_TORCH = f"PyTorch is not installed ({install_hint('torch')})"
 
 
 def torch_available() -> bool:

@@ -52,6 +52,7 @@ import warnings
 from typing import Any
 
 from .. import backend, fast, host
+from ..backend import devices
 from ..errors import MiniTransformerError, Terminated, TrainingError, raise_terminated
 from .commands import COMMANDS, TRAIN_FIELDS
 from .parser import build_parser, subparser, usage_error
@@ -254,7 +255,7 @@ def cli_wording(text: str) -> str:
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """Check --device (every command that has one), then run the command."""
     if getattr(args, "device", None):
-        backend.normalize_device(args.device)  # a clear error for a bad name
+        devices.check_device(args.device, "--device")  # a bad name, no CuPy, no GPU
         if args.device != "cpu":
-            backend.namespace_for_device(args.device)  # ... and for a missing GPU
+            backend.namespace_for_device(args.device)
     return COMMANDS[args.command](args, parser)

@@ -76,6 +76,9 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             given["task_knobs"] = flags.checked_knobs(args.task, args.knob)
     if args.resume:
         run = _checkpoint_path("--resume", args.resume)
+        if args.out is not None and world is None:  # before the task and model are built
+            own = Path(args.out).resolve() == checkpoint.checkpoint_file(run).parent.resolve()
+            runs.check_out(args.out, owned=own, overwrite=args.overwrite)
         if args.task is not None:
             given["task"] = args.task
         trainer = Trainer.resume(run, **given)
@@ -89,6 +92,8 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         if args.task is None:
             subparser(parser, "train").error("train needs a TASK (or --resume RUN)")
         given.setdefault("out", f"runs/{args.task}")
+        if world is None:  # at once, not after the data and model are built (data parallel:
+            runs.check_out(given["out"], owned=False, overwrite=args.overwrite)  # rank 0's)
         trainer = Trainer(TrainConfig(task=args.task, **given))
     if world is not None:
         world.attach(trainer)
@@ -144,12 +149,16 @@ def ablate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     return 0
 
 
-def _checkpoint_path(flag: str, text: str) -> Path:
+def _checkpoint_path(flag: str, text: str, task: str | None = None) -> Path:
     """A run directory or a checkpoint file given on the command line, checked for the
-    mistakes a user makes (a typo, a run that has not saved yet) before anything loads."""
+    mistakes a user makes (a typo, a run that has not saved yet) before anything loads;
+    ``task``: the one whose run the command needs (the fix for a missing run trains it)."""
     path = Path(text)
     if not path.exists():
-        raise FileNotFoundError(f"{flag} {text}: no such run directory or checkpoint file")
+        first = f"train one first (minitransformer train {task}) or " if task else ""
+        raise FileNotFoundError(
+            f"{flag} {text}: no such run directory or checkpoint file. Fix: {first}check the path"
+        )
     if path.is_dir() and not checkpoint.checkpoint_file(path).exists():
         raise FileNotFoundError(
             f"{flag} {text}: this directory holds no {checkpoint.CHECKPOINT_NAME} (is it the "
@@ -193,7 +202,7 @@ def generate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     """``generate``: a language model (``train lm``) continues each prompt (none: writes
     from the start token), ``--samples`` times each, one text a line."""
     del parser
-    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    path = _checkpoint_path("--checkpoint", args.checkpoint, "lm")
     sampler = TextSampler.from_checkpoint(path, device=args.device)
     prompts = [p for p in (args.prompts or [""]) for _ in range(args.samples)]
     texts = sampler.generate(prompts, args.max_new_tokens, args.temperature, args.top_k,
@@ -230,7 +239,7 @@ def _translator(args: argparse.Namespace) -> Translator:
     """The model of --checkpoint (trained here) or of --pretrained (a Marian folder or Hub id)."""
     if args.pretrained is not None:
         return Translator.from_pretrained(pretrained_folder(args.pretrained), args.device)
-    path = _checkpoint_path("--checkpoint", args.checkpoint)
+    path = _checkpoint_path("--checkpoint", args.checkpoint, "translate")
     return Translator.from_checkpoint(path, device=args.device)
 
 

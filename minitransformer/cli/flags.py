@@ -38,10 +38,13 @@ max_len = checked(
     int, lambda v: 0 < v <= MAX_LEN, f"a positive integer <= {MAX_LEN:,} (the model's positions)"
 )
 BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+MODEL_KEYS = tuple(f.name for f in dataclasses.fields(TransformerConfig))
+"""The keys of ``--model KEY=VALUE``: TransformerConfig's fields (and the lm's tokenizer)."""
 
 __all__ = [
-    "BOOLS", "MAX_BATCH", "TASKS", "alpha", "batch_size", "beam", "bool_text", "checked",
-    "checked_knobs", "int_text", "key_value", "max_len", "model_override", "name_list",
+    "BOOLS", "MAX_BATCH", "MODEL_KEYS", "TASKS", "alpha", "batch_size", "beam", "bool_text",
+    "checked", "checked_knobs", "int_text", "key_value", "knobs_text", "max_len",
+    "model_override", "name_list",
     "non_negative_int", "path_text", "positive_float", "positive_int", "probability",
     "temperature",
 ]  # fmt: skip
@@ -87,9 +90,9 @@ def model_override(text: str) -> tuple[str, Any]:
             raise argparse.ArgumentTypeError(f"{text!r}: the tokenizer is {choices}")
         return key, raw
     kinds = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig)}
-    if key not in kinds:
+    if key not in MODEL_KEYS:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: unknown key {key!r}; valid keys: {', '.join(sorted(kinds))}"
+            f"{text!r}: unknown key {key!r}; valid keys: {', '.join(sorted(MODEL_KEYS))}"
         )
     try:
         if kinds[key] == "bool":
@@ -147,6 +150,15 @@ def name_list(text: str) -> list[str]:
             f"expected NAME,NAME,... without empty names, got {text!r}"
         )
     return names
+
+
+def knobs_text() -> str:
+    """Each task's ``--knob`` keys, as ``make_task`` checks them (tasks with the same keys
+    together): ``copy, reverse, sort: n_symbols, ...; translate: ...``."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for task in tasks.TASKS:
+        groups.setdefault(tuple(tasks._knob_names(task)), []).append(task)
+    return "; ".join(f"{', '.join(t)}: {', '.join(keys)}" for keys, t in groups.items())
 
 
 def checked_knobs(task: str, knobs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -6,19 +6,24 @@ The ``bench`` flags come from bench/options.py, shared with ``python -m minitran
 
 A mistake on the command line is one line, ``minitransformer CMD: error: ...``, and a pointer
 to ``minitransformer CMD --help`` (``Parser.error``; ``usage_error`` for the library's
-errors), not argparse's usage block with the error at its end.
+errors), not argparse's usage block with the error at its end. A misspelled flag, command or
+choice gets a "did you mean" when one is close (Python 3.11's argparse has no
+``suggest_on_error``).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
 from typing import Any
 
+from ..ablate import AblationSettings
 from ..bench import options as bench_options
 from ..config import TASK_DEFAULTS, TrainConfig
 from ..config.model import PRESETS
+from ..errors import install_hint
 from ..scaling import command as scaling_command
 from . import flags
 
@@ -30,6 +35,40 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         """Print the one-line error and exit with status 2 (argparse's contract)."""
         raise SystemExit(usage_error(self, message))
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:
+        """argparse's, but unknown arguments are the error of the command they were given to
+        (``minitransformer train: error: ...``), with the flag they were likely meant as."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            where = subparser(self, getattr(namespace, "command", None) or "")
+            known = [o for a in where._actions for o in a.option_strings if o.startswith("--")]
+            typed = [e.split("=", 1)[0] for e in extras if e.startswith("--")]
+            guesses = [g for t in typed for g in _close(t, known)]
+            where.error(f"unrecognized arguments: {' '.join(extras)}" + _did_you_mean(guesses))
+        return namespace
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An invalid choice (a command, a task) says the choice it was likely meant as."""
+        if action.choices is not None and value not in action.choices:
+            choices = ", ".join(map(repr, action.choices))
+            named = [c for c in action.choices if isinstance(c, str)]
+            raise argparse.ArgumentError(
+                action,
+                f"invalid choice: {value!r} (choose from {choices})"
+                + _did_you_mean([repr(g) for g in _close(str(value), named)]),
+            )
+
+
+def _close(typed: str, known: list[str]) -> list[str]:
+    """The one name of ``known`` that ``typed`` most likely misspells (another case, a
+    letter swapped or missing), or none."""
+    same_case = [k for k in known if k.lower() == typed.lower()]
+    return same_case[:1] or difflib.get_close_matches(typed, known, n=1, cutoff=0.75)
+
+
+def _did_you_mean(guesses: list[str]) -> str:
+    return f"; did you mean {' or '.join(guesses)}?" if guesses else ""
 
 
 def usage_error(parser: argparse.ArgumentParser, message: str) -> int:
@@ -82,23 +121,27 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub, debug)
     _add_translate_and_evaluate(sub, debug)
     _add_generate(sub, debug)
-    pl = sub.add_parser("plot", help="draw the curves of a run into RUN/plots", parents=[debug])
-    pl.add_argument("--run", required=True, type=flags.path_text)
+    pl = sub.add_parser(
+        "plot", help="draw the curves of a run into RUN/plots", parents=[debug],
+        description="Draw a run's training curves (loss, accuracy, BLEU, learning rate) from "
+        "its metrics.jsonl, during training or after it.",
+    )  # fmt: skip
+    pl.add_argument(
+        "--run", required=True, type=flags.path_text,
+        help="the run directory (train's --out) whose metrics.jsonl is drawn",
+    )  # fmt: skip
     pl.add_argument(
         "--to",
         type=flags.path_text,
         help="write the curves to this file (.png added when it has no suffix) or into this "
         "existing directory, instead of RUN/plots/curves.png",
     )
-    bench = sub.add_parser(
-        "bench", help="time training steps (and PyTorch side by side)", parents=[debug]
-    )
+    bench = sub.add_parser("bench", help="time training steps (and PyTorch's)", parents=[debug])
     bench_options.add_arguments(bench)
     _add_ablate(sub, debug)
     scale = sub.add_parser(
-        "scale", parents=[debug],
-        help="the language model at several sizes on one token budget: a power law fitted",
-    )  # fmt: skip
+        "scale", parents=[debug], help="fit a scaling law to the language model at several sizes"
+    )
     scaling_command.add_arguments(scale)
     return parser
 
@@ -108,11 +151,15 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     task's from TASK_DEFAULTS, read from there so the two never disagree)."""
     train = sub.add_parser(
         "train", help="train a model on a task", parents=[debug],
+        usage="%(prog)s TASK [options]\n       %(prog)s --resume RUN [options]",
         description="Train a Transformer on a task; a run writes its checkpoint, metrics log, "
         "result card and plots into --out. A flag left out takes the task's default "
         "(minitransformer/config/train.py, TASK_DEFAULTS) or, with --resume, the run's own.",
     )  # fmt: skip
-    train.add_argument("task", nargs="?", choices=flags.TASKS, help="what to learn")
+    train.add_argument(
+        "task", nargs="?", choices=flags.TASKS, metavar="TASK",
+        help=f"what to learn: {', '.join(flags.TASKS)}",
+    )  # fmt: skip
     train.add_argument(
         "--preset", choices=("tiny", "small", "base", "big"),
         help=f"model size ({_per_task('preset')})",
@@ -175,12 +222,13 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     train.add_argument(
         "--model", metavar="KEY=VALUE", type=flags.model_override, action="append", default=[],
-        help="override a model size, e.g. --model d_model=32 --model N=1 (default: the "
-        "preset's)",
+        help="override a model size or switch, e.g. --model d_model=32 --model N=1 (default: "
+        f"the preset's); keys: {', '.join(flags.MODEL_KEYS)}, and tokenizer (lm)",
     )  # fmt: skip
     train.add_argument(
         "--knob", metavar="KEY=VALUE", type=flags.key_value, action="append", default=[],
-        help="a task knob, e.g. --knob n_train=2000 --knob max_len=8 (default: the task's)",
+        help="a task knob, e.g. --knob n_train=2000 --knob max_len=8 (default: the task's); "
+        f"keys: {flags.knobs_text()}",
     )  # fmt: skip
     train.add_argument(
         "--resume", metavar="RUN", type=flags.path_text, help="continue the run in this directory"
@@ -196,25 +244,28 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--data-parallel", action="store_true",
         help="one model, the batch split across MPI ranks: mpiexec -n N minitransformer train "
-        "TASK --data-parallel (needs: pip install -e '.[mpi]')",
+        f"TASK --data-parallel (needs: {install_hint('mpi')})",
     )  # fmt: skip
 
 
 def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> None:
     """The ``translate`` and ``evaluate`` sub-parsers (both read a checkpoint)."""
     tr = sub.add_parser(
-        "translate",
-        help="translate sentences with a trained checkpoint or a pretrained model",
+        "translate", help="translate sentences with a trained or pretrained model",
         parents=[debug],
-    )
+        description="Translate each sentence (the arguments, or stdin's lines) with a run of "
+        "`minitransformer train` or a Marian (opus-mt) model; one translation a line.",
+    )  # fmt: skip
     _add_model_source(tr)
     _add_decoding(tr)
     tr.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     tr.add_argument("sentences", nargs="*", help="sentences (default: one per line on stdin)")
 
     ev = sub.add_parser(
-        "evaluate", help="BLEU / exact match on the held-out split", parents=[debug]
-    )
+        "evaluate", help="BLEU / exact match on the held-out split", parents=[debug],
+        description="Score a model on its task's held-out split: it decodes each source "
+        "sentence and compares with the reference (exact match; BLEU for translation).",
+    )  # fmt: skip
     _add_model_source(ev)
     ev.add_argument("--split", choices=("valid", "test"), default="test", help="default: test")
     ev.add_argument(
@@ -295,24 +346,32 @@ def _add_model_source(command: argparse.ArgumentParser) -> None:
         "--pretrained", type=flags.path_text, metavar="DIR",
         help="a Hugging Face Marian folder (opus-mt: config.json, model.safetensors, "
         "source.spm, target.spm, vocab.json), or a Hub id such as Helsinki-NLP/opus-mt-en-es, "
-        "downloaded once (needs: pip install 'minitransformer[hf]')",
+        f"downloaded once (needs: {install_hint('hf')})",
     )  # fmt: skip
 
 
 def _add_ablate(sub: Any, debug: argparse.ArgumentParser) -> None:
     """The ``ablate`` sub-parser."""
     ab = sub.add_parser(
-        "ablate", help="the paper's Table 3 at toy scale: vary one thing, train, measure",
-        parents=[debug],
+        "ablate", help="the paper's Table 3 at toy scale (vary one thing)", parents=[debug],
+        description="The paper's Table 3 at toy scale: train the base model and variants that "
+        "each change one thing (heads, key size, dropout, label smoothing, positions, ...; "
+        "--list names them) on the toy translation, and write their scores as a table and a "
+        "figure into --out.",
     )  # fmt: skip
-    ab.add_argument("--steps", type=flags.positive_int, help="training steps per variant")
+    ab.add_argument(
+        "--steps", type=flags.positive_int,
+        help=f"training steps per variant (default: {AblationSettings().steps}; with --fast "
+        f"{AblationSettings.fast().steps})",
+    )  # fmt: skip
     ab.add_argument(
         "--seed", type=flags.non_negative_int, default=0,
         help="data, weights, batch order, dropout masks (default 0)",
     )  # fmt: skip
     ab.add_argument(
-        "--out", default="runs/ablate", type=flags.path_text, help="where the table and figure go"
-    )
+        "--out", default="runs/ablate", type=flags.path_text,
+        help="where the table and figure go (default: %(default)s)",
+    )  # fmt: skip
     ab.add_argument("--overwrite", action="store_true", help="replace a study in --out")
     ab.add_argument("--fast", action="store_true", help="a small study (about a minute)")
     ab.add_argument("--only", type=flags.name_list, metavar="NAME,...", help="these variants only")

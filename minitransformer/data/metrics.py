@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from minitransformer.errors import ShapeError
+from minitransformer.errors import ShapeError, install_hint
 
 
 def _same_length(a: Sequence, b: Sequence, what: str) -> None:
@@ -30,7 +30,7 @@ def bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError(
             "bleu() needs sacrebleu: pip install sacrebleu (or the dev extra: "
-            "pip install -e '.[dev]')"
+            f"{install_hint('dev')})"
         ) from e
     return float(sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score)
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from minitransformer.data.folder_files import read_capped, read_json, write_replacing
-from minitransformer.errors import ArgumentError, CheckpointError, TokenIdError
+from minitransformer.errors import ArgumentError, CheckpointError, TokenIdError, install_hint
 
 MAX_SPM_BYTES = 64 << 20  # opus-mt's models are about 0.8 MB each
 MAX_VOCAB_BYTES = 64 << 20  # opus-mt's vocab.json is about 1.5 MB
@@ -49,7 +49,7 @@ def _sentencepiece():
     try:
         import sentencepiece
     except ImportError as err:
-        msg = 'the SentencePiece tokenizer needs sentencepiece: pip install "minitransformer[hf]"'
+        msg = f"the SentencePiece tokenizer needs sentencepiece: {install_hint('hf')}"
         raise ImportError(msg, name="sentencepiece") from err
     return sentencepiece
 

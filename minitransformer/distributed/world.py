@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import checkpoint, runs
-from ..errors import ConfigError
+from ..errors import ConfigError, install_hint
 from . import agreement, startup, transport
 from .shards import checksum, shard_batch
 from .waiting import DEFAULT_TIMEOUT_S, TIMEOUT_ENV, Waiter, timeout_from_env
 
-INSTALL_HINT = 'pip install -e ".[mpi]"  (or: pip install mpi4py mpich)'
+INSTALL_HINT = f"{install_hint('mpi')}  (or: pip install mpi4py mpich)"
 STOP_SIGNALS = ("SIGINT", "SIGTERM")  # the order of the stop counts in agree()
 DROPOUT_SEED_STRIDE = 1_000_003  # rank r draws dropout masks with seed + r * stride
 ABORT_GRACE_S = 0.5  # without it, a fresh-clone CI run once lost the error line

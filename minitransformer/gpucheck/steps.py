@@ -38,6 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import install_hint
 from ..runs import files
 from . import parse
 from .child import PACKAGE_ROOT, Budget, ChildResult, run_child
@@ -126,7 +127,7 @@ def _pytest(
             "check from a clone of the repository"
         )
     if importlib.util.find_spec("pytest") is None:
-        return skipped("pytest is not installed (pip install 'minitransformer[dev]')")
+        return skipped(f"pytest is not installed ({install_hint('dev')})")
     timeout = ctx.budget.grant(wanted, least=20)
     if timeout is None:
         return skipped(_no_time(ctx))

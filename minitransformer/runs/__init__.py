@@ -2,9 +2,10 @@
 
 - ``files.py``: every write inside a run directory, never through a symbolic link.
 - ``lock.py``: opening a run directory for writing (the lock, no silent overwrite, stale temp
-  files, no links), and ``resume_command``.
+  files, no links; ``check_out``, the same refusals checked ahead), and ``resume_command``.
 - ``metrics.py``: the metrics log, ``metrics.jsonl`` (the one writer and the one reader).
-- ``resume.py``: a checkpoint, checked field by field, restored into a freshly built Trainer.
+- ``resume.py``: a checkpoint, checked field by field, restored into a freshly built Trainer;
+  ``warn_if_unfinished``, for a model loaded from a run that stopped early.
 - ``notes.py``: the one-line notes a run prints on stderr.
 
 This package does not import the Trainer: ``Trainer.resume`` builds itself from what
@@ -18,6 +19,7 @@ from .lock import (
     RUN_FILES,
     RUN_MARKERS,
     RunLock,
+    check_out,
     holds_run,
     open_run,
     remove_stale_temp_files,
@@ -26,7 +28,7 @@ from .lock import (
 )
 from .metrics import MetricsLog, read_metrics, truncate_metrics
 from .notes import note
-from .resume import ResumePoint, read_resume_point, restore
+from .resume import ResumePoint, read_resume_point, restore, warn_if_unfinished
 
 __all__ = [
     "LOCK_NAME",
@@ -36,6 +38,7 @@ __all__ = [
     "ResumePoint",
     "RunDirectoryError",
     "RunLock",
+    "check_out",
     "holds_run",
     "note",
     "open_run",
@@ -47,4 +50,5 @@ __all__ = [
     "resume_command",
     "shell_path",
     "truncate_metrics",
+    "warn_if_unfinished",
 ]

@@ -20,6 +20,9 @@ A run directory (``--out``) holds ``checkpoint.safetensors``, ``metrics.jsonl``,
   follows a link inside the run. ``out`` itself may be a link to a directory: where runs
   live is the user's choice.
 
+:func:`check_out` makes the refusals of :func:`open_run` (all but the lock) without changing
+anything: the CLI calls it before it builds a task and a model.
+
 :func:`resume_command` gives the shell command that continues a run, quoted so that it
 pastes into a POSIX shell and parses back to the same path (``./-name`` for a name that
 starts with a dash, which would read as a flag).
@@ -92,6 +95,23 @@ def holds_run(directory: str | os.PathLike[str]) -> bool:
     return any(os.path.lexists(Path(directory) / name) for name in RUN_MARKERS)
 
 
+def check_out(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = False) -> None:
+    """Raise the RunDirectoryError that :func:`open_run` would raise for ``out`` (a file, an
+    entry the run writes that is a link, another run there), changing nothing and taking no
+    lock: a command calls it before it builds the data and the model, so a refusal comes
+    at once. ``open_run`` calls it again under the lock (the directory may change between)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunDirectoryError(f"out {str(out)!r} is a file; pass a directory for the run")
+    if overwrite or not out.is_dir():
+        return
+    links = files.linked_entries(out, RUN_FILES)
+    if links:
+        raise RunDirectoryError(files.link_message(out, links))
+    if not owned and holds_run(out):
+        raise RunDirectoryError(_exists_message(out))
+
+
 def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = False) -> RunLock:
     """Lock run directory ``out`` for writing; return the lock (release it when done).
 
@@ -107,20 +127,15 @@ def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = Fals
             writes is a symbolic link (without ``overwrite``). The message gives the ways on.
     """
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise RunDirectoryError(f"out {str(out)!r} is a file; pass a directory for the run")
+    check_out(out, owned=owned, overwrite=overwrite)  # a refusal leaves everything as it was
     out.mkdir(parents=True, exist_ok=True)
     lock = RunLock.acquire(out)
     try:
         remove_stale_temp_files(out)
-        links = files.linked_entries(out, RUN_FILES)
-        if links and not overwrite:
-            raise RunDirectoryError(files.link_message(out, links))
-        for link in links:  # overwrite: the links go, what they point to stays
-            files.remove(out, link)
-        if not owned and holds_run(out):
-            if not overwrite:
-                raise RunDirectoryError(_exists_message(out))
+        check_out(out, owned=owned, overwrite=overwrite)  # again: the lock is ours now
+        for link in files.linked_entries(out, RUN_FILES):  # overwrite: the links go, what
+            files.remove(out, link)  # they point to stays
+        if overwrite and not owned and holds_run(out):
             for name in RUN_FILES:
                 files.remove(out, name)
     except BaseException:
@@ -138,13 +153,10 @@ def _exists_message(out: Path) -> str:
             what[what.index(found.name)] = f"{found.name} at step {step}"
     except CheckpointError:
         pass
-    quoted = shell_path(out)
     return (
-        f"--out {quoted} already holds a run ({', '.join(what)}); a new run there would "
-        f"destroy it. Ways on: continue it with `{resume_command(out)}`, write the new run "
-        f"elsewhere with --out NEW_DIR, or replace it with `--out {quoted} --overwrite` "
-        "(deletes its checkpoint, metrics, result card and plots). From Python: "
-        "Trainer.resume(out), another TrainConfig.out, or trainer.train(overwrite=True)"
+        f"--out {shell_path(out)} already holds a run ({', '.join(what)}). Either resume it "
+        f"(`{resume_command(out)}`), pass another --out, or add --overwrite to delete it. "
+        "From Python: Trainer.resume(out), another TrainConfig.out, or train(overwrite=True)"
     )
 
 

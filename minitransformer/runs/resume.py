@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,15 @@ import numpy as np
 from .. import backend, checkpoint
 from ..checks import is_int
 from ..config import RESUMABLE, TrainConfig
-from ..errors import CheckpointError, ConfigError, DeviceError, MiniTransformerError
+from ..errors import (
+    CheckpointError,
+    ConfigError,
+    DeviceError,
+    MiniTransformerError,
+    UnfinishedRunWarning,
+)
 from ..tensor import Tensor
+from .lock import resume_command
 
 
 @dataclass
@@ -98,6 +106,28 @@ def _check_steps(path: Path, step: int, total: Any, steps: Any) -> None:
         f"Fix: pass --steps above {step} (--steps {step + steps} trains {steps} more)"
         + (f", or leave it out to finish the run's own {total}" if total > step else "")
         + f"; from Python: Trainer.resume(run, steps={step + steps})"
+    )
+
+
+def warn_if_unfinished(run: str | os.PathLike[str], meta: dict[str, Any]) -> None:
+    """Warn (UnfinishedRunWarning, once, at the caller's caller) when the checkpoint of
+    ``run``, whose metadata is ``meta``, stopped before the steps its run planned (Ctrl-C,
+    a crash, a kill): a model loaded from it translates or writes as an unfinished one, and
+    nothing else would say so. Silent for a finished run, and for a file that records no
+    plan (no train config: an exported model)."""
+    plan = meta.get("train_config")
+    step, steps = meta.get("step"), plan.get("steps") if isinstance(plan, dict) else None
+    if not (is_int(step) and is_int(steps)) or step >= steps:
+        return
+    path = Path(run)
+    if path.name in (checkpoint.CHECKPOINT_NAME, checkpoint.LEGACY_CHECKPOINT_NAME):
+        path = path.parent  # the run's own file: name the run
+    warnings.warn(
+        UnfinishedRunWarning(
+            f"{path} stopped at step {step} of {steps}; its outputs are those of an unfinished "
+            f"model. Resume it: {resume_command(path)}"
+        ),
+        stacklevel=3,
     )
 
 

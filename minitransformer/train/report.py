@@ -10,8 +10,11 @@ warning, never a failed run.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import sys
+import textwrap
+import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -20,9 +23,9 @@ from typing import IO, Any
 from .. import backend, fast, host
 from ..config import TrainConfig
 from ..data.batching import make_batch
-from ..decode import greedy_decode
 from ..runs import files, note, read_metrics
 from ..tensor import no_grad
+from .evaluation import showcase, smoothed_loss_floor
 
 
 class Reporter:
@@ -32,19 +35,32 @@ class Reporter:
     world is attached to a Trainer after it is built).
     """
 
-    def __init__(self, cfg: TrainConfig, is_writer: Callable[[], bool]):
+    def __init__(self, cfg: TrainConfig, is_writer: Callable[[], bool], vocab: int = 0):
         self.cfg = cfg
         self.is_writer = is_writer
         self.bar: Any = None  # the tqdm bar while training, or None for plain lines
         self._noted: set[str] = set()
+        self.vocab = vocab  # the output vocabulary, V of the smoothed loss's floor
+        #: What an evaluation record of the metrics log adds under label smoothing (ε > 0):
+        #: ε and the least loss it allows at V (the curves' loss panel draws it); else {}.
+        self.smoothing: dict[str, float] = {}
+        eps = cfg.label_smoothing or 0.0
+        if eps > 0 and vocab > 1:
+            floor = round(smoothed_loss_floor(eps, vocab), 4)
+            self.smoothing = {"label_smoothing": eps, "loss_floor": floor}
 
     # ------------------------------------------------------------------ while training
     def open(self, step: int) -> None:
         """Start showing progress at ``step``: a tqdm bar when asked for and stderr is a
         terminal; else plain lines, one per log interval (what a log file, a pipe or CI
-        wants)."""
+        wants), with a one-time note saying why when the bar was asked for."""
         self.bar = None
-        if not (self.cfg.progress and _isatty(sys.stderr) and self.is_writer()):
+        if not (self.cfg.progress and self.is_writer() and step < self.cfg.steps):
+            return  # --no-progress asked for the plain lines (or none come): nothing to say
+        if not _isatty(sys.stderr):
+            every = self.cfg.log_every
+            self.note("progress", f"progress comes as plain lines every {every} steps "
+                      "(stderr is not a terminal: a pipe, a log file or mpiexec)")  # fmt: skip
             return
         try:
             from tqdm import tqdm  # the text bar: no widget warnings in notebooks
@@ -68,16 +84,27 @@ class Reporter:
         )
 
     def eval_line(
-        self, step: int, split: str, metrics: dict[str, float], final: bool = False
-    ) -> None:
-        """``valid at step 500:  loss 1.0200  token acc 81.0%  exact match 71.0%  BLEU
-        64.20``, printed when an evaluation is made (above the bar, when there is one) as
-        well as logged; the final one (``test at step 3000, final:``) too."""
+        self, step: int, split: str, metrics: dict[str, float], final: bool = False,
+        scored: tuple[int, int] | None = None,
+    ) -> None:  # fmt: skip
+        """``valid at step 500:  loss 1.0200 (label-smoothed ε 0.1; floor 0.9625 at
+        vocabulary 596)  token acc 81.0%  exact match 71.0%  BLEU 64.20  (on 200 of 1,000
+        sentences)``, printed when an evaluation is made (above the bar, when there is one)
+        as well as logged; the final one (``test at step 3000, final:``) too. ``scored``:
+        (sentences scored, sentences in the split), said when it is a sample."""
         shown = {"loss": "loss {:.4f}", "token_acc": "token acc {:.1%}",
                  "exact_match": "exact match {:.1%}", "bleu": "BLEU {:.2f}",
                  "perplexity": "perplexity {:.1f}", "unigram_loss": "(baselines: unigram {:.4f}",
                  "bigram_loss": "bigram {:.4f})"}  # fmt: skip
+        if self.smoothing:  # a learner seeing 100% next to loss 0.62 is told why
+            eps, floor = self.smoothing["label_smoothing"], self.smoothing["loss_floor"]
+            shown["loss"] += (
+                f" (label-smoothed ε {eps:g}; floor {floor:.4f} at vocabulary {self.vocab:,})"
+            )
         parts = [shown.get(k, k + " {:.4f}").format(v) for k, v in metrics.items()]
+        if scored is not None and scored[0] < scored[1]:
+            unit = "verses" if self.cfg.task == "lm" else "sentences"
+            parts.append(f"(on {scored[0]:,} of {scored[1]:,} {unit})")
         line = f"{split} at step {step}{', final' if final else ''}:  " + "  ".join(parts)
         if self.bar is not None and self.is_writer():
             self.bar.write(line, file=sys.stderr)  # above the bar, which stays in place
@@ -138,16 +165,24 @@ class Reporter:
 
 def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
     """The summary of a finished run (``result.json``): task, steps, time, throughput, the
-    final metrics, both configs, the parameter count and the machine."""
+    final metrics, both configs, the parameter count and the machine.
+
+    ``wall_time_s``: the seconds of the ``train()`` call that writes the card, from its start
+    to the card: training, evaluations, checkpoints, final test (the plots come after it).
+    A resumed run's card counts its last session and says ``resumed_at_step``; a card
+    written outside ``train()`` has only the steps' time.
+    ``train_time_s``: the training steps alone, over every session of the run."""
     cfg = trainer.cfg
     last = trainer.losses[-20:]
     records, _ = read_metrics(trainer.out / "metrics.jsonl")
     rates = [r["tokens_per_s"] for r in records if isinstance(r.get("tokens_per_s"), float)]
+    wall = trainer.elapsed if trainer.started is None else time.perf_counter() - trainer.started
     result = dict(
         task=cfg.task,
         seed=cfg.seed,
         steps=trainer.step,
-        wall_time_s=round(trainer.elapsed, 1),
+        wall_time_s=round(wall, 1),
+        train_time_s=round(trainer.elapsed, 1),
         tokens_per_s=round(sum(rates) / len(rates) if rates else 0.0, 1),
         final_train_loss=round(sum(last) / max(len(last), 1), 4),
         eval_split=cfg.final_eval_split,
@@ -158,6 +193,8 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
         ops=fast.describe(backend.normalize_device(cfg.device)),
         hardware=host.hardware(backend.normalize_device(cfg.device)),
     )
+    if trainer.started_at_step:
+        result["resumed_at_step"] = trainer.started_at_step
     if trainer.world is not None:
         result["data_parallel_ranks"] = trainer.world.size
     if trainer.model_cfg.decoder_only:  # what the language model writes, from nothing
@@ -205,7 +242,8 @@ def draw_plots(trainer: Any) -> None:
     out, plots = trainer.out, trainer.out / "plots"
     try:
         with files.replacing(out, "plots/curves.png") as file:
-            viz.plot_training_curves(out / "metrics.jsonl", path=file)
+            title = f"{trainer.cfg.task}: training curves of the run in {out}"
+            viz.plot_training_curves(out / "metrics.jsonl", title=title, path=file)
         steps = list(range(1, trainer.cfg.steps + 1))
         with files.replacing(out, "plots/lr_schedule.png") as file:
             viz.plot_lr_schedule(steps, [trainer.schedule.lr_at(s) for s in steps], path=file)
@@ -216,31 +254,48 @@ def draw_plots(trainer: Any) -> None:
 
 
 def plot_attention(
-    trainer: Any, path: Path | IO[bytes], split: str | None = None, index: int = 0
+    trainer: Any, path: Path | IO[bytes], split: str | None = None, index: int | None = None
 ) -> Any:
     """Heatmaps of the last decoder layer's cross-attention (one panel per head) while the
-    model decodes held-out example ``index``: which source token each output looks at (a
-    language model: its last layer's self-attention over the held-out verse).
-    ``path``: a file name or a binary file (a PNG), as every ``viz`` function takes."""
+    model decodes a held-out example: which source token each output looks at (a language
+    model: its last layer's self-attention over held-out verse ``index``, default 0).
+    ``path``: a file name or a binary file (a PNG), as every ``viz`` function takes.
+
+    ``index`` None: the first of the first ``evaluation.SHOWCASE`` examples whose greedy
+    output is the reference (evaluation.showcase, one batched decode); when none is, example
+    0, and the title says so and gives the reference, the output's tokens that are not in
+    it marked red. The rows are always the model's own output, whose weights these are."""
     from .. import viz
 
-    cfg, model, model_cfg = trainer.cfg, trainer.model, trainer.model_cfg
+    cfg, model, model_cfg, task = trainer.cfg, trainer.model, trainer.model_cfg, trainer.task
+    split = split or cfg.final_eval_split
     if model_cfg.decoder_only:
-        return _plot_self_attention(trainer, path, split or cfg.final_eval_split, index)
-    source, _ = trainer.task.splits[split or cfg.final_eval_split][index]
+        return _plot_self_attention(trainer, path, split, index or 0)
+    index, output, right, looked = showcase(model, task, split, index, device=cfg.device)
+    (source, target), eos = task.splits[split][index], model_cfg.eos_id
     src = backend.asarray(make_batch([(source, [])]).src, device=cfg.device)
-    output = greedy_decode(model, src, max_len=trainer.task.max_len + 1)[0]
     tgt_in = backend.asarray([[model_cfg.bos_id, *output]], device=cfg.device)
     weights = _stored_weights(model, model.decoder.layers[-1].cross_attn, src, tgt_in)
-    label = _token_labeller(trainer.task.vocab)
-    return viz.plot_attention(
-        weights,
-        [label(i) for i in source],
-        [label(i) for i in [*output, model_cfg.eos_id]],
-        title=f"{cfg.task}: cross-attention of the last decoder layer, {split or 'test'}"
-        f" example {index}",
-        path=path,
-    )
+    label = _token_labeller(task.vocab)
+    title = f"{cfg.task}: cross-attention of the last decoder layer, {split} example {index}"
+    among = f"{split} examples 0-{looked - 1}"
+    rows, marked = "target position (queries)", None
+    if right and looked > 1:
+        title += f"\n(the first of {among} whose greedy output is the reference)"
+    elif right:
+        title += " (greedy output = the reference)"
+    else:  # the rows are a wrong output: say so, give the reference, mark what it adds
+        matcher = difflib.SequenceMatcher(None, [*output, eos], [*target, eos], autojunk=False)
+        kept = {i for a, _, n in matcher.get_matching_blocks() for i in range(a, a + n)}
+        marked = [i for i in range(len(output) + 1) if i not in kept]
+        how = "red: output tokens not in it" if marked else "it leaves out part of it"
+        none = f"none of {among} is right; " if looked > 1 else ""
+        title += f"\nmodel output differs from the reference ({none}{how})\nreference: "
+        title += textwrap.shorten(task.references(split)[index], 160)
+        rows = "model output (differs from the reference)"
+    tokens = [label(i) for i in [*output, eos]]
+    return viz.plot_attention(weights, [label(i) for i in source], tokens, title=title,
+                              ylabel=rows, marked_rows=marked, path=path)  # fmt: skip
 
 
 def _plot_self_attention(trainer: Any, path: Path | IO[bytes], split: str, index: int) -> Any:

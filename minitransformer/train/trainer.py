@@ -72,7 +72,10 @@ class Trainer(TrainingStep):
         self.elapsed = 0.0  # training seconds over all sessions of this run
         self.checkpoint_step: int | None = None  # step of the last checkpoint written
         self.resumed_from: Path | None = None  # the checkpoint file resume() loaded
-        self.reporter = report.Reporter(cfg, lambda: self._writer)  # bar, lines, notes
+        vocab = self.model_cfg.tgt_vocab  # bar, lines, notes (the smoothed loss's floor at V)
+        self.reporter = report.Reporter(cfg, lambda: self._writer, vocab)
+        self.started: float | None = None  # perf_counter() when train() began: the card's
+        self.started_at_step = 0  # wall time; the step it began at (> 0: a resumed run)
         self._owns_out = False  # out/ holds this trainer's own run (written or resumed)
         self._stop_requested: str | None = None  # "SIGINT" / "SIGTERM" once one arrived
         self._finishing = False  # after the loop's last save: a signal stops at once
@@ -101,6 +104,7 @@ class Trainer(TrainingStep):
         evaluation, result card or plots at once, with the same result (resuming redoes
         them). The previous signal handlers are restored on return.
         """
+        self.started, self.started_at_step = time.perf_counter(), self.step
         owned = self._owns_out or (
             self.resumed_from is not None
             and self.out.resolve() == self.resumed_from.parent.resolve()
@@ -162,8 +166,9 @@ class Trainer(TrainingStep):
                 evaluate_now = self.step % cfg.eval_every == 0 and self.step < cfg.steps
                 if evaluate_now and self._writer:
                     metrics = self.evaluate("valid", cfg.eval_samples)
-                    log.write(dict(step=self.step, split="valid", **metrics))
-                    reporter.eval_line(self.step, "valid", metrics)
+                    log.write(dict(step=self.step, split="valid", **metrics, **reporter.smoothing))
+                    scored = self._scored("valid", cfg.eval_samples)  # a sample: said
+                    reporter.eval_line(self.step, "valid", metrics, scored=scored)
                 if evaluate_now and self.world is not None:  # the ranks wait for rank 0's
                     self.world.wait_for_evaluation(self.step)  # evaluation, with no deadline
         finally:
@@ -222,9 +227,10 @@ class Trainer(TrainingStep):
             return result
         split = self.cfg.final_eval_split
         metrics = self.evaluate(split, self.cfg.final_eval_samples)
-        self.reporter.eval_line(self.step, split, metrics, final=True)
+        scored = self._scored(split, self.cfg.final_eval_samples)
+        self.reporter.eval_line(self.step, split, metrics, final=True, scored=scored)
         with runs.MetricsLog(self.out / "metrics.jsonl") as log:
-            log.write(dict(step=self.step, split=split, **metrics))
+            log.write(dict(step=self.step, split=split, **metrics, **self.reporter.smoothing))
         result = report.result_card(self, metrics)
         report.write_result(self, result)
         if self.world is not None:
@@ -243,6 +249,12 @@ class Trainer(TrainingStep):
         if self.task.name.startswith("translate") and "bleu" not in metrics:
             self.reporter.check_bleu()  # says once that sacrebleu is missing
         return metrics
+
+    def _scored(self, split: str, samples: int | None) -> tuple[int, int]:
+        """(sentences an evaluation of the first ``samples`` of ``split`` scores, sentences
+        in the split)."""
+        total = len(self.task.splits[split])
+        return min(samples or total, total), total
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, path: Path | None = None) -> Path:
@@ -315,8 +327,9 @@ class Trainer(TrainingStep):
         report.draw_plots(self)
 
     def plot_attention(
-        self, path: Path | IO[bytes], split: str | None = None, index: int = 0
+        self, path: Path | IO[bytes], split: str | None = None, index: int | None = None
     ) -> Any:
         """Heatmaps of the last decoder layer's cross-attention (one panel per head) while
-        the model decodes held-out example ``index``: which source token each output looks at."""
+        the model decodes held-out example ``index`` (None: the first of the first 16 it gets
+        right; report.plot_attention): which source token each output looks at."""
         return report.plot_attention(self, path, split, index)

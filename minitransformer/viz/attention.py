@@ -24,6 +24,8 @@ def plot_attention(
     title: str = "Attention weights",
     head_labels: Sequence[str] | None = None,
     cols: int = 4,
+    ylabel: str = "target position (queries)",
+    marked_rows: Sequence[int] | None = None,
     path: SaveTo | None = None,
 ) -> Figure:
     """Heatmap of attention weights: rows are target positions (queries), columns source (keys).
@@ -36,6 +38,9 @@ def plot_attention(
         title: figure title.
         head_labels: H subplot titles (default ``head 0``, ``head 1``, ...).
         cols: subplots per row of the grid.
+        ylabel: the rows' axis label (e.g. to say they are a model's output, not the reference).
+        marked_rows: rows whose tick label is drawn red and bold (e.g. output tokens that are
+            not in the reference).
         path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     All heads share one colour scale, starting at 0, so they can be compared; it comes from
@@ -70,7 +75,7 @@ def plot_attention(
     finite = w[np.isfinite(w)]  # NaN/inf cells show blank; the scale comes from the rest
     vmax = min(float(finite.max()), LIMIT) if finite.size and finite.max() > 0 else 1.0
 
-    image = None
+    image, marked = None, set(marked_rows or ())
     for index, ax in enumerate(axes.flat):
         if index >= n_heads:
             ax.set_axis_off()
@@ -78,8 +83,12 @@ def plot_attention(
         image = ax.imshow(w[index], vmin=0.0, vmax=vmax, cmap="viridis", aspect="auto")
         _token_ticks(ax.set_xticks, ax.set_xticklabels, src_tokens, s_len, rotation=90)
         _token_ticks(ax.set_yticks, ax.set_yticklabels, tgt_tokens, t_len, rotation=0)
+        for tick in ax.get_yticklabels():
+            if int(tick.get_position()[1]) in marked:
+                tick.set_color("red")
+                tick.set_fontweight("bold")
         ax.set_xlabel("source position (keys)")
-        ax.set_ylabel("target position (queries)")
+        ax.set_ylabel(ylabel)
         if head_labels is not None:
             ax.set_title(str(head_labels[index]))
         elif n_heads > 1:

@@ -1,7 +1,9 @@
 """A run's training curves: loss, accuracy, exact match, BLEU and learning rate against step,
 one line per split, from a list of records or the run's metrics log (runs.read_metrics). A
 language model's evaluations also log the n-gram baselines' loss (data/ngram.py): dashed
-lines on the loss panel.
+lines on the loss panel. Under label smoothing the Trainer's evaluation records carry
+``label_smoothing`` (ε) and ``loss_floor`` (the least loss ε allows at the vocabulary): the
+loss panel says it is label-smoothed and draws the floor, dashed. Accuracies are percentages.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ BASELINES = (("unigram_loss", "unigram"), ("bigram_loss", "bigram"))  # (record 
 def plot_training_curves(
     metrics: Sequence[Mapping[str, Any]] | PathLike,
     *,
-    title: str = "Training curves",
+    title: str | None = None,
     path: SaveTo | None = None,
 ) -> Figure:
     """Loss, and token accuracy / exact match / BLEU / learning rate where logged, against step.
@@ -51,7 +53,9 @@ def plot_training_curves(
             without a numeric "step" and keys that are missing or not numbers are skipped,
             and so (with a warning) are points that are not finite floats (NaN, ±inf, an
             int beyond the float range). Huge values are drawn, up to ±1e300 on the axis.
-        title: figure title.
+            Records may carry ``label_smoothing`` (ε > 0) and ``loss_floor``: the loss
+            panel is then titled label-smoothed and draws the floor as a dashed line.
+        title: figure title (default "Training curves", and the log's folder: the run).
         path: where to save the figure (optional): a file name, or a binary file (PNG).
 
     Raises:
@@ -61,10 +65,12 @@ def plot_training_curves(
     """
     if isinstance(metrics, (str, os.PathLike)):
         records: list[Any] = _read_log(Path(metrics))
+        title = title or f"Training curves: {Path(metrics).parent}"
     else:
         records = list(metrics)
     series: dict[str, dict[str, list[tuple[float, float]]]] = {}
     baselines: dict[str, tuple[str, float]] = {}  # name -> (split, loss), the last logged
+    smoothing: tuple[float, float] | None = None  # (ε, the loss floor), the last logged
     left_out = 0
     for record in records:
         step = record.get("step") if isinstance(record, Mapping) else None
@@ -78,6 +84,9 @@ def plot_training_curves(
                     left_out += 1
                     continue
                 series.setdefault(key, {}).setdefault(split, []).append(point)
+        eps, floor = record.get("label_smoothing"), record.get("loss_floor")
+        if is_real(eps) and is_real(floor) and eps > 0 and math.isfinite(floor):
+            smoothing = float(eps), float(floor)
         for key, name in BASELINES:  # the validation split's, where logged
             if is_real(record.get(key)) and math.isfinite(record[key]):
                 if split == "valid" or baselines.get(name, ("",))[0] != "valid":
@@ -121,10 +130,19 @@ def plot_training_curves(
         lines = baselines.items() if key == "loss" else ()  # on the loss panel only
         for style, (name, (split, value)) in zip((":", "--"), lines, strict=False):
             ax.axhline(value, linestyle=style, color="gray", label=f"{name} ({split})")
+        if key == "loss" and smoothing is not None:  # 100% accuracy is not loss 0 here
+            eps, floor = smoothing
+            label = f"loss (label-smoothed, ε {eps:g})"
+            ax.axhline(floor, linestyle="--", color="black", linewidth=1,
+                       label=f"floor {floor:.4f} (the least ε {eps:g} allows)")  # fmt: skip
         decorate(ax, "step", label, label, logy=False, legend=True)
+        if key in ("token_acc", "exact_match"):  # as the console prints them
+            from matplotlib.ticker import PercentFormatter
+
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0))
     for ax in axes[len(panels) :]:
         ax.set_axis_off()
-    fig.suptitle(title)
+    fig.suptitle(title or "Training curves")
     return finish(fig, path)
 
 

@@ -265,7 +265,7 @@ def test_bad_arguments(folder, tmp_path, monkeypatch):
     with pytest.raises(ArgumentError, match="target_sentences"):
         SentencePieceTokenizer.train(["a b"] * 9, [], tmp_path / "t")
     monkeypatch.setitem(sys.modules, "sentencepiece", None)
-    with pytest.raises(ImportError, match=r"minitransformer\[hf\]"):
+    with pytest.raises(ImportError, match=r'pip install -e "\.\[hf\]"'):
         SentencePieceTokenizer.from_pretrained(folder[0])
     (tmp_path / "a file").write_text("x")
     with pytest.raises(CheckpointError, match="cannot make the folder"):
