@@ -319,7 +319,10 @@ def test_resume_to_more_steps(run, tmp_path, capsys):
     shutil.copytree(run, copy)
     code, out, err = run_main(["train", "--resume", str(copy), "--steps", "22"], capsys)
     assert code == 0, err
-    assert "resuming at step 20" in err and json.loads(out.splitlines()[0])["steps"] == 22
+    assert "resuming at step 20" in err and out.startswith("result card: ")  # no JSON line
+    code, out, err = run_main(["train", "--resume", str(copy), "--steps", "23", "--json"], capsys)
+    result = json.loads(out.splitlines()[0])  # --json: the result for scripts
+    assert result["steps"] == 23 and result["train_time_s"] <= result["wall_time_s"]
 
 
 # ------------------------------------------------------------------ real processes
@@ -370,7 +373,8 @@ def test_ctrl_c_saves_exits_130_and_prints_the_resume_command(tmp_path, capsys):
     step = checkpoint.read_metadata(out / "checkpoint.safetensors")["step"]
     assert 1 <= step < 400
 
-    code, stdout, err = run_main(["train", "--resume", str(out), "--steps", str(step + 2)], capsys)
+    resume = ["train", "--resume", str(out), "--steps", str(step + 2), "--json"]
+    code, stdout, err = run_main(resume, capsys)
     assert code == 0, err
     assert json.loads(stdout.splitlines()[0])["steps"] == step + 2
     assert checkpoint.read_metadata(out / "checkpoint.safetensors")["step"] == step + 2

@@ -152,7 +152,7 @@ def test_two_ranks_match_one_process_step_for_step(tmp_path):
         np.testing.assert_allclose(wb[key], wa[key], rtol=1e-4, atol=1e-5, err_msg=key)
 
     # rank 0 alone writes and prints: one result line, one line per log step
-    assert two.stdout.count('"task": "copy"') == 1
+    assert two.stdout.count("result card: ") == 1
     assert two.stderr.count("step 30/30") == 1
     assert "data-parallel over 2 ranks" in two.stderr
     card = json.loads((tmp_path / "two" / "result.json").read_text())

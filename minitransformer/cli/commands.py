@@ -121,7 +121,9 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         return 128 + (signal.SIGTERM if result.get("signal") == "SIGTERM" else signal.SIGINT)
     if world is not None and not world.is_writer:
         return 0
-    print(json.dumps({k: result[k] for k in ("task", "steps", "wall_time_s", "metrics")}))
+    if args.json:  # the test line said it already; this is for scripts
+        keys = ("task", "steps", "wall_time_s", "train_time_s", "metrics")
+        print(json.dumps({k: result[k] for k in keys}))
     plots = f"; plots: {trainer.out / 'plots'}" if trainer.cfg.plots else ""
     print(f"result card: {trainer.out / 'result.json'}{plots}")
     return 0

@@ -234,6 +234,10 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
         "--resume", metavar="RUN", type=flags.path_text, help="continue the run in this directory"
     )
     train.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
+    train.add_argument(
+        "--json", action="store_true",
+        help="also print the result (task, steps, times, test metrics) as one JSON line on stdout",
+    )  # fmt: skip
     train.add_argument("--no-plots", action="store_true", help="skip plots/*.png at the end")
     train.add_argument(
         "--cuda-graph", action="store_true",
