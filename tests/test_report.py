@@ -13,23 +13,11 @@ import time
 
 import numpy as np
 import pytest
-from tiny_runs import KNOBS, SIZE
+from test_runs import tiny  # copy, 6 steps of a tiny model, no plots
 
 from minitransformer import functional as F
 from minitransformer import tensor
-from minitransformer.train import TrainConfig, Trainer, evaluation, report
-
-
-def tiny(out, **changes) -> TrainConfig:
-    fields = dict(
-        task="copy", steps=6, batch_size=8, warmup=10, peak_lr=3e-3, dropout=0.1,
-        out=str(out), progress=False, plots=False, log_every=2, eval_every=1000,
-        eval_samples=8, checkpoint_every=1000, final_eval_samples=8,
-        task_knobs=dict(KNOBS), model_overrides=dict(SIZE),
-    )  # fmt: skip
-    fields.update(changes)
-    return TrainConfig(**fields)
-
+from minitransformer.train import Trainer, evaluation, report
 
 # ------------------------------------------------------------------ the smoothed loss's floor
 
