@@ -120,8 +120,8 @@ def test_solutions_pass():
 
 
 def test_placeholders_are_not_attempted(capsys):
-    assert checks.check_15_1(placeholder) == checks.NOT_ATTEMPTED
-    assert checks.check_15_2(placeholder) == checks.NOT_ATTEMPTED
+    assert checks.check_15_1(placeholder) is checks.NOT_ATTEMPTED
+    assert checks.check_15_2(placeholder) is checks.NOT_ATTEMPTED
     assert capsys.readouterr().out.count("not attempted yet") == 2
 
 

@@ -90,7 +90,7 @@ def test_placeholder_is_not_attempted(capsys):
     def placeholder(d, g):
         raise NotImplementedError("exercise 1")
 
-    assert checks.check_12_1(placeholder) == checks.NOT_ATTEMPTED
+    assert checks.check_12_1(placeholder) is checks.NOT_ATTEMPTED
     assert "not attempted yet" in capsys.readouterr().out
 
 

@@ -56,8 +56,8 @@ def test_the_solution_passes(name, capsys):
 @pytest.mark.parametrize("name", CHECKS)
 def test_the_placeholder_is_not_attempted(name, capsys):
     check, _ = CHECKS[name]
-    assert check(_placeholder) == checks.NOT_ATTEMPTED
-    assert check(None) == checks.NOT_ATTEMPTED
+    assert check(_placeholder) is checks.NOT_ATTEMPTED
+    assert check(None) is checks.NOT_ATTEMPTED
     assert "not attempted yet" in capsys.readouterr().out
 
 

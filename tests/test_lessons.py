@@ -6,6 +6,7 @@ small settings, and shows only figures that exist in the repository.
 - executed with nbclient in a fresh "python3" kernel, cwd = lessons/, with
   MT_LESSON_FAST=1 (the notebooks shrink their size knobs) and WITHOUT MT_PLOTS_DIR, as a
   learner runs them: figures go to a temporary folder (lessons/figures.py);
+- a check cell on its shipped placeholder shows no ``Out[]`` (only its printed line);
 - running a lesson changes nothing in the repository (``git status`` before = after: a lesson
   that rewrote a committed PNG fails) and leaves nothing in the temporary directory (the
   kernel gets a private TMPDIR, empty afterwards);
@@ -126,6 +127,16 @@ def _execute(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         resources={"metadata": {"path": str(LESSONS)}},
     )
     client.execute()  # raises CellExecutionError naming the failing cell
+    # as shipped every exercise is a placeholder: its check cell shows the printed "not
+    # attempted yet" line and no Out[] (the check returns None)
+    shown = [
+        _source(cell).strip().splitlines()[-1]
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        and re.search(r"\bcheck_\d\d_\d\(", _source(cell))
+        and any(out.get("output_type") == "execute_result" for out in cell.outputs)
+    ]
+    assert not shown, f"{path.name}: check cells show an Out[] as shipped: {shown}"
     after = _repo_state()
     assert before == after, (
         f"{path.name} changed the repository: git status before\n{before}\nafter\n{after}"

@@ -2,11 +2,12 @@
 
 A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
 
-- prints ``not attempted yet`` and returns ``"not attempted"`` while the exercise still holds
-  its placeholder (``raise NotImplementedError(...)`` in a function, or ``None``), so the
-  notebook runs top to bottom before you have solved anything;
+- prints ``not attempted yet`` and returns ``None`` (``NOT_ATTEMPTED``: the cell shows no
+  ``Out[]``) while the exercise still holds its placeholder (``raise NotImplementedError(...)``
+  in a function, or ``None``), so the notebook runs top to bottom before you have solved
+  anything;
 - raises ``AssertionError`` with a hint when the answer is wrong;
-- prints ``✓ correct`` and returns ``"correct"`` when it is right.
+- prints ``✓ correct`` and returns ``"correct"`` (``CORRECT``) when it is right.
 
 Checks build their own inputs (seeded), so they depend on nothing a notebook defines except
 what is passed in; tests/test_lesson_exercises.py runs them on the reference solutions in

@@ -1,8 +1,10 @@
 """What every lesson's checks share: the ``_exercise`` wrapper and its two results, seeded inputs.
 
 - ``_exercise(name)`` wraps a check: a placeholder answer (``None``, or code that raises
-  ``NotImplementedError``) prints ``not attempted yet`` and returns ``NOT_ATTEMPTED``; an answer
-  that passes prints ``✓ ... correct`` and returns ``CORRECT``; a wrong one raises the check's
+  ``NotImplementedError``) prints ``not attempted yet`` and returns ``NOT_ATTEMPTED``, which is
+  ``None`` so that Jupyter shows no ``Out[]`` under the check cell; an answer that passes prints
+  ``✓ ... correct`` and returns ``CORRECT`` (lessons test it: ``if checks.check_NN_K(...) ==
+  checks.CORRECT:`` runs an experiment only on a right answer); a wrong one raises the check's
   ``AssertionError``.
 - ``_rng(seed)``: the seeded NumPy generator every check draws its inputs from.
 - ``_softmax(s)``: a plain NumPy softmax over the last axis (lessons 05 and 06).
@@ -17,7 +19,9 @@ from typing import Any
 import numpy as np
 
 CORRECT = "correct"
-NOT_ATTEMPTED = "not attempted"
+# None, not a string: a check cell that ends in a bare call on a placeholder shows only the
+# printed line, no Out[] (Jupyter displays every other value); tests tell it from CORRECT
+NOT_ATTEMPTED = None
 
 
 class _NotAttempted(Exception):
@@ -25,11 +29,11 @@ class _NotAttempted(Exception):
 
 
 def _exercise(name: str) -> Callable:
-    """Wrap a check: placeholder -> 'not attempted yet', pass -> '✓ correct'."""
+    """Wrap a check: placeholder -> 'not attempted yet' (None), pass -> '✓ correct' (CORRECT)."""
 
     def wrap(check: Callable) -> Callable:
         @functools.wraps(check)
-        def run(*args: Any, **kwargs: Any) -> str:
+        def run(*args: Any, **kwargs: Any) -> str | None:
             if any(a is None for a in args):
                 print(f"{name}: not attempted yet (replace the placeholder, then run this cell)")
                 return NOT_ATTEMPTED

@@ -1,8 +1,8 @@
 """Lesson 01 (autograd): the checks of its exercises.
 
-- ``check_01_1``: Exercise 1 (Value.tanh, -, -)
+- ``check_01_1``: Exercise 1 (Value.tanh, negation and subtraction)
 - ``check_01_2``: Exercise 2 (Sigmoid)
-- ``check_01_3``: Exercise 3 (best eps in float32)
+- ``check_01_3``: Exercise 3 (best one-sided eps in float32)
 
 See the package docstring (``checks/__init__.py``) for what a check does.
 """
@@ -21,7 +21,7 @@ import minitransformer as mt
 from ._shared import _exercise, _rng
 
 
-@_exercise("Exercise 1 (Value.tanh, -, -)")
+@_exercise("Exercise 1 (Value.tanh, negation and subtraction)")
 def check_01_1(Value: type) -> None:
     """``Value`` must have the learner's tanh, __neg__ and __sub__ attached."""
 
