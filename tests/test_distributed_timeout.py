@@ -149,7 +149,11 @@ def test_sigterm_to_mpiexec_ends_a_job_with_a_stopped_rank(tmp_path):
         took = time.monotonic() - t0
     finally:
         _kill(job, pids)
-    assert job.returncode == 143, err
+    # Rank 0 exits with 143; MPICH's mpiexec then kills the stopped rank with SIGKILL. Its
+    # status is the OR of the ranks' raw wait statuses, so when it has collected the killed
+    # rank's before it returns (a race that a loaded machine wins), it reports that signal,
+    # 9, instead of 143.
+    assert job.returncode in (143, signal.SIGKILL), err
     assert took < waiting.STOP_GRACE_S + 8, took
     assert "did not arrive at the gradient all-reduce of step" in err
     assert "of SIGTERM; ending the job" in err and "--data-parallel" in err
