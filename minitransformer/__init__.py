@@ -12,7 +12,7 @@ Where to start
         minitransformer train translate     # a toy language pair; then translate / evaluate
         minitransformer train lm            # a language model on the verses; then generate
         minitransformer --help              # every command: train, translate, generate,
-                                            # evaluate, plot, bench, ablate
+                                            # evaluate, plot, bench, ablate, scale
 
 The main names (``import minitransformer as mt``)
     mt.tensor(data, requires_grad=True), mt.Tensor    arrays with autograd (``.backward()``)
