@@ -1,17 +1,43 @@
-"""Helpers (not tests) for the lesson-exercise tests: a notebook's code cells, and the check
-that it ships each exercise as a placeholder and calls each check once."""
+"""Helpers (not tests) for the lesson tests: a notebook's code or markdown cells, the images
+its markdown embeds, and the check that it ships each exercise as a placeholder and calls
+each check once."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from pathlib import Path
+
+# ![caption](path "title"), ![caption](<path>) and <img src="path">
+IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?[^)]*\)|<img[^>]*\ssrc=[\"']([^\"']+)[\"']")
+EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)  # http:, https:, mailto:, data:
+
+
+def _cells(notebook: Path, kind: str) -> list[str]:
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == kind]
 
 
 def code_cells(notebook: Path) -> list[str]:
     """The source of every code cell of ``notebook``, in order."""
-    nb = json.loads(notebook.read_text(encoding="utf-8"))
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
+    return _cells(notebook, "code")
+
+
+def markdown_cells(notebook: Path) -> list[str]:
+    """The text of every markdown cell of ``notebook``, in order."""
+    return _cells(notebook, "markdown")
+
+
+def references(notebook: Path, pattern: re.Pattern) -> list[str]:
+    """What ``pattern`` (IMAGE, or a link pattern: group 1 or 2 is the target) finds in the
+    markdown of ``notebook``, external URLs (http:, data:, attachment:, ...) left out."""
+    found = [
+        m.group(1) or m.group(2)
+        for text in markdown_cells(notebook)
+        for m in pattern.finditer(text)
+    ]
+    return [ref for ref in found if not EXTERNAL.match(ref)]
 
 
 def assert_ships_placeholders(

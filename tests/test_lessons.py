@@ -26,6 +26,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from lesson_notebooks import IMAGE, references
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
@@ -33,7 +34,6 @@ NOTEBOOKS = sorted(LESSONS.glob("*.ipynb"))
 CELL_TIMEOUT_S = 300
 
 # ![caption](path) and <img src="path">, for local (relative) paths only
-_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*([^)\s]+)[^)]*\)|<img[^>]*\ssrc=[\"']([^\"']+)[\"']")
 
 
 def _params():
@@ -74,17 +74,7 @@ def test_committed_without_outputs(path: Path):
 
 @_params()
 def test_referenced_images_exist(path: Path):
-    nb = _load(path)
-    missing = []
-    for cell in nb["cells"]:
-        if cell["cell_type"] != "markdown":
-            continue
-        for m in _IMAGE.finditer(_source(cell)):
-            ref = m.group(1) or m.group(2)
-            if re.match(r"^[a-z][a-z0-9+.-]*:", ref, re.I):  # http:, data:, attachment:
-                continue
-            if not (LESSONS / ref).is_file():
-                missing.append(ref)
+    missing = [ref for ref in references(path, IMAGE) if not (LESSONS / ref).is_file()]
     assert not missing, (
         f"{path.name}: markdown embeds images that are not in the repository: {missing}; "
         "run the notebook once from lessons/ without MT_PLOTS_DIR and commit the PNGs"

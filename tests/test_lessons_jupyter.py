@@ -39,19 +39,17 @@ nbformat = pytest.importorskip("nbformat")
 ipykernel_kernelspec = pytest.importorskip("ipykernel.kernelspec")
 from ipykernel.ipkernel import IPythonKernel  # noqa: E402
 from jupyter_server.services.contents.filemanager import FileContentsManager  # noqa: E402
+from lesson_notebooks import IMAGE, references  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LESSONS = ROOT / "lessons"
 NOTEBOOKS = sorted(LESSONS.glob("*.ipynb"))
 START_TIMEOUT_S = 60
 
-# ![caption](path "title") and <img src="path">
-_IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?[^)]*\)|<img[^>]*\ssrc=[\"']([^\"']+)[\"']")
 # [text](target "title") that is not an image, and <a href="target">
 _LINK = re.compile(
     r"(?<!!)\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?[^)]*\)|<a\s[^>]*href=[\"']([^\"']+)[\"']"
 )
-_EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.I)  # http:, https:, mailto:, data:
 
 
 def resolve(notebook_dir: str, ref: str) -> str | None:
@@ -68,16 +66,6 @@ def resolve(notebook_dir: str, ref: str) -> str | None:
     if joined == ".." or joined.startswith("../"):
         raise ValueError(f"{ref!r} from {notebook_dir or 'the root'!r} leaves the server's root")
     return "" if joined == "." else joined
-
-
-def _markdown(path: Path) -> list[str]:
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown"]
-
-
-def _refs(path: Path, pattern: re.Pattern) -> list[str]:
-    refs = [m.group(1) or m.group(2) for text in _markdown(path) for m in pattern.finditer(text)]
-    return [r for r in refs if not _EXTERNAL.match(r)]
 
 
 def test_resolve_refuses_paths_above_the_root():
@@ -201,12 +189,12 @@ def test_every_embedded_image_and_link_resolves(lab):
     broken, images, links = [], 0, 0
     for nb in NOTEBOOKS:
         assert _status(base, token, f"api/contents/lessons/{quote(nb.name)}?content=0") == 200
-        for ref in _refs(nb, _IMAGE):
+        for ref in references(nb, IMAGE):
             path = resolve("lessons", ref)  # ValueError: a path above the root is a failure
             images += 1
             if (code := _status(base, token, f"files/{quote(path)}")) != 200:
                 broken.append(f"{nb.name}: image {ref} -> /files/{path}: {code}")
-        for ref in _refs(nb, _LINK):
+        for ref in references(nb, _LINK):
             path = resolve("lessons", ref)
             if path is None:
                 continue
