@@ -1,16 +1,17 @@
 """Every lesson notebook (lessons/*.ipynb) is committed clean, runs top to bottom at its
-small settings, and shows only figures that exist in the repository.
+small settings, and shows each figure once: the one its cells draw.
 
 - committed without outputs (each code cell: outputs [] and execution_count None), with the
   kernelspec "python3", so diffs stay readable and nothing stale is shown;
 - executed with nbclient in a fresh "python3" kernel, cwd = lessons/, with
   MT_LESSON_FAST=1 (the notebooks shrink their size knobs) and WITHOUT MT_PLOTS_DIR, as a
-  learner runs them: figures go to a temporary folder (lessons/figures.py);
+  learner runs them: figures go to a temporary folder (lessons/figures/);
 - a check cell on its shipped placeholder shows no ``Out[]`` (only its printed line);
 - running a lesson changes nothing in the repository (``git status`` before = after: a lesson
   that rewrote a committed PNG fails) and leaves nothing in the temporary directory (the
   kernel gets a private TMPDIR, empty afterwards);
-- every image a markdown cell embeds (``![...](../plots/lessons/NN_name.png)``) exists;
+- a lesson shows only the figures its cells draw: no markdown embed of a committed copy
+  (``![...](../plots/lessons/NN_name.png)``) under the live one;
 - no markdown cell states a measured number (a number with a unit) unless the notebook's
   metadata lists the phrase with its reason: measured figures come from cells.
 
@@ -73,12 +74,17 @@ def test_committed_without_outputs(path: Path):
 
 
 @_params()
-def test_referenced_images_exist(path: Path):
-    missing = [ref for ref in references(path, IMAGE) if not (LESSONS / ref).is_file()]
-    assert not missing, (
-        f"{path.name}: markdown embeds images that are not in the repository: {missing}; "
-        "run the notebook once from lessons/ without MT_PLOTS_DIR and commit the PNGs"
+def test_shows_each_figure_once(path: Path):
+    """One figure per measurement: a lesson shows the figure its own cells draw, never a
+    committed copy from another machine under it (plots/lessons/ is the README's gallery)."""
+    refs = references(path, IMAGE)
+    committed = [ref for ref in refs if "plots/" in ref]
+    assert not committed, (
+        f"{path.name}: markdown embeds committed figures {committed} under the live ones the "
+        "cells draw; remove the embeds (the learner's own run is the figure)"
     )
+    missing = [ref for ref in refs if not (LESSONS / ref).is_file()]
+    assert not missing, f"{path.name}: markdown embeds images that do not exist: {missing}"
 
 
 def _repo_state() -> str | None:
@@ -132,7 +138,7 @@ def _execute(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         f"{path.name} changed the repository: git status before\n{before}\nafter\n{after}"
     )
     left = sorted(p.name for p in kernel_tmp.iterdir())
-    assert not left, f"{path.name} left {left} in the temporary directory; clean up (figures.py)"
+    assert not left, f"{path.name} left {left} in the temporary directory; clean up (lessons/figures/)"
 
 
 @_params()
