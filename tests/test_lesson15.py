@@ -1,7 +1,10 @@
 """Lesson 15's exercise checks tell right from wrong: the reference solutions pass, the
-placeholders are "not attempted", the mistakes a learner makes fail, and other valid forms
-(another shift, float32, a log-space merge, a (T,) shaped m and l) pass. The notebook ships
-placeholders and calls each check once."""
+placeholders are "not attempted", the mistakes a learner makes fail (each with its hint: a
+merge whose state of no keys keeps m = 0 fails on a masked prefix followed by scores near
+-1000, pointing at the empty state), and other valid forms (another shift, float32, a
+log-space merge, a (T,) shaped m and l, library Tensors) pass; an answer that is not numbers
+fails with an AssertionError, never a crash. The notebook ships placeholders, calls each
+check once, and shows no formula for exercise 2 before it."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
+import minitransformer as mt
 
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))
@@ -85,6 +90,24 @@ def merge_float32(a, b):
     return tuple(np.asarray(x, np.float32) for x in solutions.merge(a, b))
 
 
+def merge_tensors(a, b):
+    """Valid: the state as minitransformer Tensors."""
+    return tuple(mt.tensor(x, dtype="float64") for x in solutions.merge(a, b))
+
+
+def merge_empty_is_zero(a, b):  # NaN avoided by giving the state of no keys m = 0
+    m = np.maximum(a[0], b[0])
+    m = np.where(np.isneginf(m), 0.0, m)
+    wa, wb = np.exp(a[0] - m), np.exp(b[0] - m)
+    return m, wa * a[1] + wb * b[1], wa * a[2] + wb * b[2]
+
+
+def merge_shift_at_least_zero(a, b):  # shifts by max(m, 0): very negative rows underflow
+    shift = np.maximum(np.maximum(a[0], b[0]), 0.0)
+    wa, wb = np.exp(a[0] - shift), np.exp(b[0] - shift)
+    return shift, wa * a[1] + wb * b[1], wa * a[2] + wb * b[2]
+
+
 # --------------------------------------------------------- exercise 2: block_probs
 def probs_block_softmax(q, k, lse):  # normalised within the block
     s = q @ k.T / np.sqrt(q.shape[-1])
@@ -107,6 +130,21 @@ def probs_plus(q, k, lse):
 
 def probs_float32(q, k, lse):
     return solutions.block_probs(q, k, lse).astype(np.float32)
+
+
+def probs_tensor(q, k, lse):
+    return mt.tensor(solutions.block_probs(q, k, lse))
+
+
+def probs_on_tensors(q, k, lse):  # the library's ops on Tensors: a Tensor back
+    q, k, lse = (mt.tensor(x) for x in (q, k, lse))
+    return (q @ k.T / float(np.sqrt(q.shape[-1])) - lse).exp()
+
+
+def probs_exp_clipped(q, k, lse):  # exp(s) / exp(L) with the overflow clipped away
+    s = np.minimum(q @ k.T / np.sqrt(q.shape[-1]), 700.0)
+    with np.errstate(all="ignore"):
+        return np.exp(s) / np.exp(np.minimum(lse, 700.0))
 
 
 def probs_einsum(q, k, lse):
@@ -141,18 +179,47 @@ def test_wrong_merges_fail(wrong):
         checks.check_15_1(wrong)
 
 
-@pytest.mark.parametrize("valid", [merge_in_log_space, merge_flat, merge_float32])
+def test_empty_state_with_m_zero_fails_pointing_at_the_empty_state():
+    """m = 0 for the state of no keys: right until a masked prefix meets scores below -745."""
+    with np.errstate(all="ignore"), pytest.raises(AssertionError) as info:
+        checks.check_15_1(merge_empty_is_zero)
+    message = str(info.value)
+    assert "scores near -1000" in message and "no key" in message and "m = -inf" in message
+
+
+def test_underflow_elsewhere_gets_another_hint():
+    with np.errstate(all="ignore"), pytest.raises(AssertionError) as info:
+        checks.check_15_1(merge_shift_at_least_zero)
+    message = str(info.value)
+    assert "underflows" in message and "two states with no key" not in message
+
+
+@pytest.mark.parametrize("answer", [lambda a, b: ("m", "l", "acc"), lambda a, b: [[1, 2], [3], 4]])
+def test_merge_that_returns_no_numbers_fails_cleanly(answer):
+    with pytest.raises(AssertionError):
+        checks.check_15_1(answer)
+
+
+@pytest.mark.parametrize("answer", [lambda q, k, lse: "P", lambda q, k, lse: [[1], [2, 3]]])
+def test_block_probs_that_returns_no_numbers_fails_cleanly(answer):
+    with pytest.raises(AssertionError):
+        checks.check_15_2(answer)
+
+
+@pytest.mark.parametrize("valid", [merge_in_log_space, merge_flat, merge_float32, merge_tensors])
 def test_other_valid_merges_pass(valid):
     assert checks.check_15_1(valid) == checks.CORRECT
 
 
-@pytest.mark.parametrize("wrong", [probs_block_softmax, probs_unscaled, probs_ratio, probs_plus])
+@pytest.mark.parametrize(
+    "wrong", [probs_block_softmax, probs_unscaled, probs_ratio, probs_plus, probs_exp_clipped]
+)
 def test_wrong_block_probs_fail(wrong):
     with np.errstate(all="ignore"), pytest.raises(AssertionError):
         checks.check_15_2(wrong)
 
 
-@pytest.mark.parametrize("valid", [probs_float32, probs_einsum])
+@pytest.mark.parametrize("valid", [probs_float32, probs_einsum, probs_tensor, probs_on_tensors])
 def test_other_valid_block_probs_pass(valid):
     assert checks.check_15_2(valid) == checks.CORRECT
 
@@ -173,3 +240,35 @@ def test_notebook_ships_placeholders_and_calls_every_check():
     for name in ("merge", "block_probs"):
         defining = [c for c in cells if f"def {name}(" in c]
         assert len(defining) == 1 and "NotImplementedError(" in defining[0], name
+
+
+def test_exercise_2_is_not_written_before_it():
+    """No cell before exercise 2 states P_j from L: neither the formula nor the code."""
+    nb = json.loads(next(LESSONS.glob("15_*.ipynb")).read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in nb["cells"]]
+    exercise = next(i for i, c in enumerate(cells) if "def block_probs(" in c)
+    before = "\n".join(cells[:exercise]).replace(" ", "")
+    for formula in ("e^{S_j-L}", "e^{s-L}", "-lse)", "e^{S-L}", "-L}"):
+        assert formula not in before, formula
+    after = "\n".join(cells[exercise:]).replace(" ", "")
+    assert "P_j=e^{S_j-L}" in after  # stated once the exercise is behind
+
+
+def test_online_softmax_figure_draws_every_block():
+    """lessons/figures/online_softmax.py: one panel per key block plus the whole row (and
+    the colour bar); the running state after the last block is the whole row's (m, l)."""
+    from figures.online_softmax import online_softmax_figure, running_states
+
+    for n_keys, block in ((12, 4), (10, 2), (6, 6)):
+        fig = online_softmax_figure(n_keys=n_keys, block=block)
+        panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+        assert len(panels) == n_keys // block + 1
+        assert sum(p.get_gid() == "score" for ax in panels for p in ax.patches) == 5 * n_keys * (
+            n_keys // block + 1
+        )
+        fig.canvas.draw()
+    s = np.random.default_rng(1).normal(0, 300, (4, 9))
+    m, l = running_states(s, 4)[-1]
+    assert np.allclose(m, s.max(1)) and np.allclose(l, np.exp(s - s.max(1, keepdims=True)).sum(1))
+    with pytest.raises(ValueError):
+        online_softmax_figure(n_keys=10, block=4)

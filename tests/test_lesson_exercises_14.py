@@ -4,11 +4,15 @@
   splits, lost or repeated rows and a greedy that never updates its loads fail; the reference
   (longest first), a greedy in the given order, a round-robin over sorted rows and answers as
   lists or tuples pass.
-- check_14_2 (the ring through a recording ``send``): ``np.sum`` into every buffer (with or
-  without messages around it), everyone-to-rank-0, one phase only, wrong chunk indices,
-  adding in the all-gather, sending both ways and not using what ``send`` returns fail; the
-  ring to the left, a step's messages gathered before they are applied, ranks visited in
-  reverse and chunks carried as float32 pass.
+- check_14_2 (the all-gather through a recording ``send``, after the check's reduce-scatter):
+  ``np.sum`` into every buffer (with or without messages around it), everyone-to-rank-0, the
+  reduce-scatter's chunk indices, adding what arrives, a step short or too many, sending both
+  ways, reading the sender's buffer instead of what ``send`` returned (after the call or
+  before it), received chunks kept in a copy and the whole ring again fail, each with its own
+  hint; the all-gather to the left, a step's messages gathered before they are applied, ranks
+  visited in reverse and chunks carried as float32 pass.
+- the ring figure (lessons/figures/ring_allreduce.py) draws 2(N-1) steps and one arrow per
+  rank and step; no lesson cell before exercise 2 writes the all-gather.
 - check_14_3: a float32 answer passes (it was rejected at rtol 1e-9); the failure message
   says where to look, not the formula.
 """
@@ -16,6 +20,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -82,24 +87,25 @@ def test_14_1_accepts(name, capsys):
     assert checks.check_14_1(SPLIT_VALID[name]) == checks.CORRECT
 
 
-# ------------------------------------------------------------------ 14.2: ring_with_send
-def _sum_everywhere(buffers, send):  # no ring at all: what the old check let through
+# ------------------------------------------------------------------ 14.2: all_gather_with_send
+# The check runs section 2's reduce-scatter first: rank r then holds chunk (r + 1) mod N
+# complete, and the answer finishes the all-reduce.
+def _sum_everywhere(buffers, send):  # no ring at all
     total = np.sum(buffers, axis=0)
     for b in buffers:
         b[...] = total
 
 
-def _sum_then_ring(buffers, send):  # the sum first, then the ring's messages for show
+def _sum_then_gather(buffers, send):  # the sum first, then the messages for show
     _sum_everywhere(buffers, send)
-    s14.ring_with_send([b.copy() for b in buffers], send)
+    s14.all_gather_with_send(buffers, send)
 
 
-def _ring_for_show_then_sum(buffers, send):  # the right messages, their data ignored
+def _gather_for_show_then_sum(buffers, send):  # the right messages, their data ignored
     N = len(buffers)
-    for phase in range(2):
-        for k in range(N - 1):
-            for r in range(N):
-                send(r, (r + 1) % N, (r - k + phase) % N)
+    for k in range(N - 1):
+        for r in range(N):
+            send(r, (r + 1) % N, (r + 1 - k) % N)
     _sum_everywhere(buffers, send)
 
 
@@ -114,121 +120,138 @@ def _through_rank0(buffers, send):  # the naive all-reduce: everything to rank 0
             chunks[r][c][...] = send(0, r, c)
 
 
-def _ring(
-    buffers,
-    send,
-    *,
-    gather_index=1,
-    add_in_gather=False,
-    overwrite_in_scatter=False,
-    phases=2,
-    alternate=False,
-):
-    """The reference ring with one mistake switched on."""
+def _gather(buffers, send, *, start=1, add=False, steps=None, alternate=False, shared=None):
+    """The reference all-gather with one mistake switched on. ``shared``: read the chunk out
+    of the sender's buffer "after" the send, or "before" it, instead of send's return value."""
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]
-    for k in range(N - 1):
+    for k in range(N - 1 if steps is None else steps(N)):
         for r in range(N):
             dst = (r - 1) % N if alternate and k % 2 else (r + 1) % N
-            c = (r - k) % N
+            c = (r + start - k) % N
+            if shared == "before":
+                chunks[dst][c][...] = chunks[r][c]
             data = send(r, dst, c)
-            if overwrite_in_scatter:
-                chunks[dst][c][...] = data
-            else:
+            if shared == "after":
+                data = chunks[r][c]
+            if add:
                 chunks[dst][c] += data
-    for k in range(N - 1) if phases == 2 else ():
-        for r in range(N):
-            c = (r + gather_index - k) % N
-            data = send(r, (r + 1) % N, c)
-            if add_in_gather:
-                chunks[(r + 1) % N][c] += data
             else:
-                chunks[(r + 1) % N][c][...] = data
+                chunks[dst][c][...] = data
 
 
-def _ring_left(buffers, send):  # the mirror image: chunks travel to the previous rank
+def _whole_ring_again(buffers, send):  # the reduce-scatter once more, then the all-gather
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]
     for k in range(N - 1):
         for r in range(N):
-            c = (r + k) % N
-            chunks[(r - 1) % N][c] += send(r, (r - 1) % N, c)
+            chunks[(r + 1) % N][(r - k) % N] += send(r, (r + 1) % N, (r - k) % N)
+    s14.all_gather_with_send(buffers, send)
+
+
+def _gather_left(buffers, send):  # the mirror image: chunks travel to the previous rank
+    N = len(buffers)
+    chunks = [np.array_split(b, N) for b in buffers]
     for k in range(N - 1):
         for r in range(N):
-            c = (r - 1 + k) % N
+            c = (r + 1 + k) % N
             chunks[(r - 1) % N][c][...] = send(r, (r - 1) % N, c)
 
 
-def _ring_step_at_once(buffers, send):  # a step's messages all sent, then all applied
+def _gather_step_at_once(buffers, send):  # a step's messages all sent, then all applied
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]
-    for phase in range(2):
-        for k in range(N - 1):
-            inbox = [
-                ((r + 1) % N, (r - k + phase) % N, send(r, (r + 1) % N, (r - k + phase) % N))
-                for r in range(N)
-            ]
-            for dst, c, data in inbox:
-                if phase == 0:
-                    chunks[dst][c] += data
-                else:
-                    chunks[dst][c][...] = data
+    for k in range(N - 1):
+        inbox = [((r + 1) % N, (r + 1 - k) % N, send(r, (r + 1) % N, (r + 1 - k) % N))
+                 for r in range(N)]  # fmt: skip
+        for dst, c, data in inbox:
+            chunks[dst][c][...] = data
 
 
-def _ring_reversed_ranks(buffers, send):  # ranks visited N-1 .. 0 inside a step
+def _gather_reversed_ranks(buffers, send):  # ranks visited N-1 .. 0 inside a step
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]
-    for phase in range(2):
-        for k in range(N - 1):
-            for r in reversed(range(N)):
-                c = (r - k + phase) % N
-                data = send(r, (r + 1) % N, c)
-                if phase == 0:
-                    chunks[(r + 1) % N][c] += data
-                else:
-                    chunks[(r + 1) % N][c][...] = data
+    for k in range(N - 1):
+        for r in reversed(range(N)):
+            c = (r + 1 - k) % N
+            chunks[(r + 1) % N][c][...] = send(r, (r + 1) % N, c)
 
 
-RING_WRONG = {
-    "np.sum into every buffer": _sum_everywhere,
-    "np.sum, then the ring for show": _sum_then_ring,
-    "the ring's messages, then np.sum": _ring_for_show_then_sum,
-    "everything through rank 0": _through_rank0,
-    "reduce-scatter only": lambda b, s: _ring(b, s, phases=1),
-    "all-gather sends the wrong chunk": lambda b, s: _ring(b, s, gather_index=0),
-    "all-gather adds": lambda b, s: _ring(b, s, add_in_gather=True),
-    "reduce-scatter overwrites": lambda b, s: _ring(b, s, overwrite_in_scatter=True),
-    "both directions": lambda b, s: _ring(b, s, alternate=True),
-    "send's data ignored": lambda b, s: [s(r, (r + 1) % len(b), 0) for r in range(len(b))],
+def _gather_in_a_copy(buffers, send):  # received chunks kept aside: send() reads the buffers
+    N = len(buffers)
+    mine = [b.copy() for b in buffers]
+    chunks = [np.array_split(b, N) for b in mine]
+    for k in range(N - 1):
+        for r in range(N):
+            c = (r + 1 - k) % N
+            chunks[(r + 1) % N][c][...] = send(r, (r + 1) % N, c)
+    for b, m in zip(buffers, mine, strict=True):
+        b[...] = m
+
+
+def _gather_float32(buffers, send):  # the chunks carried as float32
+    s14.all_gather_with_send(buffers, lambda src, dst, c: send(src, dst, c).astype(np.float32))
+
+
+GATHER_WRONG = {  # name: (answer, words the failure's message must contain)
+    "np.sum into every buffer": (_sum_everywhere, "counted twice"),
+    "np.sum, then the all-gather for show": (_sum_then_gather, "counted twice"),
+    "the all-gather's messages, then np.sum": (_gather_for_show_then_sum, "NaN"),
+    "everything through rank 0": (_through_rank0, "complete"),
+    "the reduce-scatter's chunks": (lambda b, s: _gather(b, s, start=0), "complete"),
+    "adds what arrives": (lambda b, s: _gather(b, s, add=True), "counted twice"),
+    "one step short": (lambda b, s: _gather(b, s, steps=lambda N: N - 2), "sum of all"),
+    "one step too many": (lambda b, s: _gather(b, s, steps=lambda N: N), "messages in all"),
+    "both directions": (lambda b, s: _gather(b, s, alternate=True), ""),
+    "reads the sender's buffer after send": (lambda b, s: _gather(b, s, shared="after"), "NaN"),
+    "writes the sender's chunk before send": (
+        lambda b, s: _gather(b, s, shared="before"),
+        "not reached it",
+    ),
+    "send's data ignored": (lambda b, s: [s(r, (r + 1) % len(b), 0) for r in range(len(b))], ""),
+    "the whole ring again": (_whole_ring_again, "complete"),
+    "received chunks kept in a copy": (_gather_in_a_copy, "complete"),  # send reads the buffer
 }
 
 
-def _ring_float32(buffers, send):  # the chunks carried as float32
-    s14.ring_with_send(buffers, lambda src, dst, c: send(src, dst, c).astype(np.float32))
+def _buffers_replaced_by_tensors(buffers, send):  # new objects, not the buffers filled
+    import minitransformer as mt
+
+    for r in range(len(buffers)):
+        buffers[r] = mt.tensor(buffers[r])
 
 
-RING_VALID = {
-    "chunks as float32": _ring_float32,
-    "reference": s14.ring_with_send,
-    "to the left": _ring_left,
-    "a step at once": _ring_step_at_once,
-    "ranks in reverse": _ring_reversed_ranks,
+GATHER_WRONG["buffers replaced by Tensors"] = (_buffers_replaced_by_tensors, "in place")
+GATHER_WRONG["buffers replaced by a shorter array"] = (
+    lambda b, s: b.__setitem__(0, b[0][:1]),
+    "in place",
+)
+
+GATHER_VALID = {
+    "reference": s14.all_gather_with_send,
+    "chunks as float32": _gather_float32,
+    "to the left": _gather_left,
+    "a step at once": _gather_step_at_once,
+    "ranks in reverse": _gather_reversed_ranks,
 }
 
 
-@pytest.mark.parametrize("name", RING_WRONG)
+@pytest.mark.parametrize("name", GATHER_WRONG)
 def test_14_2_catches(name):
-    with pytest.raises(AssertionError):
-        checks.check_14_2(RING_WRONG[name])
+    answer, words = GATHER_WRONG[name]
+    with pytest.raises(AssertionError) as err:
+        checks.check_14_2(answer)
+    assert words in str(err.value)
 
 
-@pytest.mark.parametrize("name", RING_VALID)
+@pytest.mark.parametrize("name", GATHER_VALID)
 def test_14_2_accepts(name):
-    assert checks.check_14_2(RING_VALID[name]) == checks.CORRECT
+    assert checks.check_14_2(GATHER_VALID[name]) == checks.CORRECT
 
 
 def test_14_2_send_records_the_traffic():
-    """The recording network: one chunk's bytes per message, a copy (not a view) returned."""
+    """The recording network: one chunk's bytes per message, a copy (not a view) returned;
+    in the all-gather the sender's copy is blanked until the answer returns, then put back."""
     from checks.lesson14 import _Traffic
 
     net = _Traffic(4, 10, np.random.default_rng(0))
@@ -238,6 +261,51 @@ def test_14_2_send_records_the_traffic():
     assert np.all(net.buffers[0] != 0)
     with pytest.raises(AssertionError):
         net.send(0, 4, 0)  # no rank 4
+    net = _Traffic(3, 9, np.random.default_rng(0))
+    net.reduce_scatter()
+    assert net.log == [] and net.blank
+    kept = net.buffers[0][3:6].copy()  # rank 0 holds chunk 1 complete
+    assert np.all(net.send(0, 1, 1) == kept) and np.all(np.isnan(net.buffers[0][3:6]))
+    net.restore()
+    assert np.all(net.buffers[0][3:6] == kept)
+
+
+def test_no_lesson_cell_writes_the_all_gather():
+    """Exercise 2 is not given away: no cell before it sends chunks in an all-gather (the
+    simulation and the MPI script show the reduce-scatter; MPI's Allgatherv does the rest)."""
+    nb = json.loads((LESSONS / "14_data_parallelism.ipynb").read_text(encoding="utf-8"))
+    cells = ["".join(c["source"]) for c in nb["cells"]]
+    exercise = next(i for i, c in enumerate(cells) if "def all_gather_with_send(" in c)
+    before = "\n".join(cells[:exercise])
+    figure = (LESSONS / "figures" / "ring_allreduce.py").read_text(encoding="utf-8")
+    for text in (before, figure):  # the all-gather's index arithmetic, in any spelling
+        assert "1 - k)" not in text and "1 + k)" not in text and "-k + 1" not in text
+    assert "travel once around the ring" in before and "Allgatherv" in before
+
+
+# ------------------------------------------------------------------ ring figure
+def test_ring_figure_draws_every_step():
+    """lessons/figures/ring_allreduce.py: 2(N-1) steps that end with every chunk complete, one
+    panel per step plus one after each phase, one arrow per rank and step."""
+    from figures.ring_allreduce import ring_figure, ring_schedule
+
+    for N in (2, 3, 4, 5):
+        steps, final = ring_schedule(N)
+        assert [s[0] for s in steps] == ["reduce-scatter"] * (N - 1) + ["all-gather"] * (N - 1)
+        assert all(x == frozenset(range(N)) for row in final for x in row)
+        after_rs = steps[N - 1][2]
+        assert all(after_rs[r][(r + 1) % N] == frozenset(range(N)) for r in range(N))
+        for _, _, _, sends in steps:
+            assert sorted(s for s, _, _ in sends) == list(range(N))
+            assert all(d == (s + 1) % N for s, d, _ in sends)
+    fig = ring_figure(4)
+    assert len(fig.axes) == 2 * 4
+    arrows = [p for ax in fig.axes for p in ax.patches if p.get_gid() == "send"]
+    assert len(arrows) == 2 * (4 - 1) * 4
+    assert sum(p.get_gid() == "chunk" for ax in fig.axes for p in ax.patches) == 8 * 4 * 4
+    fig.canvas.draw()
+    with pytest.raises(ValueError):
+        ring_schedule(1)
 
 
 # ------------------------------------------------------------------ 14.3: equal_terms_size

@@ -14,17 +14,13 @@ def balanced_split(row_tokens, N):
     return [np.array(s, dtype=np.int64) for s in shards]
 
 
-# Exercise 2: the ring of section 2, every chunk travelling through send(); at step k rank r
-# sends chunk (r - k) mod N to the right (reduce-scatter: the receiver adds it in), then
-# chunk (r + 1 - k) mod N (all-gather: the receiver overwrites its copy)
-def ring_with_send(buffers, send):
+# Exercise 2: after the reduce-scatter rank r holds chunk (r + 1) mod N complete. At step k
+# of the all-gather rank r passes chunk (r + 1 - k) mod N to the right: the complete chunk it
+# started with, then each step the one it has just received; the receiver overwrites its copy.
+def all_gather_with_send(buffers, send):
     N = len(buffers)
     chunks = [np.array_split(b, N) for b in buffers]  # views into each rank's buffer
-    for k in range(N - 1):  # reduce-scatter
-        for r in range(N):
-            c = (r - k) % N
-            chunks[(r + 1) % N][c] += send(r, (r + 1) % N, c)
-    for k in range(N - 1):  # all-gather
+    for k in range(N - 1):
         for r in range(N):
             c = (r + 1 - k) % N
             chunks[(r + 1) % N][c][...] = send(r, (r + 1) % N, c)
