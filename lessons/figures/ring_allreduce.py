@@ -130,7 +130,7 @@ def ring_figure(N: int = 4) -> Figure:
     fig.suptitle(
         f"Ring all-reduce, {N} ranks, each buffer in {N} chunks (a box lists whose numbers it "
         "sums).\nReduce-scatter: the receiver adds the chunk in; all-gather: it overwrites its "
-        "copy. Arrows: the chunk each rank sends to its right neighbour (dashed: back to rank 0)",
+        "copy.\nArrows: the chunk each rank sends to its right neighbour (dashed: back to rank 0)",
         fontsize=10,
     )
     return fig
