@@ -5,7 +5,10 @@
   ``None`` so that Jupyter shows no ``Out[]`` under the check cell; an answer that passes prints
   ``✓ ... correct`` and returns ``CORRECT`` (lessons test it: ``if checks.check_NN_K(...) ==
   checks.CORRECT:`` runs an experiment only on a right answer); a wrong one raises the check's
-  ``AssertionError``.
+  ``AssertionError``. A check never crashes on an answer: anything else raised while checking it
+  (the answer's own error, or a value of a kind the check cannot use: a string, a Tensor where
+  an array was meant, a wrong shape) becomes an ``AssertionError`` that names the error and
+  what to return, chained to the original so the traceback still shows the line.
 - ``_rng(seed)``: the seeded NumPy generator every check draws its inputs from.
 - ``_softmax(s)``: a plain NumPy softmax over the last axis (lessons 05 and 06).
 """
@@ -42,6 +45,14 @@ def _exercise(name: str) -> Callable:
             except (NotImplementedError, _NotAttempted):
                 print(f"{name}: not attempted yet (replace the placeholder, then run this cell)")
                 return NOT_ATTEMPTED
+            except AssertionError:
+                raise
+            except Exception as error:  # the answer raised, or is of a kind the check can't use
+                raise AssertionError(
+                    f"{name}: checking your answer raised {type(error).__name__}: {error}. "
+                    "If the traceback above ends in your code, that is where to look; else "
+                    "return what the exercise asks for (its type and shape are in its text)"
+                ) from error
             print(f"✓ {name}: correct")
             return CORRECT
 
