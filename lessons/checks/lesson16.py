@@ -8,9 +8,15 @@ The oracles are the library's own: ``TransformerConfig.num_parameters`` of the c
 ``nn/marian_config.py`` reads from the same dict, ``sinusoid_table(..., "halves")`` of
 ``nn/positional.py``, and a NumPy feed-forward in PyTorch's ``nn.Linear`` convention
 (y = x Wᵀ + b, W stored as (d_out, d_in)). Answers may be ints, NumPy integers or integral
-floats (exercise 1), and float32 or float64 NumPy arrays or library tensors (2 and 3).
+floats (exercise 1), and float32 or float64 NumPy arrays or library tensors (2 and 3). An
+answer that raises, or returns something else, gets an AssertionError with a hint, never a
+crash. Exercises 1 and 2 ask for the answer written out: an answer whose code calls the
+library's oracle (``num_parameters``, ``config_from_marian``, ``marian_names``;
+``sinusoid_table``) is refused by name. Exercise 1's hints name the mistake by its exact
+amount (``_mistakes``: a missing cross-attention, LayerNorm, bias or logits bias, untied
+embeddings, learned positions, weights per head each miss or add a different number).
 
-This module is not re-exported by ``checks/__init__.py``: the notebook imports it as
+``checks/__init__.py`` re-exports the three; the notebook imports them as
 ``from checks.lesson16 import ...``. See the package docstring for what a check does.
 """
 
@@ -76,35 +82,117 @@ def _expected_count(d: dict[str, Any]) -> int:
     return config_from_marian(dict(d)).num_parameters()
 
 
+def _names_used(fn: Any, depth: int = 3) -> set[str]:
+    """The global and attribute names ``fn``'s code uses: its nested functions' too, and those
+    of the functions it calls by name from its own module (a helper cell), ``depth`` deep."""
+    code, names = getattr(fn, "__code__", None), set()
+    if code is None:
+        return names
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack += [k for k in c.co_consts if hasattr(k, "co_names")]
+    for name in list(names) if depth else ():
+        helper = getattr(fn, "__globals__", {}).get(name)
+        if callable(helper) and getattr(helper, "__module__", None) == fn.__module__:
+            names |= _names_used(helper, depth - 1)
+    return names
+
+
+def _call(fn: Callable, args: tuple, where: str, hint: str) -> Any:
+    """``fn(*args)``; an exception other than NotImplementedError becomes an AssertionError."""
+    try:
+        return fn(*args)
+    except NotImplementedError:
+        raise
+    except Exception as err:
+        message = " ".join(str(err).split())[:200]
+        raise AssertionError(
+            f"{where} raised {type(err).__name__}: {message}; hint: {hint}"
+        ) from None
+
+
 def _whole_number(got: object, where: str) -> int:
-    """An int from an int, a NumPy integer or an integral float (not a bool or a string)."""
+    """An int from an int, a NumPy integer, an integral float or a 0-d library tensor."""
+    if hasattr(got, "numpy") and callable(got.numpy):
+        got = got.numpy()
     value = np.asarray(got) if not isinstance(got, str | bytes | bool) else np.asarray(None)
     ok = value.ndim == 0 and value.dtype.kind in "iuf" and bool(np.isfinite(value))
     assert ok and value == np.round(value), (
-        f"{where}: you return {got!r}; return a whole number of parameters (an int)"
+        f"{where}: you return {got!r:.80}; return a whole number of parameters (an int)"
     )
     return int(value)
 
 
-def _count_hint(d: dict[str, Any], got: int, want: int) -> str:
+POST_LN = (
+    "Marian is post-LN with no layernorm_embedding: there is no LayerNorm outside the layers "
+    "(none after the last layer, none on the embeddings)"
+)
+
+
+def _mistakes(d: dict[str, Any]) -> list[tuple[int, str]]:
+    """(count − the right count, hint) of each mistake a count of config ``d`` can make alone,
+    in a fixed order (0: a mistake that config ``d`` does not show). Two mistakes may share
+    an amount on one config (on opus-mt's, no LayerNorms = no feed-forward biases), never on
+    all of ``CONFIGS``: the check names the one that fits every config."""
     D, V, L = d["d_model"], d["vocab_size"], d["max_position_embeddings"]
-    diff = got - want
-    if diff == -V:
-        return "one row of V numbers is missing: what does Marian add to the logits?"
-    if diff in (V * D, 2 * V * D, -V * D):
-        return (
-            "the embeddings: share_encoder_decoder_embeddings means one matrix for the source, "
-            "the target and the output projection"
-        )
-    if diff in (L * D, 2 * L * D):
-        return "the positions are sinusoids computed from a formula: are they learned?"
-    if diff % (2 * D) == 0 and diff != 0:
-        return "off by a multiple of 2 d_model: count the LayerNorms (γ and β) of each layer"
-    if d["decoder_layers"] != d["encoder_layers"] or d["decoder_ffn_dim"] != d["encoder_ffn_dim"]:
-        return (
-            "this config's decoder has other sizes than its encoder (decoder_layers, "
-            "decoder_ffn_dim): does your count read them?"
-        )
+    Ne, Nd, fe, fd = (d[k] for k in ("encoder_layers", "decoder_layers", "encoder_ffn_dim",
+                                     "decoder_ffn_dim"))  # fmt: skip
+    he, hd = d["encoder_attention_heads"], d["decoder_attention_heads"]
+    attention, attentions, norms = 4 * (D * D + D), Ne + 2 * Nd, 2 * Ne + 3 * Nd
+    ffn_layer = Ne * (D * fe + D) + Nd * (D * fd + D)  # fc2 (or fc1 with d_model for d_ff)
+    embed = "share_encoder_decoder_embeddings: one matrix embeds source and target and makes "
+    positions = "the positions are sinusoids computed from a formula: are they learned?"
+    mistakes = [
+        (-V, "one vector of vocab_size numbers is missing: what does Marian add to the logits?"),
+        (V * D, embed + "the logits; you count it twice"),
+        (2 * V * D, embed + "the logits; you count it three times"),
+        (-V * D, "the shared embedding itself (vocab_size × d_model) is missing"),
+        (L * D, positions),
+        (2 * L * D, positions),
+        (-Nd * attention, "a decoder layer has two attentions: self-attention and the "
+                          "cross-attention over the encoder's output; one is missing"),
+        (Ne * attention, "only the decoder attends to the other side: an encoder layer has "
+                         "self-attention alone"),
+        (-attentions * (D * D + D), "each attention has four projections, with a bias each: "
+                                    "queries, keys, values and the output W_o"),
+        (-Nd * 2 * D, "a decoder layer has three sublayers, each followed by its own LayerNorm"),
+        (Ne * 2 * D, "an encoder layer has two sublayers, so two LayerNorms"),
+        (-norms * 2 * D, "the LayerNorms are missing: one after every sublayer"),
+        (-norms * D, "a LayerNorm has two vectors of d_model numbers, γ and β"),
+        (2 * D, POST_LN),
+        (4 * D, POST_LN),
+        (-(attentions * 4 * D + Ne * (fe + D) + Nd * (fd + D)),
+         "the biases are missing: every linear map, the attentions' and the feed-forward's, "
+         "adds one"),
+        (-attentions * 4 * D, "the attention projections' biases are missing"),
+        (-(Ne * (fe + D) + Nd * (fd + D)), "the feed-forward's biases are missing"),
+        (-ffn_layer, "the feed-forward has two linear maps, d_model → d_ff → d_model"),
+        (Ne * (he - 1) * attention + 2 * Nd * (hd - 1) * attention,
+         "the heads split d_model: all of an attention's heads together use one d_model × "
+         "d_model matrix per projection, not one each"),
+    ]  # fmt: skip
+    sizes = ("layers", "attention_heads", "ffn_dim")
+    own = _expected_count({**d, **{f"decoder_{k}": d[f"encoder_{k}"] for k in sizes}})
+    mistakes.append((own - _expected_count(d), "a config's decoder may have other sizes than "
+                     "its encoder (decoder_layers, decoder_ffn_dim, ...): your count uses the "
+                     "encoder's"))  # fmt: skip
+    return mistakes
+
+
+def _count_hint(diffs: list[int]) -> str:
+    """The hint of the mistake (or the two) whose amounts are got − want on every config."""
+    table = [_mistakes(d) for d in CONFIGS]  # table[config][mistake] = (amount, hint)
+    amounts = [[row[k][0] for row in table] for k in range(len(table[0]))]
+    hints = [hint for _, hint in table[0]]
+    for k, amount in enumerate(amounts):
+        if amount == diffs:
+            return hints[k]
+    for k, a in enumerate(amounts):
+        for j in range(k + 1, len(amounts)):
+            if [x + y for x, y in zip(a, amounts[j], strict=True)] == diffs:
+                return f"two things, it seems: {hints[k]}; and {hints[j]}"
     return (
         "count one encoder layer and one decoder layer on paper first: each attention's four "
         "projections with their biases (the heads only split d_model), the feed-forward's two "
@@ -112,18 +200,28 @@ def _count_hint(d: dict[str, Any], got: int, want: int) -> str:
     )
 
 
+ORACLES = ("num_parameters", "config_from_marian", "marian_names")
+
+
 @_exercise("Exercise 1 (the parameters of a Marian config.json)")
 def check_16_1(count_parameters: Callable) -> None:
+    used = sorted(_names_used(count_parameters) & set(ORACLES))
+    assert not used, (
+        f"count_parameters calls {', '.join(used)}: the library's own count. Write the sum "
+        "yourself, layer by layer; compare with num_parameters() once the check passes"
+    )
+    keys, diffs, first = sorted(CONFIGS[0]), [], None
     for d in CONFIGS:
         where = (
             f"count_parameters(d_model={d['d_model']}, layers {d['encoder_layers']}+"
             f"{d['decoder_layers']}, vocab_size={d['vocab_size']})"
         )
-        got = _whole_number(count_parameters(dict(d)), where)
-        want = _expected_count(d)
-        assert got == want, (
-            f"{where} = {got:,}, expected {want:,}; hint: {_count_hint(d, got, want)}"
-        )
+        got = _call(count_parameters, (dict(d),), where, f"the config dict has the keys {keys}")
+        got, want = _whole_number(got, where), _expected_count(d)
+        diffs.append(got - want)
+        if got != want and first is None:
+            first = f"{where} = {got:,}, expected {want:,} (off by {got - want:+,})"
+    assert first is None, f"{first}; hint: {_count_hint(diffs)}"
 
 
 # --------------------------------------------------------- exercise 2: the halves table
@@ -147,12 +245,19 @@ def _tolerance(arr: np.ndarray) -> float:
 def check_16_2(halves_table: Callable) -> None:
     from minitransformer.nn.positional import sinusoid_table
 
+    assert "sinusoid_table" not in _names_used(halves_table), (
+        "halves_table calls sinusoid_table, the library's answer: build the table yourself "
+        "from the angles θ_i"
+    )
     for max_len, d_model in ((50, 16), (3, 512), (1, 2), (9, 6), (12, 20)):
         where = f"halves_table({max_len}, {d_model})"
-        got = _as_float_array(halves_table(max_len, d_model), where)
+        got = _call(halves_table, (max_len, d_model), where,
+                    "it is called with two ints, max_len and d_model (even)")  # fmt: skip
+        got = _as_float_array(got, where)
         assert got.shape == (max_len, d_model), (
             f"{where}: shape {got.shape}, expected (max_len, d_model) = {(max_len, d_model)}"
         )
+        assert np.isfinite(got).all(), f"{where}: your table holds NaN or inf values"
         want = sinusoid_table(max_len, d_model, "halves")
         tol = _tolerance(got)
         if np.allclose(got, want, rtol=tol, atol=tol):
@@ -160,12 +265,20 @@ def check_16_2(halves_table: Callable) -> None:
         inter = sinusoid_table(max_len, d_model, "interleaved")
         half = d_model // 2
         swapped = np.concatenate([want[:, half:], want[:, :half]], axis=1)
-        if np.allclose(got, inter, atol=1e-4):
+        reversed_halves = np.concatenate([want[:, half - 1 :: -1], want[:, : half - 1 : -1]], 1)
+        if got.dtype == np.float16:
+            hint = "float16 rounds sin and cos to about 3 digits: return float32 or float64"
+        elif np.allclose(got, inter, atol=1e-4):
             hint = (
                 "this is the paper's interleaved table; Marian's holds its values in another order"
             )
         elif np.allclose(got, swapped, atol=1e-4):
             hint = "sines and cosines are in each other's place"
+        elif d_model > 2 and np.allclose(got, reversed_halves, atol=1e-4):
+            hint = (
+                "the sines come first and the cosines second, but each half runs the wrong "
+                "way: which θ_i goes into the first column?"
+            )
         elif np.allclose(got[0], want[0], atol=1e-4):
             hint = (
                 "position 0 is right, the others not: look at the angles (which exponent "
@@ -175,7 +288,7 @@ def check_16_2(halves_table: Callable) -> None:
             hint = "position 0 is wrong too: which positions does the table start from?"
         raise AssertionError(
             f"{where}: not Marian's table (largest difference {np.abs(got - want).max():.3g}); "
-            f"hint: {hint}. Compare with the formula in this lesson's section 1"
+            f"hint: {hint}. The angles θ_i are in the cell above the exercise"
         )
 
 
@@ -219,6 +332,7 @@ def check_16_3(marian_ffn: Callable) -> None:
             ) from None
         got = _as_float_array(got, where)
         assert got.shape == x.shape, f"{where}: shape {got.shape}, expected x's {x.shape}"
+        assert np.isfinite(got).all(), f"{where}: your output holds NaN or inf values"
         want = _ffn(x, w1, b1, w2, b2)
         tol = 1e-9 if dtype == np.float64 and got.dtype == np.float64 else 1e-4
         if np.allclose(got, want, rtol=tol, atol=tol):

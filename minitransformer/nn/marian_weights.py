@@ -19,9 +19,13 @@ transposed on the way in and out:
     lm_head.weight (V, D) (no prefix)        out_proj.weight (D, V) (untied)
 
 Positions. Marian's table puts every sine first, then every cosine ("halves"). A model with
-the paper's interleaved table is written as its exact twin: every d_model-wide axis of every
-weight reordered by P = (0, 2, 4, ..., 1, 3, 5, ...), so each feature meets the same
-sinusoid as before (LayerNorm, attention and the FFN do not care about the features' order).
+the paper's interleaved table is written as its exact twin: every residual-stream axis
+reordered by P = (0, 2, 4, ..., 1, 3, 5, ...) (``_feature_axes``: the input axis of W_q, W_k,
+W_v and W_1, the output axis of W_o and W_2 and their biases, the embeddings, the LayerNorms),
+so each feature meets the same sinusoid as before (LayerNorm and the FFN do not care about
+the features' order). The projections' output axis is d_model wide too, but it is split into
+heads: reordering it would mix features across heads and change the function, so it is never
+reordered.
 
 A ``pytorch_model.bin`` is a pickle, which can run code when loaded: it is never opened.
 """
