@@ -1,8 +1,18 @@
-"""Lesson 12, exercise 1 (the projections, counted: the first n at which self-attention with
-its four projections needs at least as many multiply-adds as a recurrent layer with g gates):
-the check rejects the mistakes a learner makes and accepts a right answer in any valid form
-(int, NumPy integer, integral float, a search instead of a formula). The shared cases (the
-solution, the placeholder, four wrong answers) are in tests/test_lesson_exercises.py."""
+"""Lesson 12's exercises and its diagram module.
+
+- Exercise 1 (the projections, counted: the first n at which self-attention with its four
+  projections needs at least as many multiply-adds as a recurrent layer with g gates): the
+  check rejects the mistakes a learner makes and accepts a right answer in any valid form
+  (int, NumPy integer, integral float, one-element array or Tensor, a search).
+- Exercises 2 and 3 (dilated layers; additive scores): odd answer types fail with a hint,
+  never a crash in the check; each usual slip of the additive score gets its own hint; valid
+  forms (a Tensor, a list, a loop over s, the bias added on the query side) pass.
+- ``figures/unrolled_rnn.py`` draws both panels and counts what it drew: 2S + 3T boxes,
+  2S + 3T - 1 arrows (S more with attention), and a path of 2t + 1 state-to-state arrows
+  without attention, 1 with it.
+
+The shared cases (the solution, the placeholder, wrong answers) are in
+tests/test_lesson_exercises.py."""
 
 from __future__ import annotations
 
@@ -11,13 +21,19 @@ import math
 import sys
 from pathlib import Path
 
+import matplotlib
 import numpy as np
 import pytest
+
+import minitransformer as mt
+
+matplotlib.use("Agg")
 
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s12 = importlib.import_module("solutions.lesson12")
+unrolled = importlib.import_module("figures.unrolled_rnn")
 
 
 def _search(d, g):
@@ -54,6 +70,8 @@ VALID = {
     "np.float32": lambda d, g: np.float32(max(1.0, (g - 2.0) * d)),
     "np.maximum": lambda d, g: np.maximum(1, d * (g - 2)),
     "ceil of a ratio": lambda d, g: max(1, math.ceil(d * (2 * g - 4) / 2)),
+    "one-element array": lambda d, g: np.array([max(1, (g - 2) * d)]),
+    "a Tensor": lambda d, g: mt.tensor(float(max(1, (g - 2) * d))),
 }
 
 WRONG = {
@@ -71,6 +89,9 @@ WRONG = {
     "a string": lambda d, g: str(max(1, (g - 2) * d)),
     "None": lambda d, g: None,
     "the crossover in d units": lambda d, g: max(1, g - 2),
+    "section 7's count, (2n - 1)·g·d²": lambda d, g: next(
+        n for n in range(1, 10**5) if 2 * n * n * d + 4 * n * d * d >= (2 * n - 1) * g * d * d
+    ),
 }
 
 
@@ -110,3 +131,137 @@ def test_hints_point_where_to_look_without_the_formula(answer, says):
     message = str(info.value)
     assert says in message
     assert "g - 2" not in message and "(g−2)" not in message and "n^2" not in message
+
+
+# ------------------------------------------------ exercise 2: odd types fail with a hint
+@pytest.mark.parametrize(
+    "answer",
+    [lambda n, k: "3", lambda n, k: None, lambda n, k: float("nan"), lambda n, k: True],
+    ids=["string", "None", "nan", "bool"],
+)
+def test_dilated_layers_odd_types_get_a_hint(answer):
+    with pytest.raises(AssertionError, match="whole number of layers"):
+        checks.check_12_2(answer)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda n, k: float(s12.dilated_layers(n, k)),
+        lambda n, k: np.int64(s12.dilated_layers(n, k)),
+        lambda n, k: mt.tensor(float(s12.dilated_layers(n, k))),
+        lambda n, k: next(L for L in range(64) if k**L >= n),
+    ],
+    ids=["float", "np.int64", "Tensor", "search"],
+)
+def test_dilated_layers_valid_forms_pass(answer):
+    assert checks.check_12_2(answer) == checks.CORRECT
+
+
+# ------------------------------------------------ exercise 3: a hint per slip, no crash
+def _scores(q, m, W_q, W_k, b, v):
+    return np.tanh(q @ W_q + m @ W_k + b) @ v
+
+
+ADDITIVE_VALID = {
+    "a Tensor": lambda *a: mt.tensor(_scores(*a)),
+    "a list": lambda *a: list(_scores(*a)),
+    "a loop over s": lambda q, m, W_q, W_k, b, v: np.array(
+        [v @ np.tanh(q @ W_q + ms @ W_k + b) for ms in m]
+    ),
+    "bias on the query side": lambda q, m, W_q, W_k, b, v: np.tanh((q @ W_q + b) + m @ W_k) @ v,
+    "float32": lambda *a: _scores(*a).astype(np.float32).astype(np.float64),
+}
+
+ADDITIVE_WRONG = {  # answer, what its hint says
+    "no bias": (lambda q, m, W_q, W_k, b, v: np.tanh(q @ W_q + m @ W_k) @ v, "never reaches"),
+    "bias outside tanh": (
+        lambda q, m, W_q, W_k, b, v: (np.tanh(q @ W_q + m @ W_k) + b) @ v,
+        "outside the squashing",
+    ),
+    "no tanh": (lambda q, m, W_q, W_k, b, v: (q @ W_q + m @ W_k + b) @ v, "not squashed"),
+    "tanh after v": (
+        lambda q, m, W_q, W_k, b, v: np.tanh((q @ W_q + m @ W_k + b) @ v),
+        "after the product with v",
+    ),
+    "softmaxed": (
+        lambda *a: np.exp(_scores(*a)) / np.exp(_scores(*a)).sum(),
+        "attention weights",
+    ),
+    "W_q and W_k swapped": (
+        lambda q, m, W_q, W_k, b, v: np.tanh(q @ W_k + m @ W_q + b) @ v,
+        "which weight matrix",
+    ),
+    "shape (S, 1)": (lambda *a: _scores(*a)[:, None], "expected shape"),
+    "a string": (lambda *a: "scores", "return a NumPy array"),
+    "None": (lambda *a: None, "return a NumPy array"),
+    "a dict": (lambda *a: {}, "return a NumPy array"),
+    "NaN": (lambda *a: _scores(*a) * np.nan, "NaN"),
+    "v forgotten (sum over A)": (
+        lambda q, m, W_q, W_k, b, v: np.tanh(q @ W_q + m @ W_k + b).sum(-1),
+        "term by term",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", ADDITIVE_VALID)
+def test_additive_valid_forms_pass(name):
+    assert checks.check_12_3(ADDITIVE_VALID[name]) == checks.CORRECT
+
+
+@pytest.mark.parametrize("name", ADDITIVE_WRONG)
+def test_additive_slips_fail_with_their_own_hint(name):
+    answer, says = ADDITIVE_WRONG[name]
+    with pytest.raises(AssertionError) as info:
+        checks.check_12_3(answer)
+    assert says in str(info.value)
+    assert "tanh(q" not in str(info.value)  # a hint says where to look, not the formula
+
+
+def test_additive_placeholder_is_not_attempted(capsys):
+    def placeholder(q, m, W_q, W_k, b, v):
+        raise NotImplementedError("exercise 3")
+
+    assert checks.check_12_3(placeholder) is checks.NOT_ATTEMPTED
+    assert "not attempted yet" in capsys.readouterr().out
+
+
+# ------------------------------------------------ the diagram (figures/unrolled_rnn.py)
+@pytest.mark.parametrize(("S", "T", "t"), [(4, 4, 2), (5, 5, 3), (3, 6, 0), (1, 1, 0)])
+@pytest.mark.parametrize("attention", [False, True])
+def test_diagram_draws_its_boxes_and_arrows(S, T, t, attention):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    try:
+        p = unrolled.draw_unrolled(ax, S, T, t, attention)
+        assert p.boxes == 2 * S + 3 * T  # x and m per source token; input, h, y per output
+        assert p.arrows == 2 * S + 3 * T - 1 + (S if attention else 0)
+        assert len(ax.patches) == p.boxes + p.arrows
+        # the path x_j -> y_t (j = S - 1 - t): without attention the encoder steps after j,
+        # the hand-over and t decoder steps; with attention one read
+        j = S - 1 - t
+        assert p.path_state_arrows == (1 if attention else (S - 1 - j) + 1 + t)
+        assert p.path_arrows == p.path_state_arrows + 2  # x_j -> m_j and h_t -> y_t
+    finally:
+        plt.close(fig)
+
+
+def test_diagram_figure_two_panels_and_bad_arguments():
+    import matplotlib.pyplot as plt
+
+    fig, panels = unrolled.unrolled_figure(S=5, t=3)
+    try:
+        assert set(panels) == {"without attention", "with attention"}
+        assert panels["without attention"].path_state_arrows == 2 * 3 + 1
+        assert panels["with attention"].path_state_arrows == 1
+        assert len(fig.axes) == 2
+        fig.canvas.draw()  # renders without error
+    finally:
+        plt.close(fig)
+    fig, ax = plt.subplots()
+    try:
+        with pytest.raises(ValueError, match="0 <= t"):
+            unrolled.draw_unrolled(ax, S=3, T=3, t=3)
+    finally:
+        plt.close(fig)

@@ -18,7 +18,7 @@ Without attention the whole source reaches the decoder through h_S alone: the pa
 source token j to output t is (S - 1 - j) + (t + 1) recurrent steps. With attention
 (Bahdanau et al., 2015) each decoder step t first reads a context c_t = sum_s a_ts memory_s,
 with
-    additive ("Bahdanau")  score(q, k_s) = v^T tanh(q W_q + k_s W_k)
+    additive ("Bahdanau")  score(q, k_s) = v^T tanh(q W_q + k_s W_k + b)  (b: W_k's bias)
     dot ("scaled dot")     score(q, k_s) = (q W_q) . k_s / sqrt(H)
 a_t = softmax_s(score(h_{t-1}, memory_s)) over real (non-pad) source tokens; then
 h_t = cell([y_{t-1}; c_t], h_{t-1}) and logits_t = [h_t; c_t] W_o + b_o. The path from
