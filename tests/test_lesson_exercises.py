@@ -504,26 +504,30 @@ CASES = {
     ),
     "09_1": (
         checks.check_09_1,
-        lambda: s9.noam_lr,
+        lambda: s9.decay_step,
         lambda: placeholder,
         [
-            lambda: lambda s, d, w: d**-0.5 * max(s**-0.5, s * w**-1.5),
-            lambda: lambda s, d, w: min(s**-0.5, s * w**-1.5),
+            lambda: lambda f, d, w: w / f,  # decays as 1/s
+            lambda: lambda f, d, w: f * w,  # the warm-up branch
+            lambda: lambda f, d, w: d**0.5 * w / f**2,  # d_model kept
         ],
     ),
     "09_2": (
         checks.check_09_2,
-        lambda: s9.smoothing_floor,
+        lambda: s9.floor_offset,
         lambda: placeholder,
-        [lambda: lambda V, eps: 0.0, lambda: lambda V, eps: -np.log(1 - eps + eps / V)],
+        [
+            lambda: lambda e: -(1 - e) * np.log(1 - e) - e * np.log(e),  # nan at eps = 0
+            lambda: lambda e: -e * math.log(e) if e else 0.0,  # the correct token left out
+        ],
     ),
     "09_3": (
         checks.check_09_3,
-        lambda: s9.adam_first_update,
+        lambda: s9.first_gradient_update,
         lambda: placeholder,
         [
-            lambda: lambda g, lr, eps=1e-9: -lr * g,  # plain SGD
-            lambda: lambda g, lr, eps=1e-9: -lr * 0.1 * g / (np.sqrt(0.02) * np.abs(g) + eps),
+            lambda: lambda g, t, lr, b, eps=1e-9: -lr * g / (np.abs(g) + eps),  # update 1's
+            lambda: lambda g, t, lr, b, eps=1e-9: -s9.first_gradient_update(g, t, lr, b, eps),
         ],
     ),
     "10_1": (
@@ -781,6 +785,8 @@ CASES_12_14 = {
             lambda: lambda x, p: x**2 * p,  # no rescaling
             lambda: lambda x, p: np.float32(x**2 * p),  # no rescaling, in float32
             lambda: lambda x, p: np.float32(x**2 * p * (1 - p)),  # Bernoulli's, in float32
+            lambda: lambda x, p: x * x * (1 - p) / p if p else 0.0,  # the ratio upside down
+            lambda: 0.1 / 0.9,  # a number, not the function
         ],
     ),
     "13_2": (
@@ -798,6 +804,7 @@ CASES_12_14 = {
             lambda: _perplexity(base=2.0),  # 2 ** (cross-entropy in nats)
             lambda: _perplexity(no_exp=True),  # the cross-entropy itself
             lambda: _perplexity(honour_eval_mode=False),  # eval_mode=False ignored
+            lambda: lambda model, pairs: s13.perplexity(model, pairs),  # no eval_mode argument
         ],
     ),
     "13_3": (
@@ -814,6 +821,8 @@ CASES_12_14 = {
             lambda: lambda: ablate.Variant("x", "h 3", model={"h": 3}),  # 64 % 3: does not build
             lambda: lambda: ablate.Variant("x", "random", random_positions=True),
             lambda: lambda: {"model": {"N": 3}},  # not a Variant
+            lambda: lambda: ablate.Variant("x", "N 3", model=[("N", 3)]),  # model= not a dict
+            lambda: lambda: ablate.Variant("x", "P_drop", train={"dropout": "0.3"}),  # a string
         ],
     ),
     "14_1": (
@@ -828,12 +837,12 @@ CASES_12_14 = {
         ],
     ),
     "14_2": (
-        checks.check_14_2,
-        lambda: s14.ring_with_send,
+        checks.check_14_2,  # the all-gather, after the check's own reduce-scatter
+        lambda: s14.all_gather_with_send,
         lambda: placeholder,
         [
             lambda: _ring_sum_everywhere,
-            lambda: _ring_scatter_only,
+            lambda: _ring_scatter_only,  # a second reduce-scatter instead of the all-gather
             lambda: through_rank0,
         ],
     ),

@@ -11,7 +11,10 @@ the lesson's computed findings follow their stated rules.
   "biggest effect" is the paper's N = 2 row; the verdict rule judges on both metrics (a claim
   with one metric as claimed is "mixed", not "holds"); one ``verdicts`` feeds section 6 and
   the Summary; no cell ends in a bare ``model.eval()`` (a module's repr, ~100 lines); the
-  figures go to ``figures.plots_dir``.
+  figures go to ``figures.plots_dir``;
+- each 13.1 mistake gets its own hint, and a malformed answer to any check fails with a hint,
+  never another exception; no cell above exercise 1 gives its formula away; the effects figure
+  has linear axes; "Reading the verdicts" says what the run measured (made-up verdicts).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import importlib
 import io
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -143,8 +147,13 @@ def _ppl_chunked_float32(model, pairs, eval_mode=True):
 
 
 @pytest.mark.parametrize(
-    "answer", [s13.perplexity, _ppl_numpy, _ppl_per_pair, _ppl_chunked_float32]
-)
+    "answer",
+    [
+        s13.perplexity, _ppl_numpy, _ppl_per_pair, _ppl_chunked_float32,
+        lambda model, pairs, eval_mode=True: mt.tensor([s13.perplexity(model, pairs, eval_mode)]),
+        lambda model, pairs, **o: s13.perplexity(model, pairs, o.get("eval_mode", True)),
+    ],
+)  # fmt: skip
 def test_13_2_accepts_every_valid_form(answer, capsys):
     assert checks.check_13_2(answer) == checks.CORRECT
     assert "✓" in capsys.readouterr().out
@@ -250,3 +259,139 @@ def test_figures_go_to_plots_dir():
     text = "\n".join(_cells("code"))
     assert 'plots_dir("13")' in text
     assert "../plots" not in text and 'os.environ.get("MT_PLOTS_DIR"' not in text
+
+
+# ------------------------------------------------------------------ round 4: hints, robustness
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (lambda x, p: x**2 / (1 - p), "that is E[y²]"),
+        (lambda x, p: x**2 * p * (1 - p), "m's own variance is p(1 − p)"),
+        (lambda x, p: x**2 * p, "m's own variance is p(1 − p)"),
+        (lambda x, p: x * p / (1 - p), "look at the power of x"),
+        (lambda x, p: float("nan"), "finite number"),
+        (lambda x, p: "abc", "return one number"),
+        (lambda x, p: {"var": 0.1}, "return one number"),
+        (0.1 / 0.9, "pass your function"),
+    ],
+)
+def test_13_1_each_mistake_gets_its_hint(answer, hint):
+    with pytest.raises(AssertionError, match=re.escape(hint)):
+        checks.check_13_1(answer)
+
+
+@pytest.mark.parametrize(
+    ("answer", "hint"),
+    [
+        (lambda model, pairs: s13.perplexity(model, pairs), "eval_mode=False"),
+        (lambda model, pairs, eval_mode=True: None, "return one number"),
+        (lambda model, pairs, eval_mode=True: [1.0, 2.0], "return one number"),
+        (lambda model, pairs, eval_mode=True: float("nan"), "finite number"),
+        ("perplexity", "pass your function"),
+    ],
+)
+def test_13_2_non_answers_get_a_hint(answer, hint):
+    with pytest.raises(AssertionError, match=re.escape(hint)):
+        checks.check_13_2(answer)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [
+        ablate.Variant("pre-ln", "pre-LN", {"pre_norm": True}),
+        ablate.Variant("learned", "learned", {"learned_positions": True}, random_positions=True),
+        ablate.Variant("dropout-0.2", "P_drop 0.2", train={"dropout": 0.2}),
+        ablate.Variant("no-warmup", "no warm-up", warmup=False),
+        ablate.Variant("d_k-8", "d_k 8", {"key_dim": 8}),
+        ablate.Variant("ls", "ε_ls 0.2", train={"label_smoothing": 0.2, "dropout": 0.1}),
+    ],
+)
+def test_13_3_accepts_every_kind_of_one_change(variant, capsys):
+    assert checks.check_13_3(lambda: variant) == checks.CORRECT
+    assert "✓" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("variant", "hint"),
+    [
+        (ablate.Variant("x", "N", model="N=3"), "takes a dict"),
+        (ablate.Variant("x", "P", train={"dropout": True}), "a rate is a number"),
+        (ablate.Variant("x", "P", train={"dropout": 1.5}), r"must be in \[0, 1\)"),
+        (ablate.Variant("x", "d_ff", {"d_ff": np.array([128, 128])}), "does not build"),
+        (ablate.Variant("x", "N", {"N": 2.5}), "does not build"),
+    ],
+)
+def test_13_3_malformed_variants_get_a_hint(variant, hint):
+    with pytest.raises(AssertionError, match=hint):
+        checks.check_13_3(lambda: variant)
+
+
+# ------------------------------------------------------------------ round 4: the notebook
+def test_exercise_1_is_not_given_away():
+    """No cell above exercise 1 states Var[y] = x² p / (1 − p), or its x = 1 case p/(1 − p)
+    (the sampling error √(p / (1 − p) / n) used to)."""
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    sources = ["".join(c["source"]) for c in nb["cells"]]
+    above = sources[: next(i for i, s in enumerate(sources) if "1. Dropout's variance." in s)]
+    formula = re.compile(r"(?<!\w)p\s*/\s*\(?\s*1\s*[-−]\s*p\s*\)?(?!\w)")
+    assert len(above) > 20 and not [s for s in above if formula.search(s)]
+
+
+def test_exercise_1_check_cell_predicts_the_measured_spread():
+    out = io.StringIO()
+    namespace = dict(checks=checks, np=np, mt=mt, n_draws=2000, measured_spread={0.1: 0.0075},
+                     dropout_variance=s13.dropout_variance)  # fmt: skip
+    with contextlib.redirect_stdout(out):
+        exec(_code_cell("checks.check_13_1("), namespace)
+    assert "p = 0.1: your Var[y] at x = 1 predicts a spread √(Var/n) = 0.0075" in out.getvalue()
+
+
+def test_the_effects_figure_has_linear_axes_and_the_table_names_the_papers_row():
+    assert "symlog" not in _code_cell("13_ablations.png")
+    assert "paper[2]" in _code_cell("ablate.run_ablations(")
+
+
+def _reading(directions: dict, pre_ln_faster: bool = True, no_warmup: list | None = None) -> str:
+    """The "Reading the verdicts" text for made-up verdicts: {(variant, set): (verdict, PPL
+    direction, BLEU direction)}; every other claim "holds"."""
+    seeds, names = (0, 1, 2), ["base", "pre-ln", "no-warmup", "no-dropout"]
+    keys = [(n, "test") for n in ("heads-1", "heads-8", "d_k-4", "no-scaling", *names[1:],
+                                  "no-label-smoothing", "learned-positions")]  # fmt: skip
+    found = {k: (*directions.get(k, ("holds", "higher", "lower")), [1.1] * 3, [-2.0] * 3)
+             for k in [*keys, ("learned-positions", "long")]}  # fmt: skip
+    loss = {n: [3.0] * 100 for n in names}
+    loss["pre-ln"] = [2.5 if pre_ln_faster else 3.5] * 100
+    loss["no-warmup"] = no_warmup or loss["base"]
+    shown: list[str] = []
+    namespace = dict(
+        np=np, SEEDS=seeds, found=found, STUDY=ablate.AblationSettings(steps=100, warmup=40),
+        sharp={n: np.array([[e, t]] * 3) for n, e, t in
+               [("base", 0.8, 0.4), ("d_k-4", 0.7, 0.5), ("no-scaling", 0.4, 0.7)]},
+        study_gap={"base": [0.2] * 3, "no-dropout": [0.3] * 3}, gaps={0.0: [2.5] * 3},
+        runs={n: {s: {"train_ppl": 3.0, "train_loss": loss[n]} for s in seeds} for n in names},
+        epochs=6.4, gap_epochs=20.0, DEPTHS=(2, 6),
+        top_bottom={(False, 2): np.full(3, 1.4), (True, 2): np.full(3, 0.9),
+                    (False, 6): np.full(3, 8.0), (True, 6): np.full(3, 0.7)},
+        display=shown.append, Markdown=str,
+    )  # fmt: skip
+    exec(_code_cell("bullets = []"), namespace)
+    return "\n".join(shown)
+
+
+def test_reading_the_verdicts_follows_what_this_run_measured():
+    same = _reading({("no-label-smoothing", "test"): ("does not hold", "same", "same")})
+    assert "BLEU *worse*" not in same and "BLEU the same within the tolerance" in same
+    worse = _reading({("no-label-smoothing", "test"): ("holds", "lower", "lower")})
+    assert "BLEU *worse*" in worse and "perplexity came out *better*" in worse
+    better = _reading({("pre-ln", "test"): ("does not hold", "lower", "higher")})
+    assert (
+        "**does not hold** (PPL ratio 1.100, BLEU -2.0), because pre-LN trained *better*" in better
+    )
+    assert "already lower" in better and "already lower" not in _reading({}, False)
+    assert "**Pre-LN (our question).** Pre-LN against post-LN" in _reading({})
+    assert "was *faster* at first" in _reading({}, no_warmup=[2.9] * 40 + [3.5] * 60)
+    assert "behind by the ramp's end" in _reading({}, no_warmup=[3.1] * 100)
+    assert "not behind on the loss" in _reading({})
+    assert "also means row B's narrow keys" in same  # heads-8 "higher": d_k = 64 / 8
+    assert "still learning, not memorising" in same  # gap 0.3 nats against section 4's 2.5
+    assert "more peaked than the base's" in same  # d_k-4 at init: entropy 0.7 against 0.8

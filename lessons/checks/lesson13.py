@@ -9,6 +9,7 @@ See the package docstring (``checks/__init__.py``) for what a check does.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,9 @@ def _number(answer: Any, what: str) -> tuple[float, float]:
 
 @_exercise("Exercise 1 (dropout's variance)")
 def check_13_1(dropout_variance: Callable) -> None:
+    assert callable(dropout_variance), (
+        f"pass your function dropout_variance, not a {type(dropout_variance).__name__}"
+    )
     for x, p in [(1.0, 0.1), (2.0, 0.5), (-3.0, 0.3), (0.5, 0.0), (-1.5, 0.9)]:
         keep = 1 - p
         expected = x**2 / keep - x**2  # E[y^2] - E[y]^2
@@ -45,9 +49,29 @@ def check_13_1(dropout_variance: Callable) -> None:
         draws = F.dropout(mt.tensor(np.full(20_000, x), dtype="float64"), p).numpy()
         assert np.isclose(got, expected, rtol=rtol, atol=1e-12), (
             f"dropout_variance({x}, {p}) = {got:.4f}, but 20,000 draws of the library's "
-            f"dropout give {draws.var():.4f}. Hint: Var[y] = E[y²] − E[y]²; what values does "
-            "y take, and how often?"
+            f"dropout give {draws.var():.4f}. Hint: {_variance_hint(got, x, p)}"
         )
+
+
+def _variance_hint(got: float, x: float, p: float) -> str:
+    """Where a wrong Var[y] most likely went wrong, from the mistakes learners make."""
+    keep = 1 - p
+
+    def near(value: float) -> bool:
+        return bool(np.isclose(got, value, rtol=1e-4, atol=1e-12))
+
+    if not np.isfinite(got):
+        return "return a finite number (p < 1 in every case the check tries)"
+    if got < 0 or near(abs(x) * p / keep):
+        return "a variance is never negative, and scales as x squared: look at the power of x"
+    if near(x**2 / keep):
+        return "that is E[y²]; the variance subtracts E[y]²"
+    if near(x**2 * p * keep) or near(x**2 * p):
+        return (
+            "m's own variance is p(1 − p), but y is m times x / (1 − p): how does a variance "
+            "scale when its variable is multiplied by a constant?"
+        )
+    return "Var[y] = E[y²] − E[y]²; what values does y take, and how often?"
 
 
 def _pairs(rng: np.random.Generator, n: int, vocab: int) -> list[tuple[list[int], list[int]]]:
@@ -76,6 +100,23 @@ def _call_in_mode(perplexity: Callable, model: Any, pairs: list, training: bool,
     return got
 
 
+def _takes_eval_mode(perplexity: Callable) -> None:
+    """The answer must accept ``perplexity(model, pairs)`` and ``eval_mode=False``."""
+    assert callable(perplexity), f"pass your function perplexity, not {type(perplexity).__name__}"
+    try:
+        signature = inspect.signature(perplexity)
+    except (TypeError, ValueError):  # a builtin or C function: nothing to inspect
+        return
+    for args in ({}, {"eval_mode": False}):
+        try:
+            signature.bind(None, [], **args)
+        except TypeError:
+            raise AssertionError(
+                "perplexity must be callable as perplexity(model, pairs) and as "
+                f"perplexity(model, pairs, eval_mode=False); yours is perplexity{signature}"
+            ) from None
+
+
 @_exercise("Exercise 2 (ablate model.eval())")
 def check_13_2(perplexity: Callable) -> None:
     """``perplexity(model, pairs)`` equals ablate.score's held-out perplexity (per target
@@ -83,6 +124,7 @@ def check_13_2(perplexity: Callable) -> None:
     mode as found; ``eval_mode=False`` measures in training mode (a different number)."""
     from minitransformer import ablate
 
+    _takes_eval_mode(perplexity)
     rng = _rng(26)
     cfg = mt.TransformerConfig(src_vocab=20, tgt_vocab=20, d_model=16, h=2, N=1, d_ff=32,
                                dropout=0.3, max_len=16)  # fmt: skip
@@ -107,6 +149,15 @@ def check_13_2(perplexity: Callable) -> None:
         )
 
 
+def _same(value: Any, base: Any) -> bool:
+    """``value == base`` for a config field, False where the comparison is not one bool
+    (an array, say: the model build then says what is wrong with it)."""
+    try:
+        return bool(value == base)
+    except (TypeError, ValueError):
+        return False
+
+
 _FIXED_BY_THE_DATA = ("src_vocab", "tgt_vocab", "max_len", "pad_id", "bos_id", "eos_id", "dtype")
 
 
@@ -120,10 +171,17 @@ def check_13_3(my_variant: Callable, settings: Any = None) -> None:
     from minitransformer.errors import ConfigError
 
     s = settings if settings is not None else ablate.AblationSettings()
+    assert callable(my_variant), f"pass your function my_variant, not {type(my_variant).__name__}"
     v = my_variant()
     assert isinstance(v, ablate.Variant), (
         f"return an ablate.Variant(name, change, model=..., train=..., ...), not {type(v).__name__}"
     )
+    for part in ("model", "train"):
+        assert isinstance(getattr(v, part), dict), (
+            f"{part}= takes a dict, e.g. {part}={{'N': 3}}"
+            if part == "model"
+            else f"{part}= takes a dict, e.g. {part}={{'dropout': 0.2}}"
+        ) + f", not {type(getattr(v, part)).__name__}"
     fields = {f.name for f in dataclasses.fields(mt.TransformerConfig)}
     base_cfg = mt.TransformerConfig.preset("tiny", src_vocab=20, tgt_vocab=20, **s.model)
     changes = []
@@ -135,11 +193,15 @@ def check_13_3(my_variant: Callable, settings: Any = None) -> None:
             f"{key} is a training setting here: put it in train={{{key!r}: ...}}, not model="
         )
         assert key not in _FIXED_BY_THE_DATA, f"{key} is fixed by the data, not an ablation"
-        if value != getattr(base_cfg, key):
+        if not _same(value, getattr(base_cfg, key)):
             changes.append(f"model {key}={value!r}")
     base_train = {"dropout": s.dropout, "label_smoothing": s.label_smoothing}
     for key, value in v.train.items():
         assert key in base_train, f"train= takes dropout and label_smoothing, not {key!r}"
+        assert isinstance(value, int | float) and not isinstance(value, bool), (
+            f"train {key}={value!r}: a rate is a number in [0, 1)"
+        )
+        assert 0 <= value < 1, f"train {key}={value!r}: must be in [0, 1)"
         if value != base_train[key]:
             changes.append(f"train {key}={value!r}")
     if not v.warmup:
@@ -163,7 +225,5 @@ def check_13_3(my_variant: Callable, settings: Any = None) -> None:
         cfg = mt.TransformerConfig.preset("tiny", src_vocab=20, tgt_vocab=20,
                                           **{**s.model, **v.model})  # fmt: skip
         mt.nn.Transformer(cfg, seed=0)
-        for key, value in v.train.items():
-            assert 0 <= value < 1, f"train {key}={value!r}: must be in [0, 1)"
-    except ConfigError as e:
+    except (ConfigError, TypeError, ValueError) as e:
         raise AssertionError(f"the variant does not build: {e}") from None
