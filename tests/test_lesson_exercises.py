@@ -26,6 +26,7 @@ LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 through_rank0 = importlib.import_module("test_lesson_exercises_14")._through_rank0  # not a ring
+t04, t10 = (importlib.import_module(f"test_lesson_exercises_{n}") for n in ("04", "10"))
 
 
 def solutions(n: int):
@@ -136,12 +137,6 @@ def _rms_forward_eps_outside(ctx, x, gamma, eps=1e-6):  # x / (sqrt(mean x^2) + 
     return x * r * gamma
 
 
-def _ln_grads_eps_outside(g, x, eps=1e-5):  # (x - mu) / (sqrt(var) + eps)
-    xc = x - x.mean(-1, keepdims=True)
-    x_hat = xc / (np.sqrt((xc**2).mean(-1, keepdims=True)) + eps)
-    return (g * x_hat).sum(axis=(0, 1)), g.sum(axis=(0, 1))
-
-
 def _equiv_loose(f, x, perm):  # a tolerance far above rounding
     return bool(np.allclose(f(x[:, perm]), f(x)[:, perm], atol=0.1))
 
@@ -247,10 +242,10 @@ def _greedy_allows_pad(model, src, max_len):  # never masks <pad>/<bos>
     return outputs
 
 
-def _mp_unclipped(hyp, ref, n):
-    refs = {tuple(ref[i : i + n]) for i in range(len(ref) - n + 1)}
+def _mp_unclipped(hyp, refs, n):
+    found = {tuple(r[i : i + n]) for r in refs for i in range(len(r) - n + 1)}
     grams = [tuple(hyp[i : i + n]) for i in range(len(hyp) - n + 1)]
-    return sum(g in refs for g in grams), len(grams)
+    return sum(g in found for g in grams), len(grams)
 
 
 def _logprob_no_eos(logits, out_ids, eos_id):
@@ -374,21 +369,23 @@ CASES = {
         lambda: placeholder,
         [lambda: lambda eps: 1 / eps, lambda: lambda eps: 1.0],
     ),
-    "04_3": (
+    "04_3": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_04.py
         checks.check_04_3,
-        lambda: s4.ln_param_grads,
+        lambda: s4.add_norm_backward,
         lambda: placeholder,
         [
-            lambda: lambda g, x, eps=1e-5: ((g * x).sum(axis=(0, 1)), g.sum(axis=(0, 1))),
-            lambda: lambda g, x, eps=1e-5: (s4.ln_param_grads(g, x)[0], g.mean(axis=(0, 1))),
-            lambda: _ln_grads_eps_outside,
+            lambda: t04.ADD_NORM_WRONG["no identity path"][0],
+            lambda: t04.ADD_NORM_WRONG["LayerNorm skipped"][0],
         ],
     ),
-    "05_1": (
+    "05_1": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_05.py
         checks.check_05_1,
-        lambda: s5.softmax_backward,
+        lambda: s5.temperature_grad,
         lambda: placeholder,
-        [lambda: lambda P, dP: P * dP, lambda: lambda P, dP: P * (1 - P) * dP],
+        [
+            lambda: lambda S, tau, dP: -s5.temperature_grad(S, tau, dP),  # the sign
+            lambda: lambda S, tau, dP: s5.temperature_grad(S, tau, dP) * tau,  # 1/tau, not 1/tau²
+        ],
     ),
     "05_2": (
         checks.check_05_2,
@@ -410,11 +407,14 @@ CASES = {
             ),  # symmetric window: sees the future
         ],
     ),
-    "06_1": (
+    "06_1": (  # more wrong answers: tests/test_lesson_exercises_06.py
         checks.check_06_1,
         lambda: s6.mha_num_parameters,
         lambda: placeholder,
-        [lambda: lambda D, h: 4 * D * D, lambda: lambda D, h: 4 * D * D + 4 * D * h],
+        [
+            lambda: lambda D, h, d_k: 4 * D * D + 4 * D,  # d_k taken as D / h
+            lambda: lambda D, h, d_k: 2 * D * h * d_k + 2 * D * D,  # no biases
+        ],
     ),
     "06_2": (
         checks.check_06_2,
@@ -464,13 +464,13 @@ CASES = {
             lambda: _equiv_loose,
         ],
     ),
-    "08_1": (
+    "08_1": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_08.py
         checks.check_08_1,
         lambda: s8.make_decoder_io,
         lambda: placeholder,
         [
-            lambda: lambda t, bos, eos: ([bos, *t, eos], [*t, eos]),
-            lambda: lambda t, bos, eos: ([bos, *t], [*t]),
+            lambda: lambda ts, b, e, p: s8.make_decoder_io(ts, b, e, p)[::-1],  # swapped
+            lambda: lambda ts, b, e, p: [a[:, :-1] for a in s8.make_decoder_io(ts, b, e, p)],
         ],
     ),
     "08_2": (
@@ -534,15 +534,15 @@ CASES = {
         checks.check_10_1,
         lambda: s10.modified_precision,
         lambda: placeholder,
-        [lambda: _mp_unclipped, lambda: lambda h, r, n: s10.modified_precision(h, r, 1)],
+        [lambda: _mp_unclipped, lambda: t10.PRECISION_WRONG["best single reference"][0]],
     ),
-    "10_2": (
+    "10_2": (  # more wrong answers: tests/test_lesson_exercises_10.py
         checks.check_10_2,
         lambda: s10.brevity_penalty,
         lambda: placeholder,
         [
-            lambda: lambda c, r: min(1.0, c / r),
-            lambda: lambda c, r: math.exp(1 - c / r) if c < r else 1.0,
+            lambda: lambda c, r: s10.brevity_penalty(c, [[min(x)] for x in r]),  # the shortest
+            lambda: lambda c, r: s10.brevity_penalty(c, [[x[0]] for x in r]),  # the first
         ],
     ),
     "10_3": (
@@ -557,22 +557,22 @@ CASES = {
         lambda: placeholder,
         [lambda: _count_untied, lambda: _count_no_cross],
     ),
-    "11_2": (
+    "11_2": (  # more wrong answers: tests/test_lesson_exercises_11.py
         checks.check_11_2,
         lambda: s11.score_bytes,
         lambda: placeholder,
         [
-            lambda: lambda B, H, T, S, i: B * H * T * S,
-            lambda: lambda B, H, T, S, i: B * T * S * i,
+            lambda: lambda B, H, S, T, N, i: B * H * T * S * i,  # one attention's
+            lambda: lambda B, H, S, T, N, i: N * B * H * (T * T + T * S) * i,  # no encoder
         ],
     ),
     "11_3": (
         checks.check_11_3,
-        lambda: s11.loglog_slope,
+        lambda: s11.length_for_budget,
         lambda: placeholder,
         [
-            lambda: lambda x, y: float(np.polyfit(x, y, 1)[0]),
-            lambda: lambda x, y: float((y[-1] - y[0]) / (x[-1] - x[0])),
+            lambda: lambda x, y, b: b ** (1 / np.polyfit(np.log(x), np.log(y), 1)[0]),
+            lambda: lambda x, y, b: np.log(s11.length_for_budget(x, y, b)),
         ],
     ),
 }

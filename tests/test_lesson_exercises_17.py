@@ -5,14 +5,16 @@ a malformed answer, and agree with the library; the notebook ships what the less
   NaN around −5000), τ multiplied instead of divided, τ ignored, top-k ignored, not
   renormalised, the k smallest kept, k − 1 kept, the softmax over the wrong axis, one shift for
   the whole array, log-probabilities fail; float64, float32, lists, a library tensor, a
-  log-sum-exp form, argsort and the library's own ``temperature_softmax`` pass.
+  log-sum-exp form and argsort pass; the library's own ``temperature_softmax`` fails (the
+  exercise is what it computes).
 - check_17_2 (the parameters saved by dropping the encoder): the cross-attention or its
   LayerNorm forgotten, no biases, three projections per attention, a part that does not grow
-  with N, swapped arguments, a half and a string fail; ints, NumPy integers, integral floats and
-  a count through the library's configs pass. Its oracle agrees with built models.
+  with N, swapped arguments, a half and a string fail, and so does a count through the
+  library's configs (the task says: without building a config); ints, NumPy integers and
+  integral floats pass. Its oracle agrees with built models.
 - check_17_3 (a cached step's causal mask): strict, offset ignored, square, inverted, additive,
   all-True, transposed masks fail; bools, 0/1 ints, (1, 1, T, S), a tensor,
-  ``np.tril(..., k=offset)`` and the library's ``causal_mask`` pass.
+  ``np.tril(..., k=offset)`` pass; the library's ``causal_mask`` fails.
 - Garbage answers (a string, None, a tensor or an array of the wrong shape, a ragged list, a
   function that raises, a non-function) fail with AssertionError and nothing else.
 - The notebook: placeholders only, each check called once, and no code cell before the
@@ -103,6 +105,7 @@ PROBS_WRONG = {
     "softmax over the first axis": _probs(axis=0),
     "log-probabilities": lambda z, t, k=None: np.log(s17.sampling_probs(z, t, k) + 1e-300),
     "no top_k argument": lambda z, t: s17.sampling_probs(z, t),
+    "the library's temperature_softmax": _library_form,
 }
 PROBS_VALID = {
     "reference": s17.sampling_probs,
@@ -114,7 +117,6 @@ PROBS_VALID = {
     "a list": lambda z, t, k=None: s17.sampling_probs(z, t, k).tolist(),
     "a library tensor": lambda z, t, k=None: mt.tensor(s17.sampling_probs(z, t, k)),
     "log-sum-exp": _logsumexp_form,
-    "the library's temperature_softmax": _library_form,
 }
 
 
@@ -146,6 +148,7 @@ SAVED_WRONG = {
     "a library tensor": lambda D, F, N: mt.tensor(float(_saved(D, F, N))),
     "None": lambda D, F, N: None,
     "a bool": lambda D, F, N: True,
+    "through the library's configs": checks.parameters_saved,
 }
 SAVED_VALID = {
     "reference": s17.params_saved,
@@ -153,7 +156,6 @@ SAVED_VALID = {
     "a NumPy integer": lambda D, F, N: np.int64(_saved(D, F, N)),
     "an integral float": lambda D, F, N: float(_saved(D, F, N)),
     "a 0-d array": lambda D, F, N: np.array(_saved(D, F, N)),
-    "through the library's configs": checks.parameters_saved,
 }
 
 
@@ -173,6 +175,7 @@ MASK_WRONG = {
     "the future side": lambda T, o: np.greater_equal(*_keys_queries(T, o)),
     "transposed": lambda T, o: s17.cached_causal_mask(T, o).T,
     "0 / 2 values": lambda T, o: 2 * s17.cached_causal_mask(T, o).astype(int),
+    "the library's causal_mask": lambda T, o: causal_mask(T, offset=o),
 }
 MASK_VALID = {
     "reference": s17.cached_causal_mask,
@@ -181,7 +184,6 @@ MASK_VALID = {
     "a float tensor": lambda T, o: mt.tensor(s17.cached_causal_mask(T, o).astype(np.float32)),
     "np.tril with k": lambda T, o: np.tril(np.ones((T, o + T), bool), k=o),
     "a list": lambda T, o: s17.cached_causal_mask(T, o).tolist(),
-    "the library's causal_mask": lambda T, o: causal_mask(T, offset=o),
 }
 
 
@@ -235,6 +237,9 @@ HINTED = {  # a plausible mistake per exercise, and a word its hint must contain
     ("17_3", "inverted"): "convention",
     ("17_3", "additive 0 / -inf"): "booleans",
     ("17_3", "the future side"): "other side",
+    ("17_1", "the library's temperature_softmax"): "calls the library",
+    ("17_2", "through the library's configs"): "calls the library",
+    ("17_3", "the library's causal_mask"): "calls the library",
 }
 
 

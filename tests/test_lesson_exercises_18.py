@@ -9,6 +9,9 @@ gives no exercise away before its cell.
   measured loss itself, "the last point is the largest" on unsorted points fail;
 - 18.3 (training compute 6·N·D with N counted exactly): 12·L·d² (the weights alone), the
   forward pass alone, LayerNorms or biases left out fail.
+- Issue 28: the library's ``scaling.fit_power_law`` (18.1, 18.2) and a model built to count
+  its parameters, as section 2's table does (18.3), fail with a hint: the exercises are what
+  they compute.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lesson_notebooks import code_cells
+
+import minitransformer as mt
+from minitransformer import scaling
 
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "18_the_curve_kept_bending.ipynb"
@@ -192,3 +198,33 @@ def test_no_cell_gives_an_exercise_away_before_it():
         assert marker not in before_1, f"{marker!r} appears before exercise 1's check"
     assert "predict" not in "\n".join(cells[:ex2]).replace("predict_largest", "")
     assert "6 *" not in "\n".join(cells[:ex3]) and "6.0 *" not in "\n".join(cells[:ex3])
+
+
+# ------------------------------------------------------------------ the library (issue 28)
+def _library_fit(n, loss):
+    law = scaling.fit_power_law(n, loss)
+    return law.a, law.alpha
+
+
+def _library_backtest(n, loss):
+    n, loss = np.asarray(n), np.asarray(loss)
+    keep = n < n.max()
+    return float(scaling.fit_power_law(n[keep], loss[keep])(n.max()))
+
+
+def _built_and_counted(d_model, layers, d_ff, tokens):  # section 2's table, adapted
+    lm = mt.nn.TransformerLM(vocab=11, d_model=d_model, h=1, N=layers, d_ff=d_ff, max_len=8)
+    return 6 * scaling.non_embedding_parameters(lm) * tokens
+
+
+@pytest.mark.parametrize(
+    ("check", "answer"),
+    [
+        (checks.check_18_1, _library_fit),
+        (checks.check_18_2, _library_backtest),
+        (checks.check_18_3, _built_and_counted),
+    ],
+    ids=["18_1", "18_2", "18_3"],
+)
+def test_the_library_does_not_answer_them(check, answer):
+    assert "calls the library" in _fails(check, answer)

@@ -6,10 +6,11 @@ through and still accept right answers in any valid form.
 - 03.3: a wrong gradient fails with a hint that says where to look, never the formula.
 - 04.1: epsilon outside the square root (rows whose mean(x^2) is near eps) and a dgamma left
   unsummed over rows (backward's shapes are checked; the engine would sum it silently) fail.
-- 04.3: epsilon outside the square root (rows whose variance is near eps) and an unsummed
-  dgamma fail.
 - 07.3: a comparison with a loose tolerance (atol 0.1 or 0.01) fails on a faint position
-  signal; float32 outputs need a tolerance suited to float32.
+  signal; float32 outputs need a tolerance suited to float32, and float64 outputs one suited to
+  float64 (issue 28: a fixed 1e-6 calls a position signal of 1e-9 equivariant).
+
+(04.3 became "Add & Norm backwards" in issue 28: tests/test_lesson_exercises_04.py.)
 """
 
 from __future__ import annotations
@@ -168,41 +169,6 @@ def test_04_1_accepts_other_forms():
     assert checks.check_04_1(_fn(_rms_pow_forward, _rms_einsum_backward)) == checks.CORRECT
 
 
-# ------------------------------------------------------------------ 04.3 (gamma, beta grads)
-def _x_hat(x, eps, outside=False):
-    mu = x.mean(-1, keepdims=True)
-    sd = np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + (0 if outside else eps))
-    return (x - mu) / (sd + eps if outside else sd)
-
-
-def _ln_eps_outside(g, x, eps=1e-5):
-    return (g * _x_hat(x, eps, outside=True)).sum(axis=(0, 1)), g.sum(axis=(0, 1))
-
-
-def _ln_unsummed(g, x, eps=1e-5):
-    return g * _x_hat(x, eps), g.sum(axis=(0, 1))
-
-
-def _ln_batch_only(g, x, eps=1e-5):  # summed over B, not over T
-    return (g * _x_hat(x, eps)).sum(axis=0), g.sum(axis=(0, 1))
-
-
-def _ln_einsum_f32(g, x, eps=1e-5):
-    x_hat = (x - x.mean(-1, keepdims=True)) / np.sqrt(np.var(x, -1, keepdims=True) + eps)
-    dgamma = np.einsum("btd,btd->d", g, x_hat).astype(np.float32)
-    return dgamma, g.reshape(-1, g.shape[-1]).sum(axis=0).astype(np.float32)
-
-
-@pytest.mark.parametrize("wrong", [_ln_eps_outside, _ln_unsummed, _ln_batch_only])
-def test_04_3_catches(wrong):
-    _fails(checks.check_04_3, wrong)
-
-
-def test_04_3_accepts_other_forms():
-    assert checks.check_04_3(s4.ln_param_grads) == checks.CORRECT
-    assert checks.check_04_3(_ln_einsum_f32) == checks.CORRECT
-
-
 # ------------------------------------------------------------------ 07.3 (equivariance)
 def _allclose(**kw):
     return lambda f, x, p: bool(np.allclose(f(x[:, p]), f(x)[:, p], **kw))
@@ -229,8 +195,10 @@ def _assert_allclose(f, x, p):
         _allclose(atol=0.01),
         lambda f, x, p: bool(np.array_equal(f(x[:, p]), f(x)[:, p])),  # no rounding allowed
         _allclose(rtol=0, atol=1e-12),  # float64's tolerance on float32 outputs
+        _allclose(atol=1e-6),  # float32's tolerance on float64 outputs
+        _assert_allclose,  # the same, through np.testing
     ],
-    ids=["atol0.1", "atol0.01", "exact", "float64-tolerance"],
+    ids=["atol0.1", "atol0.01", "exact", "float64-tolerance", "atol1e-6", "assert_allclose"],
 )
 def test_07_3_catches_tolerances_not_suited_to_the_dtype(wrong):
     _fails(checks.check_07_3, wrong)
@@ -238,8 +206,8 @@ def test_07_3_catches_tolerances_not_suited_to_the_dtype(wrong):
 
 @pytest.mark.parametrize(
     "right",
-    [s7.is_permutation_equivariant, _allclose(atol=1e-6), _dtype_aware, _assert_allclose],
-    ids=["solution", "atol1e-6", "dtype-aware", "assert_allclose"],
+    [s7.is_permutation_equivariant, _dtype_aware],
+    ids=["solution", "dtype-aware"],
 )
 def test_07_3_accepts_tolerances_suited_to_the_dtype(right):
     assert checks.check_07_3(right) == checks.CORRECT

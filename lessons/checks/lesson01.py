@@ -18,7 +18,7 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _exercise, _rng
+from ._shared import _LIBRARY, _exercise, _rng, _without_library
 
 
 @_exercise("Exercise 1 (Value.tanh, negation and subtraction)")
@@ -50,16 +50,43 @@ def check_01_1(Value: type) -> None:
 
 @_exercise("Exercise 2 (Sigmoid)")
 def check_01_2(Sigmoid: type) -> None:
+    """Forward against 1/(1+e^-x), backward by gradcheck (the hint names the mistake: σ
+    itself, a sign, or else where to look), no overflow at ±1000, written without the
+    library's sigmoid."""
     rng = _rng(1)
     xc = mt.tensor(rng.standard_normal((4, 3)) * 3, requires_grad=True, dtype="float64")
+    for method in ("forward", "backward"):
+        code = getattr(getattr(Sigmoid, method, None), "__code__", None)
+        assert code is None or not code.co_filename.startswith(_LIBRARY), (
+            f"your Sigmoid's {method} is the library's (your class subclasses the library's "
+            "op); hint: write forward and backward yourself, under class Sigmoid(Function)"
+        )
+    y = _without_library(
+        lambda: Sigmoid.apply(xc),
+        where="your Sigmoid",
+        instead="compute σ with the array functions of ctx.xp (NumPy's exp, where, ...)",
+    )
     ref = 1 / (1 + np.exp(-xc.numpy()))
-    assert np.allclose(Sigmoid.apply(xc).numpy(), ref), "forward does not match 1/(1+e^-x)"
+    assert np.allclose(y.numpy(), ref), "forward does not match 1/(1+e^-x)"
+    _, ctx = Sigmoid.run(xc)
+    g = _without_library(
+        lambda: Sigmoid.backward(ctx, np.ones(ref.shape)), where="your Sigmoid.backward",
+        instead="write dσ/dx with the arrays forward saved",
+    )  # fmt: skip
+    g = np.asarray(g[0] if isinstance(g, tuple | list) else g, dtype=np.float64)
     try:
         mt.gradcheck(Sigmoid.apply, xc)
     except mt.GradcheckError as err:
-        raise AssertionError(
-            f"backward is wrong: {err}; hint: write the derivative in terms of the output"
-        ) from None
+        if g.shape == ref.shape and np.allclose(g, ref):
+            hint = (
+                "your backward returns σ itself (softplus's derivative, the section 'A custom "
+                "Function'): differentiate σ once more and write the result in σ"
+            )
+        elif g.shape == ref.shape and np.allclose(g, -ref * (1 - ref)):
+            hint = "check the sign: σ rises everywhere, so its derivative is positive"
+        else:
+            hint = "differentiate σ by hand and write the derivative in terms of the output"
+        raise AssertionError(f"backward is wrong: {err}; hint: {hint}") from None
     extremes = np.array([-1000.0, 0.0, 1000.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an overflow warning becomes an error

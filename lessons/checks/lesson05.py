@@ -1,6 +1,6 @@
 """Lesson 05 (attention): the checks of its exercises.
 
-- ``check_05_1``: Exercise 1 (softmax backward)
+- ``check_05_1``: Exercise 1 (the gradient of a softmax temperature)
 - ``check_05_2``: Exercise 2 (padding mask from lengths)
 - ``check_05_3``: Exercise 3 (local causal mask)
 
@@ -10,32 +10,65 @@ See the package docstring (``checks/__init__.py``) for what a check does.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 import minitransformer as mt
 import minitransformer.functional as F
 
-from ._shared import _exercise, _rng, _softmax
+from ._shared import _exercise, _rng, _softmax, _without_library
 
 
-@_exercise("Exercise 1 (softmax backward)")
-def check_05_1(softmax_backward: Callable) -> None:
+def _temperature_loss(S: np.ndarray, tau: float, dP: np.ndarray) -> float:
+    """L(τ) = Σ dP ⊙ softmax(S / τ): linear in P, so dL/dτ is what the exercise asks."""
+    return float((dP * _softmax(S / tau)).sum())
+
+
+def _temperature_hint(mine: Any, S: np.ndarray, tau: float, dP: np.ndarray) -> str:
+    """Where to look, for a wrong temperature gradient."""
+    if np.ndim(mine) != 0 and np.size(mine) != 1:
+        return (
+            f"you return {np.shape(mine)} numbers: τ is one number that touches every score, "
+            "so its gradient sums over all of them"
+        )
+    mine = float(np.asarray(mine).reshape(()))
+    P = _softmax(S / tau)
+    dZ = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+    for other, hint in [
+        ((dZ * S / tau**2).sum(), "the sign: does S/τ grow or shrink when τ grows?"),
+        ((dZ * -S / tau).sum(), "differentiate S/τ with respect to τ once more"),
+        ((P * dP * -S / tau**2).sum(), "the softmax's backward has two terms: raising one "
+            "score lowers every other weight of its row (section 'The backward pass')"),
+        ((dP * -S / tau**2).sum(), "dP is the gradient at the weights P, not at the scores: "
+            "the softmax's backward comes first"),
+    ]:  # fmt: skip
+        if np.isclose(mine, other, rtol=1e-6, atol=1e-9):
+            return hint
+    return "go backwards from P to the scaled scores S/τ (this lesson's backward), then to τ"
+
+
+@_exercise("Exercise 1 (the gradient of a softmax temperature)")
+def check_05_1(temperature_grad: Callable) -> None:
+    """dL/dτ of P = softmax(S/τ), L = Σ dP ⊙ P, against central differences in float64, on
+    scores with one and with two leading axes; NumPy only."""
     rng = _rng(10)
-    s, dP = rng.standard_normal((3, 5)), rng.standard_normal((3, 5))
-    numeric = np.zeros_like(s)
-    for idx in np.ndindex(s.shape):
-        e = np.zeros_like(s)
-        e[idx] = 1e-6
-        numeric[idx] = ((_softmax(s + e) * dP).sum() - (_softmax(s - e) * dP).sum()) / 2e-6
-    mine = np.asarray(softmax_backward(_softmax(s), dP))
-    assert mine.shape == s.shape, (
-        f"dS must have the shape of the scores {s.shape}, got {mine.shape}"
-    )
-    assert np.allclose(mine, numeric, atol=1e-6), (
-        "dS differs from finite differences; hint: every score moves every probability of its "
-        "row; the row's probabilities sum to 1"
-    )
+    for shape, tau in [((3, 5), 1.0), ((2, 3, 4, 6), 0.7), ((4, 7), 2.5)]:
+        S, dP = rng.standard_normal(shape) * 2, rng.standard_normal(shape)
+        h = 1e-6 * tau
+        numeric = (_temperature_loss(S, tau + h, dP) - _temperature_loss(S, tau - h, dP)) / (2 * h)
+        mine = _without_library(
+            temperature_grad, S.copy(), tau, dP.copy(), where="temperature_grad",
+            instead="the softmax backward of this lesson and the chain rule, in NumPy",
+        )  # fmt: skip
+        if isinstance(mine, mt.Tensor):  # a library Tensor of one number is a number too
+            mine = mine.numpy()
+        ok = np.size(mine) == 1 and np.isclose(float(np.asarray(mine).reshape(())), numeric,
+                                               rtol=1e-6, atol=1e-9)  # fmt: skip
+        assert ok, (
+            f"scores {shape}, τ = {tau}: finite differences give dL/dτ = {numeric:.6g}, you "
+            f"give {mine!r:.60}; hint: {_temperature_hint(mine, S, tau, dP)}"
+        )
 
 
 @_exercise("Exercise 2 (padding mask from lengths)")

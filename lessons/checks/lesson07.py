@@ -18,8 +18,27 @@ import minitransformer as mt
 from ._shared import _exercise, _rng
 
 
+def _wavelength_hint(lam: np.ndarray, D: int) -> str:
+    """Where to look, for wavelengths that do not reproduce the table."""
+    i = np.arange(D // 2)
+    omega = 10000.0 ** (-2 * i / D)
+    for other, hint in [
+        (1 / omega, "one full turn of a pair is 2π radians, not 1"),
+        (omega, "that is how fast pair i turns (radians per position); the wavelength is how "
+                "many positions one turn takes"),
+        (2 * np.pi * 10000.0 ** (i / D), "pair i holds columns 2i and 2i + 1: check the "
+                                         "exponent of its frequency"),
+        (2 * np.pi / omega[::-1], "pair 0 is the fastest one: the order is reversed"),
+    ]:  # fmt: skip
+        if np.allclose(lam, other):
+            return hint
+    return "sin(pos · ω_i) repeats when pos · ω_i has grown by a full turn"
+
+
 @_exercise("Exercise 1 (wavelengths)")
 def check_07_1(wavelengths: Callable) -> None:
+    """sin(2π pos / λ_i) and cos(2π pos / λ_i) must reproduce columns 2i and 2i + 1 of the
+    library's table, for three widths."""
     for D in (8, 64, 512):
         lam = np.asarray(wavelengths(D), dtype=float)
         assert lam.shape == (D // 2,), (
@@ -27,9 +46,13 @@ def check_07_1(wavelengths: Callable) -> None:
         )
         table = mt.nn.sinusoid_table(50, D)
         p = np.arange(50)[:, None]
-        assert np.allclose(np.sin(2 * np.pi * p / lam), table[:, 0::2]) and np.allclose(
+        ok = np.allclose(np.sin(2 * np.pi * p / lam), table[:, 0::2]) and np.allclose(
             np.cos(2 * np.pi * p / lam), table[:, 1::2]
-        ), "sin(2 pi pos / lambda_i) should reproduce column 2i of the table; hint: omega vs lambda"
+        )
+        assert ok, (
+            f"D={D}: sin(2π pos / λ_i) does not reproduce column 2i of the table; hint: "
+            f"{_wavelength_hint(lam, D)}"
+        )
 
 
 @_exercise("Exercise 2 (offset from two codes)")
@@ -61,6 +84,7 @@ def check_07_3(is_permutation_equivariant: Callable) -> None:
     x32 = x.astype(np.float32)
     perm = np.array([3, 0, 5, 1, 4, 2])
     weak = 1e-3 * mt.nn.sinusoid_table(T, D)  # a faint position signal: differences ~1e-3
+    fainter = 1e-9 * mt.nn.sinusoid_table(T, D)  # far above float64's rounding, below float32's
     cases = [
         (attn, True, "self-attention without PE"),
         (lambda a: enc(mt.tensor(a)).numpy(), True, "an encoder layer without PE"),
@@ -78,13 +102,21 @@ def check_07_3(is_permutation_equivariant: Callable) -> None:
         # (0.1, 0.01) calls these equivariant
         (lambda a: attn(a + weak), False, "self-attention with a faint PE (float64)"),
         (lambda a: a + weak, False, "adding a faint PE (float64)"),
+        # 1e-9 is still millions of times float64's rounding: a fixed tolerance of 1e-6 (right
+        # for float32) calls these equivariant
+        (lambda a: attn(a + fainter), False, "self-attention with a PE of 1e-9 (float64)"),
+        (lambda a: a + fainter, False, "adding a PE of 1e-9 (float64)"),
     ]
     for f, expected, name in cases:
         got = is_permutation_equivariant(f, x, perm)
-        assert got == expected, (
-            f"{name}: expected {expected}, got {got}; hint: compare the outputs row by row, "
-            "not a summary of them, with a tolerance the size of the rounding of x's dtype"
+        hint = (
+            "a difference of 1e-9 is far above the rounding of float64 (np.finfo(np.float64)): "
+            "a tolerance fixed for every dtype is too loose here"
+            if "1e-9" in name
+            else "compare the outputs row by row, not a summary of them, with a tolerance the "
+            "size of the rounding of x's dtype"
         )
+        assert got == expected, f"{name}: expected {expected}, got {got}; hint: {hint}"
     cases32 = [  # float32: rounding differences of ~1e-7 must not count, ~1e-3 must
         (lambda a: attn(a, layer=mha32), True, "self-attention without PE (float32)"),
         (

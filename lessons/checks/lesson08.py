@@ -1,6 +1,6 @@
 """Lesson 08 (encoder-decoder): the checks of its exercises.
 
-- ``check_08_1``: Exercise 1 (shift right)
+- ``check_08_1``: Exercise 1 (shift right, for a padded batch)
 - ``check_08_2``: Exercise 2 (decoder self-attention mask)
 - ``check_08_3``: Exercise 3 (batched greedy decoding)
 
@@ -16,31 +16,80 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _exercise
+from ._shared import _exercise, _library_calls, _without_library
+
+_LIBRARY_IDS = (1, 2, 0)  # <bos>, <eos>, <pad>: the ids make_batch writes
 
 
-@_exercise("Exercise 1 (shift right)")
+def _decoder_io(targets: list[list[int]], bos: int, eos: int, pad: int) -> tuple[np.ndarray, ...]:
+    """The reference: (tgt_in, tgt_out) (B, T), T = the longest target + 1, padded with pad."""
+    T = max(len(t) for t in targets) + 1
+    tgt_in, tgt_out = np.full((len(targets), T), pad), np.full((len(targets), T), pad)
+    for b, t in enumerate(targets):
+        tgt_in[b, : len(t) + 1] = [bos, *t]
+        tgt_out[b, : len(t) + 1] = [*t, eos]
+    return tgt_in, tgt_out
+
+
+def _io_hint(got_in: np.ndarray, got_out: np.ndarray, want_in: np.ndarray,
+             want_out: np.ndarray, targets: list[list[int]], eos: int) -> str:  # fmt: skip
+    """Where to look, for right-shaped (tgt_in, tgt_out) that differ from the reference."""
+    if np.array_equal(got_in, want_out) and np.array_equal(got_out, want_in):
+        return "the pair is swapped: tgt_in is what the decoder reads, starting with <bos>"
+    library = _decoder_io(targets, *_LIBRARY_IDS)
+    if np.array_equal(got_in, library[0]) and np.array_equal(got_out, library[1]):
+        return "use the ids bos_id, eos_id and pad_id you are given, not the library's"
+    if np.array_equal(got_in, want_in) and np.all(got_out[:, -1] == eos):
+        return "each sentence's <eos> comes right after its last word; padding fills the rest"
+    if not np.array_equal(got_in, want_in):
+        return "tgt_in: what does the decoder read at the very first step, and what after?"
+    return "tgt_out: what must the decoder predict after the last word?"
+
+
+@_exercise("Exercise 1 (shift right, for a padded batch)")
 def check_08_1(make_decoder_io: Callable) -> None:
+    """(tgt_in, tgt_out) of a padded batch against make_batch (the library's ids) and against
+    the same arithmetic with other ids; no call into the library."""
     from minitransformer.data.batching import make_batch
 
-    cfg = mt.TransformerConfig.preset("tiny", src_vocab=20, tgt_vocab=20)
-    for src, tgt in [([5, 6, 7], [8, 9]), ([4], [4, 5, 6, 7]), ([9, 9], [10])]:
-        b = make_batch([(src, tgt)])
-        tgt_in, tgt_out = make_decoder_io(tgt, cfg.bos_id, cfg.eos_id)
-        assert list(tgt_in) == b.tgt_in[0].tolist(), (
-            f"tgt_in for {tgt}: expected {b.tgt_in[0].tolist()}, got {list(tgt_in)}; hint: what "
-            "does the decoder read at the very first step?"
+    ids = _LIBRARY_IDS
+    batches = [([[8, 9], [4, 5, 6, 7], [10]], ids), ([[5, 6, 7]], ids),
+               ([[3], [7, 7, 7]], (11, 12, 13))]  # fmt: skip
+    for targets, (bos, eos, pad) in batches:
+        want_in, want_out = _decoder_io(targets, bos, eos, pad)
+        if (bos, eos, pad) == ids:  # the reference is what the library's batches hold
+            b = make_batch([([4], t) for t in targets])
+            assert np.array_equal(b.tgt_in, want_in) and np.array_equal(b.tgt_out, want_out)
+        where = f"make_decoder_io({targets}, {bos}, {eos}, {pad})"
+        got = _without_library(
+            make_decoder_io, [list(t) for t in targets], bos, eos, pad, where=where,
+            instead="build the two padded arrays yourself, with NumPy or Python lists",
+        )  # fmt: skip
+        assert isinstance(got, tuple | list) and len(got) == 2, (
+            f"{where}: return the pair (tgt_in, tgt_out), got {type(got).__name__}"
         )
-        assert list(tgt_out) == b.tgt_out[0].tolist(), (
-            f"tgt_out for {tgt}: expected {b.tgt_out[0].tolist()}, got {list(tgt_out)}; hint: "
-            "what must the decoder predict after the last word?"
-        )
+        got_in, got_out = (np.asarray(a) for a in got)
+        for name, arr in (("tgt_in", got_in), ("tgt_out", got_out)):
+            assert arr.shape == want_in.shape, (
+                f"{where}: {name} has shape {arr.shape}, expected (B, T) = {want_in.shape}; "
+                "hint: T must hold the longest target plus the one token the shift adds"
+            )
+        if not (np.array_equal(got_in, want_in) and np.array_equal(got_out, want_out)):
+            hint = _io_hint(got_in, got_out, want_in, want_out, targets, eos)
+            raise AssertionError(
+                f"{where}: expected tgt_in {want_in.tolist()} and tgt_out {want_out.tolist()}, "
+                f"got {got_in.tolist()} and {got_out.tolist()}; hint: {hint}"
+            )
 
 
 @_exercise("Exercise 2 (decoder self-attention mask)")
 def check_08_2(decoder_self_mask: Callable) -> None:
     ids = np.array([[1, 5, 6, 7, 0, 0], [1, 8, 0, 0, 0, 0], [1, 4, 5, 6, 7, 8], [0, 0, 0, 0, 0, 0]])
-    mine = np.asarray(decoder_self_mask(ids, 0))
+    mine = _without_library(
+        decoder_self_mask, ids.copy(), 0, where="decoder_self_mask",
+        instead="build it with NumPy from the ids: np.tril, comparisons, broadcasting",
+    )  # fmt: skip
+    mine = np.asarray(mine)
     expected = mt.nn.target_mask(ids, 0)
     assert mine.shape == expected.shape, (
         f"expected shape {expected.shape} = (B, 1, T, T), got {mine.shape}"
@@ -102,7 +151,17 @@ def check_08_3(greedy_batch: Callable, model: Any = None, src: Any = None) -> No
     ]
     stub = _ScriptedModel(script)
     src_stub = np.full((3, 4), 5)
-    out = greedy_batch(stub, src_stub, 9)
+    called: set[str] = set()
+    try:
+        out, _ = _library_calls(greedy_batch, stub, src_stub, 9, record=called)
+    finally:  # also when the library's decoder stumbled on the scripted stand-in
+        decode = sorted(c for c in called if c.startswith("minitransformer.decode."))
+        if decode:
+            raise AssertionError(
+                f"greedy_batch calls the library's decoding ({', '.join(decode)}): this "
+                "exercise writes that loop; hint: use only model.encode, model.new_cache and "
+                "model.decode"
+            )
     expected = [[5, 6], [7, 8, 9, 10], []]
     assert len(out) == 3, f"one output list per sentence: expected 3, got {len(out)}"
     got = [[int(i) for i in o] for o in out]

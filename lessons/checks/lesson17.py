@@ -7,7 +7,8 @@
 The oracles: NumPy float64 arithmetic written here (exercise 1: the softmax of the logits
 divided by τ over the top-k logits; exercise 3: key j <= query position), and the library's
 ``TransformerConfig.num_parameters`` of an encoder-decoder and a decoder-only config of the
-same sizes (exercise 2). Answers may be lists, NumPy arrays of any float or int dtype, or
+same sizes (exercise 2). An answer that calls into the library fails: each exercise is what
+one of its functions computes. Answers may be lists, NumPy arrays of any float or int dtype, or
 library tensors; a right answer in float32 passes. A wrong or malformed answer (a string, a
 wrong shape, a function that raises) fails with an AssertionError and a hint, never with
 another exception.
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ._shared import _exercise, _rng
+from ._shared import _exercise, _library_calls, _rng
 
 
 def _callable(answer: Any, name: str) -> None:
@@ -35,13 +36,20 @@ def _callable(answer: Any, name: str) -> None:
 
 def _call(fn: Callable, where: str, *args: Any) -> Any:
     """fn(*args); any exception but the placeholder's becomes an AssertionError naming it
-    (its traceback stays attached)."""
+    (its traceback stays attached), and so does a call into the library: each exercise asks
+    for what one of the library's functions computes (_shared._library_calls)."""
     try:
-        return fn(*args)
+        result, called = _library_calls(fn, *args)
     except NotImplementedError:
         raise
     except Exception as err:
         raise AssertionError(f"{where} raised {type(err).__name__}: {err}") from err
+    assert not called, (
+        f"{where} calls the library ({', '.join(sorted(called))}): this exercise asks you to "
+        "write that computation yourself; hint: NumPy and the arithmetic of this lesson are "
+        "all it needs"
+    )
+    return result
 
 
 def _as_array(got: Any, where: str) -> np.ndarray:

@@ -6,7 +6,9 @@
 
 See the package docstring (``checks/__init__.py``) for what a check does. Each check builds
 its own inputs (noisy synthetic losses, seeded; models built from random sizes), so a wrong
-answer cannot pass by matching the lesson's own study.
+answer cannot pass by matching the lesson's own study. An answer that calls into the library
+(``scaling.fit_power_law``, a model built to count its parameters) fails: the exercises are
+what those compute.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _exercise, _rng
+from ._shared import _exercise, _rng, _without_library
 
 
 def _numbers(answer: Any, count: int, what: str) -> list[float]:
@@ -63,8 +65,11 @@ def check_18_1(fit_power_law: Callable) -> None:
         n, loss, a_true, alpha_true = _synthetic(rng, n_points, noise)
         want_a, want_alpha = _least_squares(n, loss)
         for given_n, given_loss in ((n.copy(), loss.copy()), (list(n), list(loss))):
-            got_a, got_alpha = _numbers(fit_power_law(given_n, given_loss), 2,
-                                        "fit_power_law(n, loss)")  # fmt: skip
+            answer = _without_library(
+                fit_power_law, given_n, given_loss, where="fit_power_law(n, loss)",
+                instead="np.log and a least-squares line (np.polyfit, or the formula)",
+            )  # fmt: skip
+            got_a, got_alpha = _numbers(answer, 2, "fit_power_law(n, loss)")
             if noise == 0.0:
                 assert np.isclose(got_alpha, alpha_true, rtol=1e-6), (
                     f"on exact points L = {a_true:.3f}·n^(−{alpha_true:.4f}) your alpha is "
@@ -95,7 +100,11 @@ def check_18_2(predict_largest: Callable) -> None:
         n, loss, _, _ = _synthetic(rng, n_points, noise)
         order = rng.permutation(n_points)
         n, loss = n[order], loss[order]
-        (got,) = _numbers(predict_largest(list(n), list(loss)), 1, "predict_largest(n, loss)")
+        answer = _without_library(
+            predict_largest, list(n), list(loss), where="predict_largest(n, loss)",
+            instead="your own fit_power_law of exercise 1, not the library's",
+        )  # fmt: skip
+        (got,) = _numbers(answer, 1, "predict_largest(n, loss)")
         keep = n < n.max()
         a, alpha = _least_squares(n[keep], loss[keep])
         want = a * n.max() ** -alpha
@@ -133,8 +142,12 @@ def check_18_3(training_compute: Callable) -> None:
     cases += [(int(rng.integers(2, 40)) * 2, int(rng.integers(1, 5)), int(rng.integers(4, 200)),
                int(rng.integers(1, 10**7))) for _ in range(4)]  # fmt: skip
     for d, layers, d_ff, tokens in cases:
-        (got,) = _numbers(training_compute(d, layers, d_ff, tokens), 1,
-                          f"training_compute({d}, {layers}, {d_ff}, {tokens})")  # fmt: skip
+        where = f"training_compute({d}, {layers}, {d_ff}, {tokens})"
+        answer = _without_library(
+            training_compute, d, layers, d_ff, tokens, where=where,
+            instead="count one layer's weights, biases and LayerNorms on paper",
+        )  # fmt: skip
+        (got,) = _numbers(answer, 1, where)
         n = _non_embedding(d, layers, d_ff)
         want = 6 * n * tokens
         if np.isclose(got, want, rtol=1e-9):

@@ -28,8 +28,15 @@ def max_gain(eps):
     return 1 / np.sqrt(eps)
 
 
-# Exercise 3
-def ln_param_grads(g, x, eps=1e-5):
-    mu = x.mean(-1, keepdims=True)
-    x_hat = (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + eps)
-    return (g * x_hat).sum(axis=(0, 1)), g.sum(axis=(0, 1))
+# Exercise 3: y = LN(z), z = x + x W. Backwards: dz is LayerNorm's backward of g (γ = 1), then
+# z = x + x W gives x two paths, dx = dz + dz W^T, and W, shared by every row, dW = x^T dz
+# summed over the rows (one 2-D product on the flattened rows, lesson 02)
+def add_norm_backward(x, W, g, eps=1e-5):
+    z = x + x @ W
+    mu = z.mean(-1, keepdims=True)
+    r = 1 / np.sqrt(((z - mu) ** 2).mean(-1, keepdims=True) + eps)
+    z_hat = (z - mu) * r
+    dz = r * (g - g.mean(-1, keepdims=True) - z_hat * (g * z_hat).mean(-1, keepdims=True))
+    D = x.shape[-1]
+    dW = x.reshape(-1, D).T @ dz.reshape(-1, D)
+    return dz + dz @ W.T, dW

@@ -3,9 +3,15 @@
 import numpy as np
 
 
-# Exercise 1: dS_i = P_i (dP_i - sum_j dP_j P_j), per row
-def softmax_backward(P, dP):
-    return P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+# Exercise 1: P = softmax(Z), Z = S / tau. The softmax backward gives
+# dZ = P (dP - rowsum(dP P)); every score's Z depends on tau through dZ/dtau = -S / tau^2, and
+# tau touches every score, so dL/dtau = sum over all scores of dZ (-S / tau^2)
+def temperature_grad(S, tau, dP):
+    Z = S / tau
+    e = np.exp(Z - Z.max(axis=-1, keepdims=True))
+    P = e / e.sum(axis=-1, keepdims=True)
+    dZ = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+    return float((dZ * -S / tau**2).sum())
 
 
 # Exercise 2

@@ -9,9 +9,10 @@ def _attention(q, k, v):
     return (e / e.sum(axis=-1, keepdims=True)) @ v
 
 
-# Exercise 1: 4 weight matrices (D, D) and 4 biases (D,); h does not matter
-def mha_num_parameters(D, h):
-    return 4 * D * D + 4 * D
+# Exercise 1: W_q and W_k map D -> h d_k (weights D h d_k, biases h d_k each); W_v and W_o
+# map D -> D (d_v = D / h). At d_k = D / h that is 4 D^2 + 4 D: h does not matter
+def mha_num_parameters(D, h, d_k):
+    return 2 * (D * h * d_k + h * d_k) + 2 * (D * D + D)
 
 
 # Exercise 2: head i owns columns i*d_k .. (i+1)*d_k of W_q, W_k, W_v AND of their biases

@@ -5,9 +5,16 @@ import numpy as np
 import minitransformer as mt
 
 
-# Exercise 1
-def make_decoder_io(target, bos_id, eos_id):
-    return [bos_id, *target], [*target, eos_id]
+# Exercise 1: each row shifted right (reads <bos> + target, predicts target + <eos>), every row
+# padded to the longest target + 1
+def make_decoder_io(targets, bos_id, eos_id, pad_id):
+    T = max(len(t) for t in targets) + 1
+    tgt_in = np.full((len(targets), T), pad_id)
+    tgt_out = np.full((len(targets), T), pad_id)
+    for b, t in enumerate(targets):
+        tgt_in[b, : len(t) + 1] = [bos_id, *t]
+        tgt_out[b, : len(t) + 1] = [*t, eos_id]
+    return tgt_in, tgt_out
 
 
 # Exercise 2: causal (key <= query) AND the key is not padding

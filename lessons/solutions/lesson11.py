@@ -13,11 +13,14 @@ def count_parameters(V, d_model, d_ff, N):
     return V * D + N * (encoder_layer + decoder_layer)
 
 
-# Exercise 2: one number per (batch, head, query, key)
-def score_bytes(B, H, T, S, itemsize):
-    return B * H * T * S * itemsize
+# Exercise 2: every attention keeps its weights P, one number per (batch, head, query, key):
+# per layer, the encoder's self-attention (S, S), the decoder's self-attention (T, T) and its
+# cross-attention (T queries from the target, S keys from the source)
+def score_bytes(B, H, S, T, N, itemsize):
+    return N * B * H * (S * S + T * T + T * S) * itemsize
 
 
-# Exercise 3
-def loglog_slope(x, y):
-    return float(np.polyfit(np.log(x), np.log(y), 1)[0])
+# Exercise 3: log y = a log x + log c (least squares); solve log budget = a log x + log c
+def length_for_budget(x, y, budget):
+    a, log_c = np.polyfit(np.log(x), np.log(y), 1)
+    return float(np.exp((np.log(budget) - log_c) / a))

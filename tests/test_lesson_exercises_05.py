@@ -1,0 +1,112 @@
+"""Lesson 05 (attention), issue 28: exercise 1 asks for the gradient of a softmax temperature,
+dL/dτ of P = softmax(S/τ), in place of the softmax backward itself, whose formula and code
+stand three times above it (the backward section, the from-scratch attention, the √d_k
+experiment).
+
+The sign, 1/τ for 1/τ², the softmax backward without its row term, dP taken for the scores'
+gradient and an array for a number fail with their own hints; the library's autograd fails;
+NumPy forms (einsum, a 0-d array, a library Tensor of one number) pass.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from lesson_notebooks import code_cells, markdown_cells
+
+import minitransformer as mt
+import minitransformer.functional as F
+
+LESSONS = Path(__file__).resolve().parents[1] / "lessons"
+NOTEBOOK = LESSONS / "05_attention.ipynb"
+sys.path.insert(0, str(LESSONS))
+checks = importlib.import_module("checks")
+s5 = importlib.import_module("solutions.lesson05")
+
+
+def _fails(check, answer) -> str:
+    with pytest.raises(AssertionError) as err:
+        check(answer)
+    return str(err.value)
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _grad(dz_of=None, factor=lambda S, tau: -S / tau**2, total=True):
+    """temperature_grad with one mistake (the defaults: none)."""
+
+    def answer(S, tau, dP):
+        P = _softmax(S / tau)
+        dZ = P * (dP - (dP * P).sum(-1, keepdims=True)) if dz_of is None else dz_of(P, dP)
+        g = dZ * factor(S, tau)
+        return float(g.sum()) if total else g
+
+    return answer
+
+
+def _autograd(S, tau, dP):
+    t = mt.tensor(np.array(tau), requires_grad=True, dtype="float64")
+    (F.softmax(mt.tensor(S) / t, axis=-1) * mt.tensor(dP)).sum().backward()
+    return float(t.grad)
+
+
+WRONG = {
+    "the sign": (_grad(factor=lambda S, tau: S / tau**2), "the sign"),
+    "1/tau": (_grad(factor=lambda S, tau: -S / tau), "once more"),
+    "no row term": (_grad(dz_of=lambda P, dP: P * dP), "two terms"),
+    "dP as the scores' gradient": (_grad(dz_of=lambda P, dP: dP), "comes first"),
+    "an array": (_grad(total=False), "one number"),
+    "otherwise wrong": (_grad(factor=lambda S, tau: -S), "go backwards"),
+    "the library's autograd": (_autograd, "calls the library"),
+}
+
+
+@pytest.mark.parametrize("name", WRONG)
+def test_05_1_each_mistake_has_its_hint(name):
+    answer, hint = WRONG[name]
+    assert hint in _fails(checks.check_05_1, answer)
+
+
+def _einsum(S, tau, dP):
+    P = _softmax(S / tau)
+    row = np.einsum("...ts,...ts->...t", dP, P)[..., None]
+    return -np.sum(P * (dP - row) * S) / tau**2
+
+
+VALID = {
+    "reference": s5.temperature_grad,
+    "mistake-free": _grad(),
+    "einsum": _einsum,
+    "a 0-d array": lambda S, tau, dP: np.asarray(s5.temperature_grad(S, tau, dP)),
+    "a Tensor": lambda S, tau, dP: mt.tensor(np.array(s5.temperature_grad(S, tau, dP))),
+}
+
+
+@pytest.mark.parametrize("name", VALID)
+def test_05_1_accepts_valid_forms(name):
+    assert checks.check_05_1(VALID[name]) == checks.CORRECT
+
+
+def test_the_check_agrees_with_the_library():
+    """Finite differences (the check's oracle) and the library's autograd give one number."""
+    rng = np.random.default_rng(0)
+    S, dP = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 4, 5))
+    assert np.isclose(_autograd(S, 0.8, dP), s5.temperature_grad(S, 0.8, dP), rtol=1e-9)
+
+
+def test_no_cell_before_the_exercises_differentiates_a_temperature():
+    """The softmax backward is taught above (its formula is the lesson's); the temperature's
+    gradient is not: no cell differentiates S/τ with respect to τ."""
+    text = "\n".join(markdown_cells(NOTEBOOK))
+    before = text[: text.index("## Exercises")]
+    assert r"\partial L/\partial\tau" not in before and "tau**2" not in before
+    code = code_cells(NOTEBOOK)
+    first = next(i for i, c in enumerate(code) if "def temperature_grad(" in c)
+    assert "tau**2" not in "\n".join(code[:first]) and "sigma**3" not in "\n".join(code[:first])
