@@ -210,3 +210,24 @@ def test_no_lesson_writes_into_the_repository_by_default():
         if "../plots" in text or "mkdtemp(" in text:
             offenders.append(path.name)
     assert not offenders, f"{offenders}: use figures.plots_dir() / figures.scratch_dir()"
+
+
+def _seconds(text: str) -> float:
+    """'2 min 10 s', '68 s', '2.6 s' -> seconds."""
+    m = re.fullmatch(r"(?:(\d+) min)?\s*(?:(\d+(?:\.\d+)?) s)?", text.strip())
+    assert m and any(m.groups()), f"not a runtime: {text!r}"
+    return 60 * float(m.group(1) or 0) + float(m.group(2) or 0)
+
+
+def test_lessons_readme_states_every_runtime():
+    """lessons/README.md gives each lesson's default and fast runtime, within the promise:
+    10 minutes by default and 2 in fast mode on a quiet 2-core machine."""
+    rows = re.findall(
+        r"^\| \[(\d\d_\w+)\]\(\1\.ipynb\) \| ([^|]+) \| ([^|]+) \|",
+        (LESSONS / "README.md").read_text(encoding="utf-8"),
+        re.M,
+    )
+    assert [name for name, _, _ in rows] == [p.stem for p in NOTEBOOKS]
+    for name, default, fast in rows:
+        assert _seconds(default) <= 600, f"{name}: default mode {default}, over 10 minutes"
+        assert _seconds(fast) <= 120, f"{name}: fast mode {fast}, over 2 minutes"
