@@ -1,13 +1,17 @@
 """Helpers (not tests) for the lesson tests: a notebook's code or markdown cells, the images
-its markdown embeds, and the check that it ships each exercise as a placeholder and calls
-each check once."""
+its markdown embeds, the check that it ships each exercise as a placeholder and calls each
+check once, and the two helpers of the exercise tests (the hint a wrong answer gets, a
+Function class made of two functions)."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 # ![caption](path "title"), ![caption](<path>) and <img src="path">
 IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?[^)]*\)|<img[^>]*\ssrc=[\"']([^\"']+)[\"']")
@@ -55,3 +59,22 @@ def assert_ships_placeholders(
         assert "NotImplementedError(" in defining[0] and "return" not in defining[0], (
             f"the cell defining {name} ships more than a placeholder"
         )
+
+
+def hint_of(check: Callable, answer: Any) -> str:
+    """The message of the AssertionError ``check(answer)`` must fail with (its hint)."""
+    with pytest.raises(AssertionError) as err:
+        check(answer)
+    return str(err.value)
+
+
+def function_class(forward: Callable, backward: Callable) -> type:
+    """A library ``Function`` subclass made of two plain functions (wrong or alternative
+    answers to the exercises that ask for a Function)."""
+    from minitransformer.function import Function
+
+    return type(
+        "Answer",
+        (Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )

@@ -27,6 +27,7 @@ sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 through_rank0 = importlib.import_module("test_lesson_exercises_14")._through_rank0  # not a ring
 t04, t10 = (importlib.import_module(f"test_lesson_exercises_{n}") for n in ("04", "10"))
+from lesson_notebooks import function_class as _fn  # noqa: E402
 
 
 def solutions(n: int):
@@ -63,15 +64,6 @@ def _value(tanh, neg, sub) -> type:
     Value = notebook_value_class()
     Value.tanh, Value.__neg__, Value.__sub__ = tanh, neg, sub
     return Value
-
-
-def _fn(cls_forward, cls_backward):
-    """A Function class from two plain functions (for wrong Sigmoid / RMSNorm answers)."""
-    return type(
-        "Answer",
-        (Function,),
-        {"forward": staticmethod(cls_forward), "backward": staticmethod(cls_backward)},
-    )
 
 
 # ------------------------------------------------------------------ the wrong answers

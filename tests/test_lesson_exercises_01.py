@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lesson_notebooks import code_cells, markdown_cells
+from lesson_notebooks import function_class as _fn
+from lesson_notebooks import hint_of as _fails
 
 from minitransformer.function import Function
 from minitransformer.ops.activations import Sigmoid as LibrarySigmoid
@@ -27,20 +29,6 @@ NOTEBOOK = LESSONS / "01_autograd.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s1 = importlib.import_module("solutions.lesson01")
-
-
-def _fn(forward, backward):
-    return type(
-        "Answer",
-        (Function,),
-        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
-    )
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
 
 
 def _forward_library(ctx, x):

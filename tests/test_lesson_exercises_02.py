@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lesson_notebooks import code_cells, markdown_cells
+from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 from minitransformer.function import unbroadcast
@@ -22,12 +23,6 @@ NOTEBOOK = LESSONS / "02_broadcasting_matmul.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s2 = importlib.import_module("solutions.lesson02")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
 
 
 def _autograd_outer(u, v, G):

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lesson_notebooks import code_cells, markdown_cells
+from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -26,12 +27,6 @@ NOTEBOOK = LESSONS / "05_attention.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s5 = importlib.import_module("solutions.lesson05")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
 
 
 def _softmax(z):

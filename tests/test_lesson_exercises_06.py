@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lesson_notebooks import code_cells
+from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 
@@ -26,12 +27,6 @@ NOTEBOOK = LESSONS / "06_multihead_attention.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s6 = importlib.import_module("solutions.lesson06")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
 
 
 # ------------------------------------------------------------------ 06.1

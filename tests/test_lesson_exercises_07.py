@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import hint_of as _fails
 from lesson_notebooks import markdown_cells
 
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
@@ -24,12 +25,6 @@ NOTEBOOK = LESSONS / "07_positional_encoding.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s7 = importlib.import_module("solutions.lesson07")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
 
 
 def _omega(D):

@@ -26,12 +26,7 @@ LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s8 = importlib.import_module("solutions.lesson08")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
+from lesson_notebooks import hint_of as _fails  # noqa: E402
 
 
 def _eos_after_padding(targets, bos, eos, pad):

@@ -36,12 +36,7 @@ NOTEBOOK = LESSONS / "09_training.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s9 = importlib.import_module("solutions.lesson09")
-
-
-def _hint(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
+from lesson_notebooks import hint_of as _hint  # noqa: E402
 
 
 def _passes(check, answer, capsys) -> None:

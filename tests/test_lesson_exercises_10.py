@@ -30,12 +30,7 @@ LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s10 = importlib.import_module("solutions.lesson10")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
+from lesson_notebooks import hint_of as _fails  # noqa: E402
 
 
 # ------------------------------------------------------------------ 10.1

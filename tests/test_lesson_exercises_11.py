@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lesson_notebooks import code_cells
+from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 
@@ -28,12 +29,6 @@ NOTEBOOK = LESSONS / "11_speed_and_gpu.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s11 = importlib.import_module("solutions.lesson11")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
 
 
 def test_11_1_a_built_config_fails():

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lesson_notebooks import code_cells
+from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 from minitransformer import scaling
@@ -32,12 +33,6 @@ NOTEBOOK = LESSONS / "18_the_curve_kept_bending.ipynb"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
 s18 = importlib.import_module("solutions.lesson18")
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
 
 
 def _placeholder(*args):

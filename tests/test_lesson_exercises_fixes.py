@@ -22,8 +22,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitransformer.function import Function
-
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks")
@@ -31,20 +29,8 @@ s1 = importlib.import_module("solutions.lesson01")
 s3 = importlib.import_module("solutions.lesson03")
 s4 = importlib.import_module("solutions.lesson04")
 s7 = importlib.import_module("solutions.lesson07")
-
-
-def _fn(forward, backward):
-    return type(
-        "Answer",
-        (Function,),
-        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
-    )
-
-
-def _fails(check, answer) -> str:
-    with pytest.raises(AssertionError) as err:
-        check(answer)
-    return str(err.value)
+from lesson_notebooks import function_class as _fn  # noqa: E402
+from lesson_notebooks import hint_of as _fails  # noqa: E402
 
 
 # ------------------------------------------------------------------ 01.2 (Sigmoid)
