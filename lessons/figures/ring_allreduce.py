@@ -86,16 +86,18 @@ def _panel(
             ax.add_patch(Rectangle((x, y), CELL_W, CELL_H, fc=colours[n - 1], gid="chunk", **edge))
             text = "all" if n == N else "+".join(str(q) for q in sorted(state[r][c]))
             ink = "white" if n > N / 2 else "black"
+            size = 8 if n == N else 7 if len(text) <= 3 else 6  # "0+1+2" fits inside its box
             ax.text(x + CELL_W / 2, y + CELL_H / 2, text, ha="center", va="center",
-                    fontsize=7 if n < N else 8, color=ink)  # fmt: skip
+                    fontsize=size, color=ink)  # fmt: skip
     for src, dst, c in sends:
         y = -(c + 0.5) * CELL_H
         start = src * (CELL_W + GAP) + CELL_W
         if dst > src:  # to the next column
             ax.add_patch(FancyArrowPatch((start, y), (start + GAP, y), gid="send", **SEND))
-        else:  # the ring closes: out at the right edge, in again at the left
-            ax.add_patch(FancyArrowPatch((start, y), (start + GAP, y), gid="send", ls="--", **SEND))
-            ax.add_patch(FancyArrowPatch((-GAP, y), (0, y), ls="--", **SEND))
+        else:  # the ring closes: out at the right edge, in again at the left, dashed
+            wrap = dict(ls=(0, (2, 1.5)), shrinkA=0, shrinkB=0, **SEND)  # short dashes show
+            ax.add_patch(FancyArrowPatch((start, y), (start + GAP, y), gid="send", **wrap))
+            ax.add_patch(FancyArrowPatch((-GAP, y), (0, y), **wrap))
     left = -GAP - 0.05
     if labels:
         left -= 0.9
