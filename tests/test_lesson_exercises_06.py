@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from lesson_notebooks import code_cells
 from lesson_notebooks import hint_of as _fails
+from test_lesson_exercises import _head_rows_not_columns as _rows_not_columns
 
 import minitransformer as mt
 
@@ -84,15 +85,6 @@ def _sliced(x_q, x_kv, W, h, i, bias=True, scale=None):
     s = q @ np.swapaxes(k, -1, -2) / (scale or np.sqrt(d_k))
     e = np.exp(s - s.max(-1, keepdims=True))
     return (e / e.sum(-1, keepdims=True)) @ v
-
-
-def _rows_not_columns(x_q, x_kv, W, h, i):
-    d_k = W["wq"].shape[0] // h
-    c = slice(i * d_k, (i + 1) * d_k)
-    q = x_q[..., c] @ W["wq"][c, c] + W["bq"][c]
-    k = x_kv[..., c] @ W["wk"][c, c] + W["bk"][c]
-    v = x_kv[..., c] @ W["wv"][c, c] + W["bv"][c]
-    return s6._attention(q, k, v)
 
 
 HEAD_WRONG = {
