@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bind", "matmul", "plan", "planned", "run_plan"]
+__all__ = ["bind", "load_library", "matmul", "plan", "planned", "run_plan", "workspace"]
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
 INT32_MAX = 2**31 - 1
@@ -175,7 +175,7 @@ class _Library:
     def __init__(self) -> None:
         import cupy_backends.cuda.libs.cublas  # noqa: F401 - loads libcublas into the process
 
-        self.lib = _load()
+        self.lib = load_library()
         vp, i, ll, sz = ctypes.c_void_p, ctypes.c_int, ctypes.c_longlong, ctypes.c_size_t
         L = self.lib
         L.cublasCreate_v2.argtypes = [ctypes.POINTER(vp)]
@@ -207,9 +207,10 @@ class _Library:
         self.handles: dict[int, list] = {}  # device id -> [handle, stream ptr, workspace]
 
 
-def _load() -> ctypes.CDLL:
-    """The libcublas this process has loaded (CuPy's), by soname or from /proc/self/maps."""
-    for name in ("libcublas.so.13", "libcublas.so.12", "libcublas.so"):
+def load_library(stem: str = "libcublas") -> ctypes.CDLL:
+    """The library ``stem`` (libcublas, libcublasLt) that this process has loaded (CuPy's),
+    by soname or from /proc/self/maps."""
+    for name in (f"{stem}.so.13", f"{stem}.so.12", f"{stem}.so"):
         try:
             return ctypes.CDLL(name)
         except OSError:
@@ -218,11 +219,11 @@ def _load() -> ctypes.CDLL:
         with open("/proc/self/maps", encoding="utf-8") as maps:
             for line in maps:
                 path = line.split()[-1]
-                if "/libcublas.so" in path:
+                if f"/{stem}.so" in path:
                     return ctypes.CDLL(path)
     except OSError:
         pass
-    raise RuntimeError("libcublas is not loaded; is CuPy installed with its CUDA libraries?")
+    raise RuntimeError(f"{stem} is not loaded; is CuPy installed with its CUDA libraries?")
 
 
 _LIB: _Library | None = None
@@ -255,6 +256,13 @@ def _handle(cp: Any) -> Any:
         )
         entry[1] = stream
     return entry[0]
+
+
+def workspace(cp: Any) -> Any:
+    """This device's cuBLAS workspace (``WORKSPACE_BYTES``), which cuBLASLt's products share:
+    they run on the same stream, one after another."""
+    _handle(cp)
+    return _LIB.handles[cp.cuda.runtime.getDevice()][2]
 
 
 def matmul(a: Any, b: Any, cp: Any = None, out: Any = None) -> Any:

@@ -38,7 +38,8 @@ from ..ops.softmax import Softmax as _Softmax
 from ..optim.adam import adam_update as _adam_update
 from ..optim.clip import clip_flat as _clip_flat
 from ..optim.clip import step_ok as _step_ok
-from . import cuda_source, cupy_grads, cupy_step
+from . import cuda_source, cupy_elementwise, cupy_grads, cupy_step
+from .cupy_step import Dropout, DropoutAdd, clip_flat
 from .rows import CrossEntropyRows, LayerNormRows
 
 try:
@@ -91,12 +92,20 @@ def layer_norm_forward(
 
 
 def layer_norm_backward(
-    g: Array, x_hat: Array, rstd: Array, gamma: Array, needs: tuple[bool, ...]
+    g: Array,
+    x_hat: Array,
+    rstd: Array,
+    gamma: Array,
+    needs: tuple[bool, ...],
+    outs: tuple = (None, None, None),
 ) -> tuple[Array | None, Array | None, Array | None]:
     """Reference: ``LayerNorm.backward``. g (N, D) -> dx (N, D) (one launch, one block per
     row), dgamma (D,), dbeta (D,) (None where ``needs`` says no). dgamma and dbeta are
     deterministic column sums: one launch of partial sums over chunks of rows, then one
-    CuPy sum over the chunks (skipped when there is one chunk); over no rows, zeros."""
+    CuPy sum over the chunks (skipped when there is one chunk); over no rows, zeros.
+    ``outs``: the gradient buffers the engine offers (``Function.writes_grads``); where
+    gamma's and beta's lie side by side (an optimizer's flat buffer) the sums are written
+    into both at once, and the buffers themselves are returned: no copy follows."""
     need_x, need_gamma, need_beta = needs
     N, D = g.shape
     g, x_hat, rstd, gamma = (cp.ascontiguousarray(a) for a in (g, x_hat, rstd, gamma))
@@ -111,16 +120,41 @@ def layer_norm_backward(
             sums = cp.zeros((2, D), dtype=g.dtype)
         else:
             rows, chunks = param_chunks(N)
-            part = cp.empty((2, chunks, D), dtype=g.dtype)  # [sum g x_hat, sum g] per chunk
+            both = side_by_side(outs[1], outs[2], g) if need_gamma and need_beta else None
+            if chunks == 1 and both is not None:  # the one chunk's sums are the sums
+                part = both.reshape(2, 1, D)
+            else:
+                part = cp.empty((2, chunks, D), dtype=g.dtype)  # [sum g x_hat, sum g] per chunk
             grid = ((D + 255) // 256, chunks)
             args = (g, x_hat, np.int32(N), np.int32(D), np.int32(rows), part)
             cuda_source.kernel_for("layer_norm.cu", "layer_norm_param_partials", g.dtype)(
                 grid, (256,), args
             )
+            if both is not None:
+                if chunks > 1:
+                    cp.sum(part, axis=1, out=both)
+                return dx, outs[1], outs[2]
             sums = part[:, 0] if chunks == 1 else cp.sum(part, axis=1)  # (2, D)
         dgamma = sums[0] if need_gamma else None
         dbeta = sums[1] if need_beta else None
     return dx, dgamma, dbeta
+
+
+def side_by_side(dgamma: Array | None, dbeta: Array | None, like: Array) -> Array | None:
+    """A (2, D) array over the buffers ``dgamma`` and ``dbeta`` (D,) when beta's follows
+    gamma's in memory (C-contiguous, ``like``'s dtype), else None."""
+    if dgamma is None or dbeta is None:
+        return None
+    D = like.shape[1]
+    if dgamma.shape != (D,) or dbeta.shape != (D,):
+        return None
+    if dgamma.dtype != like.dtype or dbeta.dtype != like.dtype:
+        return None
+    if dbeta.data.ptr != dgamma.data.ptr + D * like.itemsize:
+        return None
+    if not (dgamma.flags.c_contiguous and dbeta.flags.c_contiguous):
+        return None
+    return cp.ndarray((2, D), dtype=like.dtype, memptr=dgamma.data)
 
 
 def param_chunks(N: int) -> tuple[int, int]:
@@ -258,11 +292,21 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
 
 
 class LayerNorm(LayerNormRows):
-    """Twin of ``ops.layernorm.LayerNorm``'s row math, in CUDA kernels."""
+    """Twin of ``ops.layernorm.LayerNorm``'s row math, in CUDA kernels; backward writes
+    dgamma and dbeta into the gradient buffers the engine offers (``layer_norm_backward``)."""
 
     dtypes = DTYPES
+    writes_grads = True
     forward_kernel = staticmethod(layer_norm_forward)
     backward_kernel = staticmethod(layer_norm_backward)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x_hat, rstd, gamma = ctx.saved
+        g = cp.reshape(grad, x_hat.shape)  # (N, D)
+        outs = ctx.grad_out or (None, None, None)
+        dx, dgamma, dbeta = layer_norm_backward(g, x_hat, rstd, gamma, ctx.needs_input_grad, outs)
+        return (None if dx is None else cp.reshape(dx, grad.shape)), dgamma, dbeta
 
 
 class Softmax(_Softmax):
@@ -330,53 +374,6 @@ class ScaledDotProductAttention(_Attention):
         return dq, dk, dv, None
 
 
-class Dropout(_Dropout):
-    """Twin of ``ops.dropout.Dropout``: the kernel makes the mask from the draw's keys, in
-    forward and again in backward (the keys are saved, not a mask)."""
-
-    dtypes = DTYPES
-
-    @staticmethod
-    def forward(ctx, x, p: float, generator):
-        ctx.scale, ctx.keys = 1.0 / (1.0 - p), cupy_step.dropout_keys(generator, p)
-        return cupy_step.dropout_forward(x, ctx.keys, ctx.scale)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return cupy_step.dropout_backward(grad, ctx.keys, ctx.scale)
-
-
-class DropoutAdd(_DropoutAdd):
-    """Twin of ``ops.dropout.DropoutAdd``: r + dropout(x) in one launch."""
-
-    dtypes = DTYPES
-
-    @staticmethod
-    def forward(ctx, r, x, p: float, generator):
-        ctx.scale, ctx.keys = 1.0 / (1.0 - p), cupy_step.dropout_keys(generator, p)
-        return cupy_step.dropout_add_forward(x, r, ctx.keys, ctx.scale)
-
-    @staticmethod
-    def backward(ctx, grad):
-        if not ctx.needs_input_grad[1]:
-            return grad, None
-        return grad, cupy_step.dropout_backward(grad, ctx.keys, ctx.scale)
-
-
-def clip_flat(grads: list[Array], max_norm: float) -> Array:
-    """Twin of ``optim.clip.clip_flat`` for one flat buffer (the usual: one dtype): the norm
-    in two launches, the scaling in a third, no host read (``cupy_step.grad_norm`` /
-    ``clip_grad_norm``). Buffers of several dtypes take the reference."""
-    if len(grads) != 1:
-        return _clip_flat(grads, max_norm)
-    (grad,) = grads
-    if max_norm == math.inf:
-        return cupy_step.grad_norm(grad)
-    return cupy_step.clip_grad_norm(grad, max_norm)
-
-
-clip_flat.dtypes = cupy_step.adam_update.dtypes = cupy_step.step_ok.dtypes = DTYPES
-
 # reference -> twin: what ``fast`` registers for cupy.ndarray when CuPy is first used
 TWINS = {
     cupy_grads._Linear: cupy_grads.Linear,
@@ -386,6 +383,8 @@ TWINS = {
     _CrossEntropy: CrossEntropy,
     _Attention: ScaledDotProductAttention,
     _Dropout: Dropout,
+    cupy_elementwise._ReLU: cupy_elementwise.ReLU,
+    cupy_elementwise._Embedding: cupy_elementwise.Embedding,
     _DropoutAdd: DropoutAdd,
     _adam_update: cupy_step.adam_update,
     _clip_flat: clip_flat,

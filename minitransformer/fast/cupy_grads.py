@@ -1,13 +1,21 @@
 """The Linear layer's twin for CuPy arrays: the reference's products (``ops/matmul.py``), with
-the weight's and the bias's gradients written straight into the optimizer's gradient buffer.
+the bias inside them, and the weight's and the bias's gradients written straight into the
+optimizer's gradient buffer.
+
+Forward: y = x W + b is one cuBLASLt product whose epilogue adds b (``fast/cublaslt.py``),
+where the reference launches the product and then the add. Backward: dW = x^T g and
+db = the column sums of g are one cuBLASLt product whose epilogue sums g's columns into db,
+where the reference launches the product and then a sum. Where cuBLASLt offers no algorithm
+the twin launches what the reference launches.
 
 Why: an optimizer keeps every gradient in one flat buffer (``optim/flatbuffer.py``); a
 gradient that backward makes as a new array is then copied there, one launch per parameter
 (64 of a tiny step's 85 parameters are a Linear's). The engine offers each parameter's
 buffer for its first gradient (``Function.writes_grads``, ``ctx.grad_out``); this twin's
 backward computes dW with ``fast/cublas.py``'s product into it and db with CuPy's sum into
-it, so no copy follows. Where no buffer is offered (a second gradient, no optimizer) it
-makes new arrays, as the reference does. Registered by ``fast/cupy.py``'s ``TWINS``.
+it (or both at once, above), so no copy follows. Where no buffer is offered (a second
+gradient, no optimizer) it makes new arrays, as the reference does. Registered by
+``fast/cupy.py``'s ``TWINS``.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.matmul import Linear as _Linear
-from . import cublas, cuda_source
+from . import cublas, cublaslt, cuda_source
 
 try:
     import cupy as cp
@@ -33,12 +41,26 @@ def _into(buffer: Any, like: Any) -> Any:
 
 
 class Linear(_Linear):
-    """Twin of ``ops.matmul.Linear``: forward is the reference's; backward writes dW and db
-    into the buffers the engine offers (module doc). dW = x^T g (or g^T x for a weight
-    stored transposed) and db = the column sums of g, as the reference computes them."""
+    """Twin of ``ops.matmul.Linear``: y = x W + b and its backward (dx = g W^T, dW = x^T g
+    or g^T x for a weight stored transposed, db = the column sums of g), as the reference
+    computes them, the bias in the products' epilogues and the parameters' gradients written
+    into the buffers the engine offers (module doc)."""
 
     dtypes = DTYPES
     writes_grads = True
+
+    @staticmethod
+    def forward(ctx, x, weight, bias=None, transpose_weight=False):
+        if bias is None or not bias.flags.c_contiguous:
+            return _Linear.forward(ctx, x, weight, bias, transpose_weight)
+        x2 = cp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
+        w = weight.mT if transpose_weight else weight  # (d_in, d_out)
+        y = cublaslt.matmul(x2, w, cublaslt.BIAS, bias=bias, cp=cp)  # x W + b, one launch
+        if y is None:  # no cuBLASLt algorithm here: the reference's two launches
+            return _Linear.forward(ctx, x, weight, bias, transpose_weight)
+        ctx.save_for_backward(x2, weight)
+        ctx.x_shape, ctx.transposed = x.shape, transpose_weight
+        return cp.reshape(y, (*x.shape[:-1], w.shape[1]))
 
     @staticmethod
     def backward(ctx, grad):
@@ -51,9 +73,17 @@ class Linear(_Linear):
         if needs[0]:
             w_t = weight if ctx.transposed else weight.mT  # (d_out, d_in)
             dx = xp.reshape(xp.matmul(g2, w_t), ctx.x_shape)
+        need_db = len(needs) > 2 and needs[2]
+        a, b = (g2.mT, x2) if ctx.transposed else (x2.mT, g2)
+        if needs[1] and need_db:  # dW and db in one product: the epilogue sums g's columns
+            db = _into(outs[2] if len(outs) > 2 else None, g2)
+            db = cp.empty((g2.shape[1],), dtype=g2.dtype) if db is None else db
+            epilogue = cublaslt.BGRADB if ctx.transposed else cublaslt.BGRADA
+            dw = cublaslt.matmul(a, b, epilogue, bias=db, out=_into(outs[1], weight), cp=cp)
+            if dw is not None:
+                return dx, dw, db
         if needs[1]:
-            a, b = (g2.mT, x2) if ctx.transposed else (x2.mT, g2)
             dw = cublas.matmul(a, b, cp, out=_into(outs[1], weight))
-        if len(needs) > 2 and needs[2]:
+        if need_db:
             db = cp.sum(g2, axis=0, out=_into(outs[2] if len(outs) > 2 else None, g2))
         return dx, dw, db

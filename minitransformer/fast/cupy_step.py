@@ -24,6 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from ..ops.dropout import Dropout as _Dropout
+from ..ops.dropout import DropoutAdd as _DropoutAdd
+from ..optim.clip import clip_flat as _clip_flat
 from . import cuda_source
 
 try:
@@ -31,8 +34,13 @@ try:
 except ImportError:  # a machine without CuPy: the names are still here, for tests
     cp = None
 
+DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64: what the kernels take
+
 __all__ = [
+    "Dropout",
+    "DropoutAdd",
     "adam_update",
+    "clip_flat",
     "clip_grad_norm",
     "dropout_add_forward",
     "dropout_backward",
@@ -207,3 +215,56 @@ def step_ok(loss: Array, norm: Array, prev: Array | None = None) -> Array:
     kernel = cuda_source.kernel_for("grad_norm.cu", "step_ok", norm.dtype)
     kernel((1,), (1,), (loss, cp.ascontiguousarray(norm), flag, ok))
     return ok
+
+
+# ----------------------------------------------------------------------------- the twins
+# dropout's Functions (subclasses of their references) and the clip function, registered by
+# ``fast/cupy.py``'s ``TWINS``
+
+
+class Dropout(_Dropout):
+    """Twin of ``ops.dropout.Dropout``: the kernel makes the mask from the draw's keys, in
+    forward and again in backward (the keys are saved, not a mask)."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, x, p: float, generator):
+        ctx.scale, ctx.keys = 1.0 / (1.0 - p), dropout_keys(generator, p)
+        return dropout_forward(x, ctx.keys, ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return dropout_backward(grad, ctx.keys, ctx.scale)
+
+
+class DropoutAdd(_DropoutAdd):
+    """Twin of ``ops.dropout.DropoutAdd``: r + dropout(x) in one launch."""
+
+    dtypes = DTYPES
+
+    @staticmethod
+    def forward(ctx, r, x, p: float, generator):
+        ctx.scale, ctx.keys = 1.0 / (1.0 - p), dropout_keys(generator, p)
+        return dropout_add_forward(x, r, ctx.keys, ctx.scale)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if not ctx.needs_input_grad[1]:
+            return grad, None
+        return grad, dropout_backward(grad, ctx.keys, ctx.scale)
+
+
+def clip_flat(grads: list[Array], max_norm: float) -> Array:
+    """Twin of ``optim.clip.clip_flat`` for one flat buffer (the usual: one dtype): the norm
+    in two launches, the scaling in a third, no host read (``grad_norm`` /
+    ``clip_grad_norm``). Buffers of several dtypes take the reference."""
+    if len(grads) != 1:
+        return _clip_flat(grads, max_norm)
+    (grad,) = grads
+    if max_norm == math.inf:
+        return grad_norm(grad)
+    return clip_grad_norm(grad, max_norm)
+
+
+clip_flat.dtypes = adam_update.dtypes = step_ok.dtypes = DTYPES
