@@ -84,3 +84,16 @@ def kernel(file: str, name: str) -> Any:
 def kernel_for(file: str, name: str, dtype: Any) -> Any:
     """The kernel ``name`` + ``SUFFIX[dtype]`` of ``fast/cuda/<file>`` (built once)."""
     return kernel(file, name + SUFFIX[dtype])
+
+
+def launch_rows(kernel: Any, rows: int, block: int, args: tuple) -> None:
+    """One block per row: ``kernel`` over ``rows`` rows (none: no launch, CUDA refuses an
+    empty grid; the outputs, made with ``cupy.empty``, are then empty too)."""
+    if rows:
+        kernel((rows,), (block,), args)
+
+
+def block_size(n: int) -> int:
+    """Threads per block for a row of n elements: 128 up to 512 elements, 256 up to 4096,
+    else 1024 (each thread then handles at most ~4 elements before the larger blocks)."""
+    return 128 if n <= 512 else 256 if n <= 4096 else 1024

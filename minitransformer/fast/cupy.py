@@ -39,8 +39,11 @@ from ..optim.adam import adam_update as _adam_update
 from ..optim.clip import clip_flat as _clip_flat
 from ..optim.clip import step_ok as _step_ok
 from . import cuda_source, cupy_elementwise, cupy_grads, cupy_step
+from .cuda_source import block_size
+from .cuda_source import launch_rows as _launch
+from .cupy_loss import CrossEntropy, cross_entropy_backward, cross_entropy_forward  # noqa: F401
 from .cupy_step import Dropout, DropoutAdd, clip_flat
-from .rows import CrossEntropyRows, LayerNormRows
+from .rows import LayerNormRows
 
 try:
     import cupy as cp
@@ -50,19 +53,6 @@ except ImportError:  # no CuPy: the module still imports (its names are checked 
 Array = Any  # cupy.ndarray
 
 DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64: what the kernels take
-
-
-def _launch(kernel: Any, rows: int, block: int, args: tuple) -> None:
-    """One block per row: ``kernel`` over ``rows`` rows (none: no launch, CUDA refuses an
-    empty grid; the outputs, made with ``cupy.empty``, are then empty too)."""
-    if rows:
-        kernel((rows,), (block,), args)
-
-
-def block_size(n: int) -> int:
-    """Threads per block for a row of n elements: 128 up to 512 elements, 256 up to 4096,
-    else 1024 (each thread then handles at most ~4 elements before the larger blocks)."""
-    return 128 if n <= 512 else 256 if n <= 4096 else 1024
 
 
 _NO_STRIDES = (np.int64(0),) * 4  # no mask: the kernel reads none
@@ -120,7 +110,9 @@ def layer_norm_backward(
             sums = cp.zeros((2, D), dtype=g.dtype)
         else:
             rows, chunks = param_chunks(N)
-            both = side_by_side(outs[1], outs[2], g) if need_gamma and need_beta else None
+            both = (
+                cupy_grads.side_by_side(outs[1], outs[2], g) if need_gamma and need_beta else None
+            )
             if chunks == 1 and both is not None:  # the one chunk's sums are the sums
                 part = both.reshape(2, 1, D)
             else:
@@ -138,23 +130,6 @@ def layer_norm_backward(
         dgamma = sums[0] if need_gamma else None
         dbeta = sums[1] if need_beta else None
     return dx, dgamma, dbeta
-
-
-def side_by_side(dgamma: Array | None, dbeta: Array | None, like: Array) -> Array | None:
-    """A (2, D) array over the buffers ``dgamma`` and ``dbeta`` (D,) when beta's follows
-    gamma's in memory (C-contiguous, ``like``'s dtype), else None."""
-    if dgamma is None or dbeta is None:
-        return None
-    D = like.shape[1]
-    if dgamma.shape != (D,) or dbeta.shape != (D,):
-        return None
-    if dgamma.dtype != like.dtype or dbeta.dtype != like.dtype:
-        return None
-    if dbeta.data.ptr != dgamma.data.ptr + D * like.itemsize:
-        return None
-    if not (dgamma.flags.c_contiguous and dbeta.flags.c_contiguous):
-        return None
-    return cp.ndarray((2, D), dtype=like.dtype, memptr=dgamma.data)
 
 
 def param_chunks(N: int) -> tuple[int, int]:
@@ -246,46 +221,6 @@ def attention_softmax_backward(dp: Array, p: Array, scale: float) -> Array:
     return ds
 
 
-# ----------------------------------------------------------------------------- cross-entropy
-
-
-def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array, Array]:
-    """Reference: ``CrossEntropy.forward`` (ops/loss.py). x (N, V) logits, t (N,) ids in
-    range -> loss (N,), e = e^(x - m) (N, V), s (N, 1) (0 -> 1), in one launch (one block
-    per row: one read of the row for its max, one writing e and summing it)."""
-    N, V = x.shape
-    x, t = cp.ascontiguousarray(x), cp.ascontiguousarray(t, dtype=np.int64)
-    loss, e = cp.empty((N,), dtype=x.dtype), cp.empty_like(x)
-    s = cp.empty((N, 1), dtype=x.dtype)
-    args = (x, t, x.dtype.type(eps), np.int32(V), loss, e, s)
-    _launch(
-        cuda_source.kernel_for("cross_entropy.cu", "cross_entropy_forward", x.dtype),
-        N,
-        block_size(V),
-        args,
-    )
-    return loss, e, s
-
-
-def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -> Array:
-    """Reference: ``CrossEntropy.backward``. dlogits = e (w / s) - w eps / V - w (1 - eps)
-    at each row's target (N, V), in one launch. w is (N, 1), (1,) or 0-d (read with a row
-    stride of 1 or 0)."""
-    N, V = e.shape
-    e, s = cp.ascontiguousarray(e), cp.ascontiguousarray(s)
-    t = cp.ascontiguousarray(t, dtype=np.int64)
-    w = cp.ascontiguousarray(w, dtype=e.dtype)
-    dx = cp.empty_like(e)
-    args = (e, s, t, w, np.int32(0 if w.size == 1 else 1), e.dtype.type(eps), np.int32(V), dx)
-    _launch(
-        cuda_source.kernel_for("cross_entropy.cu", "cross_entropy_backward", e.dtype),
-        N,
-        block_size(V),
-        args,
-    )
-    return dx
-
-
 # ----------------------------------------------------------------------------- the twins
 # Whole replacement Functions, each a subclass of its reference (``Function.run`` records the
 # twin in ``ctx.fn``, so backward follows forward), and the optimizer's functions.
@@ -333,14 +268,6 @@ class LogSoftmax(_LogSoftmax):
         ctx.save_for_backward(o)
         ctx.axis = axis
         return o
-
-
-class CrossEntropy(CrossEntropyRows):
-    """Twin of ``ops.loss.CrossEntropy``'s row math, in CUDA kernels."""
-
-    dtypes = DTYPES
-    forward_kernel = staticmethod(cross_entropy_forward)
-    backward_kernel = staticmethod(cross_entropy_backward)
 
 
 class ScaledDotProductAttention(_Attention):

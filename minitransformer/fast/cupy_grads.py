@@ -14,8 +14,9 @@ gradient that backward makes as a new array is then copied there, one launch per
 buffer for its first gradient (``Function.writes_grads``, ``ctx.grad_out``); this twin's
 backward computes dW with ``fast/cublas.py``'s product into it and db with CuPy's sum into
 it (or both at once, above), so no copy follows. Where no buffer is offered (a second
-gradient, no optimizer) it makes new arrays, as the reference does. Registered by
-``fast/cupy.py``'s ``TWINS``.
+gradient, no optimizer) it makes new arrays, as the reference does. ``side_by_side`` finds
+gamma's and beta's buffers side by side for the LayerNorm twin (``fast/cupy.py``), which
+sums into both. Registered by ``fast/cupy.py``'s ``TWINS``.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ try:
 except ImportError:  # a machine without CuPy: the names are still here, for tests
     cp = None
 
+Array = Any  # cupy.ndarray
 DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64, as fast/cupy.py's twins
 
 
@@ -38,6 +40,23 @@ def _into(buffer: Any, like: Any) -> Any:
     if buffer is None or buffer.dtype != like.dtype or not buffer.flags.c_contiguous:
         return None
     return buffer
+
+
+def side_by_side(dgamma: Array | None, dbeta: Array | None, like: Array) -> Array | None:
+    """A (2, D) array over the buffers ``dgamma`` and ``dbeta`` (D,) when beta's follows
+    gamma's in memory (C-contiguous, ``like``'s dtype), else None."""
+    if dgamma is None or dbeta is None:
+        return None
+    D = like.shape[1]
+    if dgamma.shape != (D,) or dbeta.shape != (D,):
+        return None
+    if dgamma.dtype != like.dtype or dbeta.dtype != like.dtype:
+        return None
+    if dbeta.data.ptr != dgamma.data.ptr + D * like.itemsize:
+        return None
+    if not (dgamma.flags.c_contiguous and dbeta.flags.c_contiguous):
+        return None
+    return cp.ndarray((2, D), dtype=like.dtype, memptr=dgamma.data)
 
 
 class Linear(_Linear):

@@ -304,15 +304,17 @@ def test_row_softmax_kernel_math_matches_the_reference(dtype, log, rng):
 
 
 def test_every_kernel_the_wrapper_asks_for_exists_in_float32_and_float64():
-    text = open(kc.__file__, encoding="utf-8").read()
+    from minitransformer.fast import cupy_loss
+
+    text = "".join(open(m.__file__, encoding="utf-8").read() for m in (kc, cupy_loss))
     used = set(re.findall(r'kernel_for\(\s*"(\w+\.cu)",\s*"(\w+)"', text))
     for file, name in used:
         names = cuda_source.entry_points(cuda_source.source(file))
         assert {name + "_f32", name + "_f64"} <= set(names), (file, name, names)
-    assert len(used) == 7 and {file for file, _ in used} == set(ROW_FILES), used
+    assert len(used) == 8 and {file for file, _ in used} == set(ROW_FILES), used
 
 
-TWIN_MODULES = {"cupy", "cupy_grads", "cupy_step", "cupy_elementwise"}
+TWIN_MODULES = {"cupy", "cupy_grads", "cupy_step", "cupy_elementwise", "cupy_loss"}
 
 
 def test_the_cupy_twins_replace_their_references_and_import_without_cupy():

@@ -91,3 +91,39 @@ extern "C" __global__ void cross_entropy_backward_f64(const double* e, const dou
                                                       double* dx) {
     cross_entropy_backward<double>(e, s, t, w, w_stride, eps, V, dx);
 }
+
+// The "mean" / "sum" of the per-row losses over the rows kept (t != ignore), as ops/loss.py
+// reduces them: count = the rows kept, divisor = max(count, 1) for "mean" (all ignored:
+// 0 / 1), 1 for "sum"; total = sum / divisor. One block (blockDim a multiple of 32):
+// thread k sums rows k, k + blockDim, ..., then block_reduce (a fixed order: deterministic).
+template <typename T>
+__device__ void cross_entropy_total(const T* loss, const long long* t, long long ignore, int N,
+                                    int mean, T* total, T* divisor) {
+    __shared__ T red[32];
+    T sum = T(0), kept = T(0);
+    for (int i = threadIdx.x; i < N; i += blockDim.x) {
+        if (t[i] != ignore) {
+            sum += loss[i];
+            kept += T(1);
+        }
+    }
+    sum = block_reduce(sum, false, red);
+    kept = block_reduce(kept, false, red);
+    if (threadIdx.x == 0) {
+        const T d = mean ? (kept > T(0) ? kept : T(1)) : T(1);
+        divisor[0] = d;
+        total[0] = sum / d;
+    }
+}
+
+extern "C" __global__ void cross_entropy_total_f32(const float* loss, const long long* t,
+                                                   long long ignore, int N, int mean,
+                                                   float* total, float* divisor) {
+    cross_entropy_total<float>(loss, t, ignore, N, mean, total, divisor);
+}
+
+extern "C" __global__ void cross_entropy_total_f64(const double* loss, const long long* t,
+                                                   long long ignore, int N, int mean,
+                                                   double* total, double* divisor) {
+    cross_entropy_total<double>(loss, t, ignore, N, mean, total, divisor);
+}
