@@ -91,8 +91,8 @@ def layer_norm_backward(
 ) -> tuple[Array | None, Array | None, Array | None]:
     """Reference: ``LayerNorm.backward``. g (N, D) -> dx (N, D) (one launch, one block per
     row), dgamma (D,), dbeta (D,) (None where ``needs`` says no). dgamma and dbeta are
-    deterministic column sums: one launch of partial sums over chunks of rows, then one
-    CuPy sum over the chunks (skipped when there is one chunk); over no rows, zeros.
+    deterministic column sums in one launch: partial sums over chunks of rows, added in a
+    fixed order by the last block to finish (``layer_norm_param_sums``); over no rows, zeros.
     ``outs``: the gradient buffers the engine offers (``Function.writes_grads``); where
     gamma's and beta's lie side by side (an optimizer's flat buffer) the sums are written
     into both at once, and the buffers themselves are returned: no copy follows."""
@@ -113,23 +113,35 @@ def layer_norm_backward(
             both = (
                 cupy_grads.side_by_side(outs[1], outs[2], g) if need_gamma and need_beta else None
             )
-            if chunks == 1 and both is not None:  # the one chunk's sums are the sums
-                part = both.reshape(2, 1, D)
-            else:
-                part = cp.empty((2, chunks, D), dtype=g.dtype)  # [sum g x_hat, sum g] per chunk
+            sums = cp.empty((2, D), dtype=g.dtype) if both is None else both
             grid = ((D + 255) // 256, chunks)
-            args = (g, x_hat, np.int32(N), np.int32(D), np.int32(rows), part)
-            cuda_source.kernel_for("layer_norm.cu", "layer_norm_param_partials", g.dtype)(
-                grid, (256,), args
-            )
+            args = (g, x_hat, np.int32(N), np.int32(D), np.int32(rows))
+            if chunks == 1:  # the one chunk's partial sums are the sums
+                kernel = cuda_source.kernel_for(
+                    "layer_norm.cu", "layer_norm_param_partials", g.dtype
+                )
+                kernel(grid, (256,), (*args, sums))
+            else:  # partials, and the last block of each column block adds them: one launch
+                part = cp.empty((2, chunks, D), dtype=g.dtype)
+                kernel = cuda_source.kernel_for("layer_norm.cu", "layer_norm_param_sums", g.dtype)
+                kernel(grid, (256,), (*args, part, _arrivals(grid[0]), sums))
             if both is not None:
-                if chunks > 1:
-                    cp.sum(part, axis=1, out=both)
                 return dx, outs[1], outs[2]
-            sums = part[:, 0] if chunks == 1 else cp.sum(part, axis=1)  # (2, D)
         dgamma = sums[0] if need_gamma else None
         dbeta = sums[1] if need_beta else None
     return dx, dgamma, dbeta
+
+
+_ARRIVALS: dict[int, Array] = {}  # device -> layer_norm_param_sums's counters (zeros)
+
+
+def _arrivals(n: int) -> Array:
+    """At least n zeroed uint32 counters on this device for ``layer_norm_param_sums`` (each
+    launch leaves them at 0 again), made once."""
+    dev = cp.cuda.runtime.getDevice()
+    if dev not in _ARRIVALS or _ARRIVALS[dev].size < n:
+        _ARRIVALS[dev] = cp.zeros((max(n, 64),), dtype=np.uint32)
+    return _ARRIVALS[dev]
 
 
 def param_chunks(N: int) -> tuple[int, int]:

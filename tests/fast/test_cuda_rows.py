@@ -311,7 +311,7 @@ def test_every_kernel_the_wrapper_asks_for_exists_in_float32_and_float64():
     for file, name in used:
         names = cuda_source.entry_points(cuda_source.source(file))
         assert {name + "_f32", name + "_f64"} <= set(names), (file, name, names)
-    assert len(used) == 8 and {file for file, _ in used} == set(ROW_FILES), used
+    assert len(used) == 9 and {file for file, _ in used} == set(ROW_FILES), used
 
 
 TWIN_MODULES = {"cupy", "cupy_grads", "cupy_step", "cupy_elementwise", "cupy_loss"}

@@ -14,7 +14,9 @@
 //     dx = rstd * (g_hat - sum(g_hat) / D - x_hat * sum(g_hat * x_hat) / D)
 // Backward dgamma = sum over rows of g * x_hat, dbeta = sum over rows of g: a column sum,
 // deterministic in two stages: layer_norm_param_partials writes one partial sum per chunk
-// of rows (part (2, chunks, D)), and the caller sums the chunks (a fixed order: no atomics).
+// of rows (part (2, chunks, D)), then the chunks are summed in a fixed order. In one launch,
+// layer_norm_param_sums: the last block of each column block to finish (an atomic counter
+// of arrivals, reset by that block for the next launch) sums the chunks, in order.
 //
 // Launch layout: forward and dx: one block per row (grid N), blockDim a multiple of 32
 // (128 / 256 / 1024, chosen in Python by D); thread k handles columns k, k + blockDim, ...;
@@ -125,4 +127,57 @@ extern "C" __global__ void layer_norm_param_partials_f32(const float* g, const f
 extern "C" __global__ void layer_norm_param_partials_f64(const double* g, const double* x_hat,
                                                          int N, int D, int rows, double* part) {
     layer_norm_param_partials<double>(g, x_hat, N, D, rows, part);
+}
+
+// One launch for dgamma and dbeta with several chunks: each block writes its chunk's partial
+// sums as layer_norm_param_partials does, then counts itself in arrived[blockIdx.x]; the last
+// block of its column block to arrive adds the chunks' partials, chunk 0 first (the same
+// order every time: deterministic), into out[0, j] (dgamma) and out[1, j] (dbeta), and sets
+// the counter back to 0. arrived (one uint per column block) starts at 0; the launches that
+// share it must not overlap (one stream).
+template <typename T>
+__device__ void layer_norm_param_sums(const T* g, const T* x_hat, int N, int D, int rows,
+                                      T* part, unsigned int* arrived, T* out) {
+    __shared__ bool last;
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    const int c = blockIdx.y, chunks = gridDim.y;
+    if (j < D) {
+        const int end = min(N, (c + 1) * rows);
+        T s_gx = T(0), s_g = T(0);
+        for (long long i = (long long)c * rows; i < end; ++i) {
+            const T gi = g[i * D + j];
+            s_gx += gi * x_hat[i * D + j];
+            s_g += gi;
+        }
+        part[(long long)c * D + j] = s_gx;
+        part[((long long)chunks + c) * D + j] = s_g;
+    }
+    __threadfence();  // this block's partials are visible to every block before it counts
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == (unsigned)(chunks - 1);
+    __syncthreads();
+    if (!last) return;
+    if (j < D) {
+        const volatile T* p = part;  // written by other blocks: read from memory, not a cache
+        T a = T(0), b = T(0);
+        for (int k = 0; k < chunks; ++k) {
+            a += p[(long long)k * D + j];
+            b += p[((long long)chunks + k) * D + j];
+        }
+        out[j] = a;
+        out[D + j] = b;
+    }
+    if (threadIdx.x == 0) arrived[blockIdx.x] = 0u;  // ready for the next launch
+}
+
+extern "C" __global__ void layer_norm_param_sums_f32(const float* g, const float* x_hat, int N,
+                                                     int D, int rows, float* part,
+                                                     unsigned int* arrived, float* out) {
+    layer_norm_param_sums<float>(g, x_hat, N, D, rows, part, arrived, out);
+}
+
+extern "C" __global__ void layer_norm_param_sums_f64(const double* g, const double* x_hat,
+                                                     int N, int D, int rows, double* part,
+                                                     unsigned int* arrived, double* out) {
+    layer_norm_param_sums<double>(g, x_hat, N, D, rows, part, arrived, out);
 }
