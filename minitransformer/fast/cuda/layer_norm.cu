@@ -103,10 +103,7 @@ extern "C" __global__ void layer_norm_backward_dx_f64(const double* g, const dou
 // part[0, c, j] = sum of g * x_hat, part[1, c, j] = sum of g over rows [c * rows, (c+1) * rows)
 // of column j (grid (ceil(D / blockDim), chunks)). With one chunk these are dgamma, dbeta.
 template <typename T>
-__device__ void layer_norm_param_partials(const T* g, const T* x_hat, int N, int D, int rows,
-                                          T* part) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= D) return;
+__device__ void chunk_sums(const T* g, const T* x_hat, int N, int D, int rows, int j, T* part) {
     const int c = blockIdx.y;
     const int end = min(N, (c + 1) * rows);
     T s_gx = T(0), s_g = T(0);
@@ -117,6 +114,13 @@ __device__ void layer_norm_param_partials(const T* g, const T* x_hat, int N, int
     }
     part[(long long)c * D + j] = s_gx;
     part[((long long)gridDim.y + c) * D + j] = s_g;
+}
+
+template <typename T>
+__device__ void layer_norm_param_partials(const T* g, const T* x_hat, int N, int D, int rows,
+                                          T* part) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j < D) chunk_sums(g, x_hat, N, D, rows, j, part);
 }
 
 extern "C" __global__ void layer_norm_param_partials_f32(const float* g, const float* x_hat,
@@ -140,18 +144,8 @@ __device__ void layer_norm_param_sums(const T* g, const T* x_hat, int N, int D, 
                                       T* part, unsigned int* arrived, T* out) {
     __shared__ bool last;
     const int j = blockIdx.x * blockDim.x + threadIdx.x;
-    const int c = blockIdx.y, chunks = gridDim.y;
-    if (j < D) {
-        const int end = min(N, (c + 1) * rows);
-        T s_gx = T(0), s_g = T(0);
-        for (long long i = (long long)c * rows; i < end; ++i) {
-            const T gi = g[i * D + j];
-            s_gx += gi * x_hat[i * D + j];
-            s_g += gi;
-        }
-        part[(long long)c * D + j] = s_gx;
-        part[((long long)chunks + c) * D + j] = s_g;
-    }
+    const int chunks = gridDim.y;
+    if (j < D) chunk_sums(g, x_hat, N, D, rows, j, part);  // as layer_norm_param_partials
     __threadfence();  // this block's partials are visible to every block before it counts
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(&arrived[blockIdx.x], 1u) == (unsigned)(chunks - 1);
