@@ -25,7 +25,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("cli",),
     ("bench", "ablate", "scaling", "callcount", "gpucheck"),
     ("train", "translator", "sampler"),
-    ("viz", "decode", "distributed", "pretrained"),
+    ("viz", "decode", "distributed", "pretrained", "heads"),
     ("runs",),
     ("checkpoint",),
     ("fast",),

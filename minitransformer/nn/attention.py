@@ -21,7 +21,7 @@ from typing import Any
 from .. import backend, checks
 from .. import functional as F
 from ..config.model import head_split_problem
-from ..errors import DTypeError, ShapeError
+from ..errors import DeviceError, DTypeError, ShapeError
 from ..ops.attention import ScaledDotProductAttention
 from ..ops.attention_checks import check_mask, check_sizes
 from ..ops.blocked_attention import BlockedAttention, check_block_size
@@ -70,6 +70,14 @@ class MultiHeadAttention(Module):
     ``last_weights`` (B, H, T, S) (a raw array, for plots); off by default, so training
     pays nothing for it. Storing weights needs them formed, so it runs the fused op even
     when ``block_size`` is set.
+
+    ``head_mask`` (None: every head on) gates the heads: a (H,) float Tensor, or numbers,
+    that multiplies each head's output before the heads are merged,
+    ``MergeHeads(head_h * m_h)``, so m_h = 0 switches head h off (it then contributes
+    nothing to the output, and nothing reaches its projections' gradients) and m_h = 1
+    leaves it as it is. A Tensor with ``requires_grad=True`` gets dL/dm_h from backward:
+    the importance score of Michel et al. (2019) (``minitransformer.heads``). Checked when
+    set; None again removes it (and its one multiplication).
     """
 
     def __init__(
@@ -97,6 +105,40 @@ class MultiHeadAttention(Module):
         self.w_o = Linear(d_model, d_model, generator=generator, _checked=True)
         self.store_weights = False
         self.last_weights: Any = None
+        self.head_mask = None
+
+    @property
+    def head_mask(self) -> Tensor | None:
+        """The heads' gates (H,), or None: every head on (see the class doc)."""
+        return self.__dict__["_head_mask"]
+
+    @head_mask.setter
+    def head_mask(self, mask: Any) -> None:
+        self.__dict__["_head_mask"] = None if mask is None else self._checked_head_mask(mask)
+
+    def _checked_head_mask(self, mask: Any) -> Tensor:
+        """``mask`` as a (H,) float Tensor on the weights' device and dtype (numbers are
+        made one), or a ShapeError / DTypeError / DeviceError that names the fix."""
+        w = self.w_o.weight
+        if not isinstance(mask, Tensor):  # numbers: checked by Tensor, made the weights' kind
+            dtype = backend.dtype_name(w.data.dtype)
+            mask = Tensor(mask, dtype=dtype, device=w.device)
+        if tuple(mask.shape) != (self.h,):
+            raise ShapeError(
+                f"MultiHeadAttention.head_mask: shape {tuple(mask.shape)}, need ({self.h},): "
+                f"one gate per head (1 = on, 0 = off), e.g. [1.0] * {self.h}"
+            )
+        if mask.dtype != w.data.dtype:
+            raise DTypeError(
+                f"MultiHeadAttention.head_mask: dtype {backend.dtype_name(mask.dtype)}, need "
+                f"the weights' {backend.dtype_name(w.data.dtype)}; make it with that dtype"
+            )
+        if mask.device != w.device:
+            raise DeviceError(
+                f"MultiHeadAttention.head_mask lives on {mask.device} but the layer on "
+                f"{w.device}; move it with mask.to({w.device!r})"
+            )
+        return mask
 
     def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None):
         """Projected (B, H, S, d_k) keys and values, through the cache when there is one."""
@@ -165,6 +207,9 @@ class MultiHeadAttention(Module):
             out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
             if self.store_weights:
                 self.last_weights = ctx.probs  # (B, H, T, S)
+        gates = self.__dict__["_head_mask"]
+        if gates is not None:  # each head's output times its gate m_h (class doc)
+            out = out * F.reshape(gates, (1, H, 1, 1))
         out = MergeHeads.apply(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)
         return self.w_o(out)
 
