@@ -1,4 +1,4 @@
-"""The exercise checks of every lesson (01-15) (lessons/checks/) tell right from wrong.
+"""The exercise checks of every lesson (01-19) (lessons/checks/) tell right from wrong.
 
 For every exercise: the reference solution (lessons/solutions/lessonNN.py) passes; the
 placeholder the notebook ships (a function raising NotImplementedError, or None) is reported as
@@ -952,7 +952,18 @@ CASES_18 = {
 CASES.update(CASES_18)
 
 
-@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18])
+# ------------------------------------ lesson 19 (more cases: tests/test_lesson_exercises_19.py)
+s19 = solutions(19)
+CASES_19 = {
+    "19_1": (checks.check_19_1, lambda: s19.row_entropy, lambda: placeholder,
+             [lambda: lambda p: -s19.row_entropy(p)]),  # the minus sign forgotten
+    "19_2": (checks.check_19_2, lambda: s19.importance_by_differences, lambda: placeholder,
+             [lambda: lambda f, n, e: 2 * s19.importance_by_differences(f, n, e)]),  # no /2
+}  # fmt: skip
+CASES.update(CASES_19)
+
+
+@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18, *CASES_19])
 def test_lesson15_16_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)

@@ -1,4 +1,4 @@
-"""Checks for the exercises of every lesson (01-18), one function per exercise: ``check_NN_K``.
+"""Checks for the exercises of every lesson (01-19), one function per exercise: ``check_NN_K``.
 
 A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
 
@@ -37,6 +37,7 @@ from .lesson15 import check_15_1, check_15_2
 from .lesson16 import check_16_1, check_16_2, check_16_3
 from .lesson17 import check_17_1, check_17_2, check_17_3
 from .lesson18 import check_18_1, check_18_2, check_18_3
+from .lesson19 import check_19_1, check_19_2
 
 __all__ = [
     "CORRECT",
@@ -94,4 +95,6 @@ __all__ = [
     "check_18_1",
     "check_18_2",
     "check_18_3",
+    "check_19_1",
+    "check_19_2",
 ]
