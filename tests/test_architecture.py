@@ -24,7 +24,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("__main__",),
     ("cli",),
     ("bench", "ablate", "scaling", "callcount", "gpucheck"),
-    ("train", "translator", "sampler"),
+    ("train", "translator", "sampler", "explorer"),
     ("viz", "decode", "distributed", "pretrained", "heads"),
     ("runs",),
     ("checkpoint",),

@@ -11,6 +11,7 @@
     minitransformer train lm                        # a decoder-only language model
     minitransformer generate --checkpoint runs/lm "In the beginning" --temperature 0.8
     minitransformer scale --fast                    # the language model's loss against its size
+    minitransformer attention --checkpoint runs/translate "the small dog" --html attention.html
 
 How it ends (the exit status, and what it prints on stderr):
 
@@ -98,8 +99,8 @@ def _main(argv: list[str] | None) -> int:
     if args.command is None:
         return usage_error(
             parser,
-            "a COMMAND is needed: train, translate, generate, evaluate, plot, bench, ablate or "
-            "scale",
+            "a COMMAND is needed: train, translate, generate, evaluate, plot, bench, ablate, "
+            "scale or attention",
         )
     host.tune_host()  # the CLI owns its process: allocator and BLAS-thread tuning
     if not args.reference:

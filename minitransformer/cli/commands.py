@@ -8,6 +8,7 @@
     bench       bench.main (bench/)
     ablate      the ablation study (ablate/)
     scale       the scaling study of the language model (scaling/)
+    attention   explorer.explore(Translator.from_checkpoint(...), sentence): page and grid
 
 Errors are raised, not printed: ``main`` (cli/__init__.py) turns them into one line and an
 exit status.
@@ -21,7 +22,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import ablate, backend, bench, checkpoint, fast, host, runs, scaling, viz
+from .. import ablate, backend, bench, checkpoint, explorer, fast, host, runs, scaling, viz
 from ..errors import ConfigError
 from ..pretrained import pretrained_folder
 from ..sampler import TextSampler
@@ -301,6 +302,19 @@ def scale_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return scaling.command.run(args)
 
 
+def attention_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """``attention``: the sentence translated by a checkpoint, its attention written as a
+    page (--html) and a grid (--png); the request is checked before the model loads."""
+    del parser
+    explorer.check_request(args.sentence, args.html, args.png, args.overwrite)
+    path = _checkpoint_path("--checkpoint", args.checkpoint, "translate")
+    translator = Translator.from_checkpoint(path)
+    written = explorer.explore(translator, args.sentence, args.html, args.png,
+                               overwrite=args.overwrite, checkpoint=args.checkpoint)  # fmt: skip
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def bench_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     """``bench``: the benchmark (its flags were checked by bench/options.py)."""
     del parser
@@ -316,4 +330,5 @@ COMMANDS = {
     "bench": bench_command,
     "ablate": ablate_command,
     "scale": scale_command,
+    "attention": attention_command,
 }

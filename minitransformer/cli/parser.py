@@ -24,6 +24,7 @@ from ..bench import options as bench_options
 from ..config import TASK_DEFAULTS, TrainConfig
 from ..config.model import PRESETS
 from ..errors import install_hint
+from ..explorer import command as explorer_command
 from ..scaling import command as scaling_command
 from . import flags
 
@@ -102,7 +103,7 @@ REFERENCE_HELP = (
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``minitransformer`` parser: train, translate, generate, evaluate, plot, bench,
-    ablate, scale."""
+    ablate, scale, attention."""
     # --debug works before the command and after it (SUPPRESS: a sub-command's default
     # must not overwrite the value given before the command).
     debug = Parser(add_help=False)
@@ -143,6 +144,10 @@ def build_parser() -> argparse.ArgumentParser:
         "scale", parents=[debug], help="fit a scaling law to the language model at several sizes"
     )
     scaling_command.add_arguments(scale)
+    attention = sub.add_parser(
+        "attention", parents=[debug], help="draw a translation's attention heads (HTML page, PNG)"
+    )
+    explorer_command.add_arguments(attention)
     return parser
 
 
