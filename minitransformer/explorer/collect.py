@@ -90,7 +90,7 @@ def attention_data(translator: Any, sentence: str, checkpoint: str = "") -> dict
                    for layer in layers]  # fmt: skip
         kinds.append({"name": kind, "queries": queries, "keys": keys, "layers": weights})
     stats = [{k: (round(v, DIGITS) if isinstance(v, float) else v) for k, v in row.items()}
-             for row in model_head_stats(model, src, tgt)]  # fmt: skip
+             for row in model_head_stats(model, src, tgt, maps)]  # fmt: skip
     return {
         "checkpoint": str(checkpoint),
         "sentence": sentence,

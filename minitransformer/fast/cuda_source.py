@@ -64,6 +64,7 @@ def entry_points(text: str) -> list[str]:
 
 # the dtypes the kernels take, and the suffix of their entry points (NAME_f32, NAME_f64)
 SUFFIX = {np.dtype(np.float32): "_f32", np.dtype(np.float64): "_f64"}
+DTYPES = frozenset(SUFFIX)  # float32, float64: what the kernels take (the twins' dtypes)
 
 
 @functools.cache
@@ -97,3 +98,12 @@ def block_size(n: int) -> int:
     """Threads per block for a row of n elements: 128 up to 512 elements, 256 up to 4096,
     else 1024 (each thread then handles at most ~4 elements before the larger blocks)."""
     return 128 if n <= 512 else 256 if n <= 4096 else 1024
+
+
+@functools.cache
+def elementwise(in_params: str, out_params: str, operation: str, name: str) -> Any:
+    """A ``cupy.ElementwiseKernel`` of a one-line operation written in the twin's own file,
+    made once per signature (CuPy compiles it for each dtype on its first call)."""
+    import cupy
+
+    return cupy.ElementwiseKernel(in_params, out_params, operation, name)

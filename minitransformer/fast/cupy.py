@@ -39,7 +39,7 @@ from ..optim.adam import adam_update as _adam_update
 from ..optim.clip import clip_flat as _clip_flat
 from ..optim.clip import step_ok as _step_ok
 from . import cuda_source, cupy_elementwise, cupy_grads, cupy_step
-from .cuda_source import block_size
+from .cuda_source import DTYPES, block_size
 from .cuda_source import launch_rows as _launch
 from .cupy_loss import CrossEntropy, cross_entropy_backward, cross_entropy_forward  # noqa: F401
 from .cupy_step import Dropout, DropoutAdd, clip_flat
@@ -51,8 +51,6 @@ except ImportError:  # no CuPy: the module still imports (its names are checked 
     cp = None
 
 Array = Any  # cupy.ndarray
-
-DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64: what the kernels take
 
 
 _NO_STRIDES = (np.int64(0),) * 4  # no mask: the kernel reads none

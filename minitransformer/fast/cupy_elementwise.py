@@ -16,33 +16,20 @@ kernels are made on first use).
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..ops.elementwise import ReLU as _ReLU
 from ..ops.embedding import Embedding as _Embedding
-from . import cublas, cuda_source
+from . import cublas
+from .cuda_source import DTYPES, elementwise
 
 try:
     import cupy as cp
 except ImportError:  # a machine without CuPy: the names are still here, for tests
     cp = None
 
-DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64, as fast/cupy.py's twins
-_KERNELS: dict[str, Any] = {}
-
-
-def _kernel(name: str) -> Any:
-    """The elementwise kernel ``name``, made (and compiled by CuPy) on first use."""
-    if name not in _KERNELS:
-        if name == "relu_backward":  # dx = g * [y > 0], in g's type
-            _KERNELS[name] = cp.ElementwiseKernel(
-                "T g, T y", "T dx", "dx = g * (T)(y > (T)0)", "mt_relu_backward"
-            )
-        else:  # one_hot: y[r, v] = [ids[r] == v] for the (N, V) output, ids read raw
-            _KERNELS[name] = cp.ElementwiseKernel(
-                "raw I ids, int64 V", "T y", "y = (T)(ids[i / V] == (I)(i % V))", "mt_one_hot"
-            )
-    return _KERNELS[name]
+# the kernels (``cuda_source.elementwise``: made on first use): dx = g * [y > 0] in g's
+# type; y[r, v] = [ids[r] == v] for the (N, V) output, the ids read raw
+RELU_BACKWARD = ("T g, T y", "T dx", "dx = g * (T)(y > (T)0)", "mt_relu_backward")
+ONE_HOT = ("raw I ids, int64 V", "T y", "y = (T)(ids[i / V] == (I)(i % V))", "mt_one_hot")
 
 
 class ReLU(_ReLU):
@@ -54,7 +41,7 @@ class ReLU(_ReLU):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved
-        return _kernel("relu_backward")(grad, y)
+        return elementwise(*RELU_BACKWARD)(grad, y)
 
 
 class Embedding(_Embedding):
@@ -72,7 +59,7 @@ class Embedding(_Embedding):
         V, D = ctx.weight_shape
         g = cp.reshape(grad, (-1, D))  # (N, D)
         one_hot = cp.empty((flat.shape[0], V), dtype=g.dtype)
-        _kernel("one_hot")(flat, V, one_hot)  # (N, V)
+        elementwise(*ONE_HOT)(flat, V, one_hot)  # (N, V)
         out = (ctx.grad_out or (None, None))[1]
         if out is not None and (out.dtype != g.dtype or not out.flags.c_contiguous):
             out = None

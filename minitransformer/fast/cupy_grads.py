@@ -24,7 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..ops.matmul import Linear as _Linear
-from . import cublas, cublaslt, cuda_source
+from . import cublas, cublaslt
+from .cuda_source import DTYPES
 
 try:
     import cupy as cp
@@ -32,7 +33,6 @@ except ImportError:  # a machine without CuPy: the names are still here, for tes
     cp = None
 
 Array = Any  # cupy.ndarray
-DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64, as fast/cupy.py's twins
 
 
 def _into(buffer: Any, like: Any) -> Any:
@@ -97,7 +97,7 @@ class Linear(_Linear):
         if needs[1] and need_db:  # dW and db in one product: the epilogue sums g's columns
             db = _into(outs[2] if len(outs) > 2 else None, g2)
             db = cp.empty((g2.shape[1],), dtype=g2.dtype) if db is None else db
-            epilogue = cublaslt.BGRADB if ctx.transposed else cublaslt.BGRADA
+            epilogue = cublaslt.epilogue_for(False, grad_of="a" if ctx.transposed else "b")
             dw = cublaslt.matmul(a, b, epilogue, bias=db, out=_into(outs[1], weight), cp=cp)
             if dw is not None:
                 return dx, dw, db

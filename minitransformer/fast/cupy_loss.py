@@ -25,7 +25,7 @@ import numpy as np
 
 from ..ops.loss import CrossEntropy as _CrossEntropy
 from . import cuda_source
-from .cuda_source import block_size, launch_rows
+from .cuda_source import DTYPES, block_size, elementwise, launch_rows
 from .rows import CrossEntropyRows
 
 try:
@@ -34,28 +34,16 @@ except ImportError:  # no CuPy: the module still imports (its names are checked 
     cp = None
 
 Array = Any  # cupy.ndarray
-DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64: what the kernels take
-_KERNELS: dict[str, Any] = {}
-
-
-def _elementwise(name: str) -> Any:
-    """``safe_ids`` / ``row_weights``'s CuPy elementwise kernel, made on first use."""
-    if name not in _KERNELS:
-        if name == "safe_ids":  # an ignored row's id -> 0
-            _KERNELS[name] = cp.ElementwiseKernel(
-                "I t, I ignore", "I out", "out = t == ignore ? (I)0 : t", "mt_safe_ids"
-            )
-        else:  # row_weights: w = g / divisor, 0 where the row is ignored
-            _KERNELS[name] = cp.ElementwiseKernel(
-                "raw T g, raw T divisor, I t, I ignore", "T w",
-                "w = t == ignore ? (T)0 : g[0] / divisor[0]", "mt_row_weights",
-            )  # fmt: skip
-    return _KERNELS[name]
+# the elementwise kernels (``cuda_source.elementwise``): an ignored row's id -> 0; a row's
+# weight w = g / divisor, 0 where the row is ignored
+SAFE_IDS = ("I t, I ignore", "I out", "out = t == ignore ? (I)0 : t", "mt_safe_ids")
+ROW_WEIGHTS = ("raw T g, raw T divisor, I t, I ignore", "T w",
+               "w = t == ignore ? (T)0 : g[0] / divisor[0]", "mt_row_weights")  # fmt: skip
 
 
 def safe_ids(t: Array, ignore: int) -> Array:
     """t (N,) int64 with each ``ignore`` replaced by 0: one launch."""
-    return _elementwise("safe_ids")(t, t.dtype.type(ignore))
+    return elementwise(*SAFE_IDS)(t, t.dtype.type(ignore))
 
 
 def cross_entropy_total(loss: Array, t: Array, ignore: int, mean: bool) -> tuple[Array, Array]:
@@ -74,7 +62,7 @@ def row_weights(grad: Array, divisor: Array, t: Array, ignore: int) -> Array:
     ``ignore``; grad is the 0-d incoming gradient. One launch."""
     w = cp.empty((t.shape[0],), dtype=divisor.dtype)
     grad = cp.asarray(grad, dtype=divisor.dtype)  # no copy in a training step (the same)
-    _elementwise("row_weights")(grad, divisor, t, t.dtype.type(ignore), w)
+    elementwise(*ROW_WEIGHTS)(grad, divisor, t, t.dtype.type(ignore), w)
     return cp.reshape(w, (-1, 1))
 
 

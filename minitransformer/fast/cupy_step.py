@@ -28,13 +28,13 @@ from ..ops.dropout import Dropout as _Dropout
 from ..ops.dropout import DropoutAdd as _DropoutAdd
 from ..optim.clip import clip_flat as _clip_flat
 from . import cuda_source
+from .cuda_source import DTYPES
 
 try:
     import cupy as cp
 except ImportError:  # a machine without CuPy: the names are still here, for tests
     cp = None
 
-DTYPES = frozenset(cuda_source.SUFFIX)  # float32, float64: what the kernels take
 
 __all__ = [
     "Dropout",

@@ -55,15 +55,22 @@ def attention_maps(model: Any, src: Any, tgt_in: Any) -> dict[tuple[str, int], n
     return maps
 
 
-def model_head_stats(model: Any, src: Any, tgt_in: Any) -> list[dict[str, Any]]:
+Maps = dict[tuple[str, int], np.ndarray]  # (kind, layer) -> weights (B, H, T, S)
+
+
+def model_head_stats(
+    model: Any, src: Any, tgt_in: Any, maps: Maps | None = None
+) -> list[dict[str, Any]]:
     """One row per (kind, layer, head): {"kind", "layer", "head", and each of ``STATS``},
     over the rows of real tokens (the source's in the encoder, the target's in the
-    decoder; padding is ``model.cfg.pad_id``)."""
+    decoder; padding is ``model.cfg.pad_id``). ``maps``: ``attention_maps`` of these ids,
+    where the caller has them already (else the model runs once more to make them)."""
     pad = model.cfg.pad_id
     src_valid = backend.to_numpy(src) != pad
     tgt_valid = backend.to_numpy(tgt_in) != pad
     rows = []
-    for (kind, layer), w in sorted(attention_maps(model, src, tgt_in).items(),
+    maps = attention_maps(model, src, tgt_in) if maps is None else maps
+    for (kind, layer), w in sorted(maps.items(),
                                    key=lambda kv: (KINDS.index(kv[0][0]), kv[0][1])):  # fmt: skip
         stats = head_stats(w, src_valid if kind == "encoder self" else tgt_valid)
         for h in range(w.shape[1]):
