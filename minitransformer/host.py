@@ -20,6 +20,7 @@ reference math and the fast tier alike).
 from __future__ import annotations
 
 import functools
+import math
 import os
 import platform
 import sys
@@ -201,23 +202,49 @@ def gemm_threads(configured: int, multiply_adds: int) -> int:
 
 
 def matmul(a: Any, b: Any) -> Any:
-    """``numpy.matmul(a, b)`` with a BLAS thread count chosen for this product
-    (``gemm_threads``: one thread for small products, at most the free cores for large ones)
-    once ``tune_host()`` has run; plain ``numpy.matmul`` otherwise. The backend's NumPy
-    namespace serves it as ``xp.matmul``, so this is the one place the policy applies."""
+    """``numpy.matmul(a, b)``; a stack of rows times one matrix, a (..., n, k) @ b (k, m), as
+    ONE 2-D product (rows, k) @ (k, m) (NumPy would loop over the stack, each product on one
+    thread). With a BLAS thread count chosen for the product (``gemm_threads``: one thread
+    for small products, at most the free cores for large ones) once ``tune_host()`` has run.
+    The backend's NumPy namespace serves it as ``xp.matmul``, so this is the one place the
+    policy applies (``tensordot`` below comes here too)."""
+    stacked = b.ndim == 2 and a.ndim > 2
+    if stacked:
+        shape, k = a.shape, a.shape[-1]  # (rows from size: attribute reads, no calls)
+        a = a.reshape(a.size // k if k else math.prod(shape[:-1]), k)  # (rows, k)
     if not gemm_tuning:  # an attribute read: untuned, a product costs no extra call
-        return np.matmul(a, b)
-    get, put = _threads_api  # set with gemm_tuning; get and put are C calls
-    threads = get()
-    multiply_adds = a.shape[-2] * a.shape[-1] * b.shape[-1]
-    use = 1 if multiply_adds <= SMALL_GEMM else gemm_threads(threads, multiply_adds)
-    if use == threads:
-        return np.matmul(a, b)
-    put(use)
-    try:
-        return np.matmul(a, b)
-    finally:
-        put(threads)
+        y = np.matmul(a, b)
+    else:
+        get, put = _threads_api  # set with gemm_tuning; get and put are C calls
+        threads = get()
+        multiply_adds = a.shape[-2] * a.shape[-1] * b.shape[-1]
+        use = 1 if multiply_adds <= SMALL_GEMM else gemm_threads(threads, multiply_adds)
+        if use == threads:
+            y = np.matmul(a, b)
+        else:
+            put(use)
+            try:
+                y = np.matmul(a, b)
+            finally:
+                put(threads)
+    return y.reshape(*shape[:-1], b.shape[-1]) if stacked else y
+
+
+# _LEADING[n]: every axis of an n-axis array but the last (its rows), without a call
+_LEADING = [()] + [tuple(range(n - 1)) for n in range(1, 65)]
+
+
+def tensordot(a: Any, b: Any, /, *, axes: Any = 2) -> Any:
+    """``numpy.tensordot(a, b, axes)``; contracting every leading axis of two arrays with
+    the same leading shape (a weight's gradient: x^T g summed over all rows) it is one 2-D
+    product through ``matmul``, (k, rows) @ (rows, m), with its thread policy."""
+    if type(axes) is tuple and len(axes) == 2 and a.ndim == b.ndim:
+        rows = _LEADING[a.ndim]
+        if axes[0] == rows and axes[1] == rows and a.shape[:-1] == b.shape[:-1]:
+            k, m = a.shape[-1], b.shape[-1]
+            n = a.size // k if k else b.size // m if m else math.prod(a.shape[:-1])
+            return matmul(a.reshape(n, k).T, b.reshape(n, m))
+    return np.tensordot(a, b, axes=axes)
 
 
 # ----------------------------------------------------------------------------- host memory

@@ -5,8 +5,9 @@ Everything above the backend asks for the *namespace* of its input arrays
 ...), so the same model code runs on NumPy, CuPy and the strict stand-in.
 
 - NumPy (>= 2.1 is array-API compliant): NumPy's own functions, in a copy of its namespace
-  whose ``matmul`` is ``host.matmul`` (NumPy's product, with the host's BLAS-thread policy
-  once the CLI has tuned the host: the one place that policy applies, to every product),
+  whose ``matmul`` and ``tensordot`` are ``host``'s (NumPy's products, a stack of rows
+  times one matrix folded into one GEMM, with the host's BLAS-thread policy once the CLI has
+  tuned the host: the one place that policy applies, to every product),
   and whose ``reshape`` and ``sum`` reach NumPy's method and ufunc reduction in one Python
   call (``numpy.reshape`` and ``numpy.sum`` take three or four to get there; a training
   step calls them ~300 times).
@@ -70,8 +71,9 @@ def _sum(x: Any, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = Fal
 
 
 def _numpy_namespace() -> Any:
-    """NumPy's namespace as the ops get it: NumPy's functions, ``matmul`` with the host's
-    thread policy (``host.matmul``), ``reshape``, ``sum`` and ``permute_dims`` in one call.
+    """NumPy's namespace as the ops get it: NumPy's functions, ``matmul`` and ``tensordot``
+    with the host's thread policy (``host``'s), ``reshape``, ``sum`` and ``permute_dims``
+    in one call.
     A new module object: NumPy itself is not modified. Older NumPy (< 2.1) goes through
     ``array_api_compat``'s wrappers."""
     if np.lib.NumpyVersion(np.__version__) < "2.1.0":
@@ -82,7 +84,8 @@ def _numpy_namespace() -> Any:
     ns.__dict__.update(
         {k: v for k, v in vars(np).items() if k not in ("__getattr__", "__dir__", "__spec__")}
     )
-    ns.matmul, ns.reshape, ns.sum, ns.permute_dims = host.matmul, _reshape, _sum, _permute_dims
+    ns.matmul, ns.tensordot = host.matmul, host.tensordot
+    ns.reshape, ns.sum, ns.permute_dims = _reshape, _sum, _permute_dims
     ns.__getattr__ = lambda name: getattr(np, name)  # names NumPy makes lazily (PEP 562)
     return ns
 

@@ -26,7 +26,8 @@ without a GPU):
 - CuPy 14's own, checked to match: ``concat`` (= ``concatenate``, ``axis=None``
   flattens), ``permute_dims``, ``matrix_transpose``, ``isdtype`` (NumPy's, CuPy dtypes are
   NumPy dtypes), ``bool``, ``acos``... ``atanh``, ``atan2``, ``pow``, ``bitwise_*``,
-  ``expand_dims``, ``stack``, ``broadcast_to``, ``take``, ``where``, ``matmul``, ``sum``,
+  ``expand_dims``, ``stack``, ``broadcast_to``, ``take``, ``where``, ``matmul``,
+  ``tensordot`` (compat passes ``axes=`` through to it), ``sum``,
   ``mean``, ``max``, ``min``, ``argmax``, ``all``, ``any``, ``unique_*`` (namedtuples in
   CuPy 14), ``cumulative_sum``, ``cumulative_prod``; arrays have ``.mT`` and ``.device``;
 - left as CuPy's, differing from compat, and not called by this library (see the test that
@@ -222,7 +223,7 @@ CUPY_OWN = (
     "where", "matmul", "sum", "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "hypot",
     "maximum", "isfinite", "isnan", "concat", "take", "stack", "permute_dims",
     "expand_dims", "broadcast_to", "max", "min", "mean", "argmax", "all", "any", "isdtype",
-    "matrix_transpose",
+    "matrix_transpose", "tensordot",
     "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64",
 )  # fmt: skip

@@ -3,14 +3,17 @@
 matmul: a (..., n, k) @ b (..., k, m) -> y (..., n, m)
         da = g @ b^T,  db = a^T @ g   (then summed over broadcast batch axes)
 linear: x (..., d_in) @ W (d_in, d_out) + b (d_out,) -> y (..., d_out)
-        dx = g W^T,  dW = x^T g (all rows),  db = sum of g over all rows
+        dx = g W^T,  dW = sum over rows r of x_r^T g_r,  db = sum over rows of g
+A "row" is every leading position (all axes but the last): dW contracts x and g over all of
+them at once, ``tensordot(x, g, axes=(rows, rows))``, and db sums g over them: no reshape.
 
-Speed: a stack of rows times one matrix is done as ONE 2-D product, (rows, k) @ (k, m):
-one BLAS GEMM instead of a loop of small ones (lesson 02 measures 1.2-1.5x for long
-sequences and 3-100x for many short ones, dW especially).
+Speed: a stack of rows times one matrix is ONE 2-D product, (rows, k) @ (k, m): one BLAS
+GEMM instead of a loop of small ones (lesson 02 measures 1.2-1.5x for long sequences and
+3-100x for many short ones, dW especially). The array libraries' ``matmul`` broadcasts a 2-D
+weight over the leading axes; on NumPy the backend serves ``host.matmul`` and
+``host.tensordot``, which fold the rows into that one GEMM and pick its BLAS threads once the
+CLI has tuned the host.
 The weight is (d_in, d_out), as in the paper's "x W + b" (PyTorch stores W transposed).
-Every product is ``xp.matmul`` (on NumPy the backend serves ``host.matmul``: the same
-product, with a BLAS thread count chosen per product once the CLI has tuned the host).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from ..function import Function
 from ..tensor import TENSOR_TYPES, Tensor
 from .checks import same_dtype, tensors
 
+LEADING = [()] + [tuple(range(n - 1)) for n in range(1, 65)]  # [n]: axes 0..n-2 of n axes
+
 
 class MatMul(Function):
     """y = a @ b with broadcasting over the leading (batch) axes."""
@@ -29,31 +34,22 @@ class MatMul(Function):
 
     @staticmethod
     def forward(ctx, a, b):
-        xp = ctx.xp
-        mm = xp.matmul
         ctx.save_for_backward(a, b)
-        if b.ndim == 2 and a.ndim > 2:  # rows @ one matrix: one 2-D GEMM
-            y = mm(xp.reshape(a, (-1, a.shape[-1])), b)  # (rows, m)
-            return xp.reshape(y, (*a.shape[:-1], b.shape[-1]))
-        return mm(a, b)
+        return ctx.xp.matmul(a, b)  # a stack of rows @ one matrix: one GEMM (module doc)
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        mm = xp.matmul
         a, b = ctx.saved
         da = db = None
-        if b.ndim == 2 and a.ndim > 2:
-            g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, m)
-            if ctx.needs_input_grad[0]:
-                da = xp.reshape(mm(g2, b.mT), a.shape)
-            if ctx.needs_input_grad[1]:
-                db = mm(xp.reshape(a, (-1, a.shape[-1])).mT, g2)
-            return da, db
         if ctx.needs_input_grad[0]:
-            da = mm(grad, b.mT)
+            da = xp.matmul(grad, b.mT)  # (..., n, k)
         if ctx.needs_input_grad[1]:
-            db = mm(a.mT, grad)
+            if b.ndim == 2 and a.ndim > 2:  # one matrix for every row: sum over all rows
+                rows = LEADING[a.ndim]
+                db = xp.tensordot(a, grad, axes=(rows, rows))  # (k, m)
+            else:
+                db = xp.matmul(a.mT, grad)  # (..., k, m); the engine sums broadcast axes
         return da, db
 
 
@@ -69,34 +65,28 @@ class Linear(Function):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, transpose_weight=False):
-        xp = ctx.xp
-        mm = xp.matmul
-        x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
-        ctx.save_for_backward(x2, weight)
-        ctx.x_shape, ctx.transposed = x.shape, transpose_weight
-        w = weight.mT if transpose_weight else weight  # (d_in, d_out)
-        y = mm(x2, w)  # (rows, d_out)
+        ctx.save_for_backward(x, weight)
+        ctx.transposed = transpose_weight
+        y = ctx.xp.matmul(x, weight.mT if transpose_weight else weight)  # (..., d_out)
         if bias is not None:
             y += bias
-        return xp.reshape(y, (*x.shape[:-1], w.shape[1]))
+        return y
 
     @staticmethod
     def backward(ctx, grad):
         xp = ctx.xp
-        mm = xp.matmul
-        x2, weight = ctx.saved
-        g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
+        x, weight = ctx.saved
+        rows = LEADING[grad.ndim]  # (0, ..., ndim - 2): every leading axis, the rows
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
-            w_t = weight if ctx.transposed else weight.mT  # (d_out, d_in)
-            dx = xp.reshape(mm(g2, w_t), ctx.x_shape)
+            dx = xp.matmul(grad, weight if ctx.transposed else weight.mT)  # (..., d_in)
         if ctx.needs_input_grad[1]:
             if ctx.transposed:
-                dw = mm(g2.mT, x2)  # (d_out, d_in)
+                dw = xp.tensordot(grad, x, axes=(rows, rows))  # (d_out, d_in): g^T x
             else:
-                dw = mm(x2.mT, g2)  # (d_in, d_out)
+                dw = xp.tensordot(x, grad, axes=(rows, rows))  # (d_in, d_out): x^T g
         if ctx.needs_input_grad[2:3] == (True,):  # a bias that needs its gradient
-            db = xp.sum(g2, axis=0)
+            db = xp.sum(grad, axis=rows)  # (d_out,)
         return dx, dw, db
 
 

@@ -28,6 +28,35 @@ def test_the_hosts_matmul_matches_and_restores_threads(shape):
     assert host.blas_threads() == threads
 
 
+@pytest.mark.parametrize("tuned", [False, True])
+@pytest.mark.parametrize("a_shape", [(2, 3, 4), (5, 1, 2, 4), (0, 3, 4), (2, 3, 0), (512, 4, 512)])
+def test_the_hosts_stacked_matmul_and_tensordot_match_numpy(a_shape, tuned):
+    """A stack of rows @ one matrix is folded into one 2-D product, and a contraction of every
+    leading axis (a weight's gradient) into one (k, rows) @ (rows, m): NumPy's numbers and
+    shapes, empty stacks and k = 0 included, tuned or not; other contractions as NumPy does."""
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(a_shape).astype(np.float32)
+    b = rng.standard_normal((a_shape[-1], 3)).astype(np.float32)
+    g = rng.standard_normal((*a_shape[:-1], 3)).astype(np.float32)
+    rows = tuple(range(a.ndim - 1))
+    before = host.gemm_tuning
+    host.tune_products(tuned)
+    try:
+        threads = host.blas_threads()
+        y, dw = host.matmul(a, b), host.tensordot(a, g, axes=(rows, rows))
+        other = host.tensordot(a, a, axes=((0,), (0,)))  # not every leading axis
+        assert host.blas_threads() == threads
+    finally:
+        host.tune_products(before)
+    assert y.shape == (*a_shape[:-1], 3) and dw.shape == (a_shape[-1], 3)
+    np.testing.assert_allclose(y, np.matmul(a, b), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(dw, np.tensordot(a, g, axes=(rows, rows)), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(other, np.tensordot(a, a, axes=((0,), (0,))), rtol=1e-4, atol=1e-3)
+    if a.ndim == 3:  # a transposed stack (not contiguous) too
+        at = np.ascontiguousarray(a.transpose(1, 0, 2)).transpose(1, 0, 2)
+        np.testing.assert_allclose(host.matmul(at, b), np.matmul(a, b), rtol=1e-5, atol=1e-4)
+
+
 # ----------------------------------------------------------------------------- fast vs reference
 
 IGN = -100
