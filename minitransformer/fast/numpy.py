@@ -8,18 +8,24 @@ arithmetic. ``TWINS`` lists what this module registers (``fast/__init__.py`` ins
 Each twin earns its place, measured (a training step of the translate task as the CLI runs
 it, CPU time per step, interleaved rounds, one Xeon core; the step's time without that twin
 over the whole tier's, tiny / small): LayerNorm 1.075 / 1.058, CrossEntropy 1.043 / 1.029,
-adam_update 1.014 / 1.035; the whole tier against the reference ops 1.15 / 1.13. NumPy twins
-of softmax and log-softmax measured 1.00 (neither runs in a training step) and were
-deleted; the one-call ``reshape`` and ``sum`` (1.01, ~1,000 fewer Python calls a step) are
-no math and moved to the backend's NumPy namespace, where every op gets them.
+adam_update 1.014 / 1.035; the whole tier against the reference ops 1.15 / 1.13.
+ScaledDotProductAttention, added later, measured on the benchmark's own tiny and small steps
+(``bench``'s fixed batch, CPU time of both cores, 8 interleaved rounds, 2-vCPU Xeon):
+1.13 / 1.03. NumPy twins of softmax and log-softmax measured 1.00 (neither runs in a
+training step) and were deleted; the one-call ``reshape`` and ``sum`` (1.01, ~1,000 fewer
+Python calls a step) are no math and moved to the backend's NumPy namespace, where every op
+gets them.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
+from .. import host
+from ..ops.attention import ScaledDotProductAttention as _Attention
 from ..ops.layernorm import LayerNorm as _LayerNorm
 from ..ops.loss import CrossEntropy as _CrossEntropy
 from ..optim.adam import adam_update as _adam_update
@@ -166,6 +172,77 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
     return d
 
 
+# Attention's softmax without its row max. Softmax is shift-invariant: the reference shifts
+# each row by its max only so that e^s cannot overflow. Where every score lies in
+# [-SAFE_SCORE, SAFE_SCORE] (two whole-array reductions tell, ~4 µs each at tiny), e^s lies
+# in [1.6e-28, 6.2e27], well inside float32's normal range, and the twin takes e^s as it is:
+# NumPy's max over a short last axis is its slowest reduction (~350 µs for a tiny step's
+# (64, 4, 16, 16) scores, 5x a sum). Row sums are a product with a column of ones (one GEMV,
+# ~10 µs, where the sum over the last axis takes ~75 µs), the mask a product with e^s (masked
+# entries 0), and dS is made in the buffer of dP. Scores outside the range (or NaN) go
+# through the reference.
+SAFE_SCORE = 64.0
+_ONES: dict[tuple[int, Any], Array] = {}  # (S, dtype) -> (S, 1) column of ones
+
+
+def _row_sums(x: Array) -> Array:
+    """x (..., S) -> (..., 1): each row's sum, as one product with a cached column of ones."""
+    key = (x.shape[-1], x.dtype)
+    ones = _ONES.get(key)
+    if ones is None:
+        ones = _ONES[key] = np.ones((x.shape[-1], 1), dtype=x.dtype)
+    return host.matmul(x, ones)
+
+
+class ScaledDotProductAttention(_Attention):
+    """Twin of ``ops.attention.ScaledDotProductAttention``: the same P and out, without the
+    row max where the scores allow (above); the same ``ctx`` (q, k, v saved, ``ctx.probs``,
+    ``ctx.scale``), so either backward follows either forward. float32 and float64 (e^64
+    overflows float16)."""
+
+    dtypes = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+
+    @staticmethod
+    def forward(ctx, q, k, v, mask=None):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        s = host.matmul(q * scale, k.mT)  # (..., T, S)
+        if not s.size or not (
+            -SAFE_SCORE <= np.minimum.reduce(s, axis=None)
+            and np.maximum.reduce(s, axis=None) <= SAFE_SCORE
+        ):  # out of range or NaN (NaN fails both): the reference, with its row max
+            return _Attention.forward(ctx, q, k, v, mask)
+        p = np.exp(s, out=s)  # e^s, finite and > 0
+        if mask is not None:
+            p *= mask  # masked entries 0
+        denom = _row_sums(p)  # (..., T, 1)
+        if mask is not None:
+            denom[denom == 0] = 1.0  # a fully masked row: 0 / 1 = 0, as the reference
+        p /= denom
+        ctx.save_for_backward(q, k, v)
+        ctx.probs, ctx.scale = p, scale
+        return host.matmul(p, v)  # (..., T, d_v)
+
+    @staticmethod
+    def backward(ctx, grad):
+        q, k, v = ctx.saved
+        p, scale = ctx.probs, ctx.scale
+        need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        dq = dk = dv = None
+        if need_v:
+            dv = host.matmul(p.mT, grad)  # (..., S, d_v)
+        if need_q or need_k:
+            ds = host.matmul(grad, v.mT)  # dP (..., T, S), our own buffer
+            ds -= _row_sums(ds * p)  # dP - rowsum(dP * P)
+            ds *= p  # dS
+            if need_q:
+                dq = host.matmul(ds, k)
+                dq *= scale
+            if need_k:
+                dk = host.matmul(ds.mT, q)
+                dk *= scale
+        return dq, dk, dv, None
+
+
 # ----------------------------------------------------------------------------- optimizer
 # Adam's update with one reused temporary (SGD's update is a few in-place operations
 # already: no twin).
@@ -224,6 +301,7 @@ adam_update.dtypes = None
 
 # reference -> twin: what ``fast.enable()`` registers for numpy.ndarray
 TWINS = {
+    _Attention: ScaledDotProductAttention,
     _LayerNorm: LayerNorm,
     _CrossEntropy: CrossEntropy,
     _adam_update: adam_update,

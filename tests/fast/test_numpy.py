@@ -156,6 +156,7 @@ def test_the_table_names_every_twin_and_what_it_replaces():
     numpy_rows = {r["reference"]: r for r in rows if r["library"] == "numpy"}
     assert set(numpy_rows) == {
         "ops.layernorm.LayerNorm", "ops.loss.CrossEntropy", "optim.adam.adam_update",
+        "ops.attention.ScaledDotProductAttention",
     }  # fmt: skip
     assert all(r["on"] == "no" for r in numpy_rows.values())
     cupy_refs = {r["reference"] for r in rows if r["library"] == "cupy"}
@@ -252,7 +253,7 @@ def test_by_default_a_step_runs_the_reference_and_no_function_of_the_fast_tier()
             _tiny_step()
         finally:
             sys.setprofile(None)
-    assert {"numpy.py:layer_norm_forward", "numpy.py:adam_update"} <= in_tier
+    assert {"numpy.py:layer_norm_forward", "numpy.py:adam_update", "numpy.py:_row_sums"} <= in_tier
 
 
 def test_a_learners_edit_of_a_reference_op_changes_the_model(monkeypatch):
