@@ -201,30 +201,34 @@ def gemm_threads(configured: int, multiply_adds: int) -> int:
     return max(1, min(configured, int(free + 0.5)))
 
 
-def matmul(a: Any, b: Any) -> Any:
-    """``numpy.matmul(a, b)``; a stack of rows times one matrix, a (..., n, k) @ b (k, m), as
-    ONE 2-D product (rows, k) @ (k, m) (NumPy would loop over the stack, each product on one
-    thread). With a BLAS thread count chosen for the product (``gemm_threads``: one thread
-    for small products, at most the free cores for large ones) once ``tune_host()`` has run.
-    The backend's NumPy namespace serves it as ``xp.matmul``, so this is the one place the
-    policy applies (``tensordot`` below comes here too)."""
+def matmul(a: Any, b: Any, out: Any = None) -> Any:
+    """``numpy.matmul(a, b)`` (into ``out`` if given); a stack of rows times one matrix,
+    a (..., n, k) @ b (k, m), as ONE 2-D product (rows, k) @ (k, m) (NumPy would loop over the
+    stack, each product on one thread). With a BLAS thread count chosen for the product
+    (``gemm_threads``: one thread for small products, at most the free cores for large ones)
+    once ``tune_host()`` has run. The backend's NumPy namespace serves it as ``xp.matmul``,
+    so this is the one place the policy applies (``tensordot`` below comes here too)."""
     stacked = b.ndim == 2 and a.ndim > 2
     if stacked:
         shape, k = a.shape, a.shape[-1]  # (rows from size: attribute reads, no calls)
-        a = a.reshape(a.size // k if k else math.prod(shape[:-1]), k)  # (rows, k)
+        rows = a.size // k if k else math.prod(shape[:-1])
+        a = a.reshape(rows, k)  # (rows, k)
+        if out is not None:
+            out = out.reshape(rows, b.shape[-1])  # a view of a contiguous buffer
     if not gemm_tuning:  # an attribute read: untuned, a product costs no extra call
-        y = np.matmul(a, b)
+        y = np.matmul(a, b, out=out)
     else:
         get, put = _threads_api  # set with gemm_tuning; get and put are C calls
         threads = get()
-        multiply_adds = a.shape[-2] * a.shape[-1] * b.shape[-1]
+        n, m = a.shape[-2] if a.ndim > 1 else 1, b.shape[-1] if b.ndim > 1 else 1
+        multiply_adds = n * a.shape[-1] * m
         use = 1 if multiply_adds <= SMALL_GEMM else gemm_threads(threads, multiply_adds)
         if use == threads:
-            y = np.matmul(a, b)
+            y = np.matmul(a, b, out=out)
         else:
             put(use)
             try:
-                y = np.matmul(a, b)
+                y = np.matmul(a, b, out=out)
             finally:
                 put(threads)
     return y.reshape(*shape[:-1], b.shape[-1]) if stacked else y

@@ -9,12 +9,12 @@ Each twin earns its place, measured (a training step of the translate task as th
 it, CPU time per step, interleaved rounds, one Xeon core; the step's time without that twin
 over the whole tier's, tiny / small): LayerNorm 1.075 / 1.058, CrossEntropy 1.043 / 1.029,
 adam_update 1.014 / 1.035; the whole tier against the reference ops 1.15 / 1.13.
-ScaledDotProductAttention, added later, measured on the benchmark's own tiny and small steps
-(``bench``'s fixed batch, CPU time of both cores, 8 interleaved rounds, 2-vCPU Xeon):
-1.13 / 1.03. NumPy twins of softmax and log-softmax measured 1.00 (neither runs in a
-training step) and were deleted; the one-call ``reshape`` and ``sum`` (1.01, ~1,000 fewer
-Python calls a step) are no math and moved to the backend's NumPy namespace, where every op
-gets them.
+ScaledDotProductAttention and Linear (backward), added later, measured on the benchmark's
+own tiny and small steps (``bench``'s fixed batch, CPU time of both cores, 8 interleaved
+rounds, 2-vCPU Xeon): 1.13 / 1.03 and 1.035 / 1.017. NumPy twins of softmax and
+log-softmax measured 1.00 (neither runs in a training step) and were deleted; the one-call
+``reshape`` and ``sum`` (1.01, ~1,000 fewer Python calls a step) are no math and moved to
+the backend's NumPy namespace, where every op gets them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .. import host
 from ..ops.attention import ScaledDotProductAttention as _Attention
 from ..ops.layernorm import LayerNorm as _LayerNorm
 from ..ops.loss import CrossEntropy as _CrossEntropy
+from ..ops.matmul import Linear as _Linear
 from ..optim.adam import adam_update as _adam_update
 from .rows import CrossEntropyRows, LayerNormRows
 
@@ -243,6 +244,49 @@ class ScaledDotProductAttention(_Attention):
         return dq, dk, dv, None
 
 
+# The Linear layer's backward: the reference's products, each parameter's gradient written
+# where the optimizer reads it (``Function.writes_grads``: the engine offers the flat
+# buffer's view of a parameter whose first gradient this is; the reference's dW and db are
+# copied there, and 64 of a tiny step's 85 parameters are a Linear's), and db as one product
+# with a row of ones (a GEMV, ~5 µs, where the column sum over 1,024 rows takes ~25 µs).
+_ONES_ROW: dict[Any, Array] = {}  # dtype -> a row of ones, as long as the most rows seen
+
+
+class Linear(_Linear):
+    """Twin of ``ops.matmul.Linear``'s backward (the forward is the reference's): dx = g W^T,
+    dW = x^T g (g^T x for a weight stored transposed) and db = 1^T g over all rows, dW and
+    db written into the buffers the engine offers."""
+
+    dtypes = None
+    writes_grads = True
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight = ctx.saved
+        needs = ctx.needs_input_grad
+        outs = ctx.grad_out or (None, None, None)
+        d_in, d_out = x.shape[-1], grad.shape[-1]
+        n = grad.size // d_out if d_out else x.size // d_in if d_in else 0  # rows
+        g2 = grad.reshape(n, d_out)  # (rows, d_out)
+        dx = dw = db = None
+        if needs[0]:
+            dx = host.matmul(grad, weight if ctx.transposed else weight.mT)  # (..., d_in)
+        if needs[1]:
+            x2 = x.reshape(n, d_in)
+            a, b = (g2.T, x2) if ctx.transposed else (x2.T, g2)
+            out = outs[1]  # the offered buffer, where the product fits (else None)
+            fits = out is not None and out.shape == weight.shape and out.dtype == weight.dtype
+            dw = host.matmul(a, b, out=out if fits else None)
+        if len(needs) > 2 and needs[2]:
+            ones = _ONES_ROW.get(grad.dtype)  # a view of one cached row of ones
+            if ones is None or ones.shape[0] < n:
+                ones = _ONES_ROW[grad.dtype] = np.ones(n, dtype=grad.dtype)
+            out = outs[2]
+            fits = out is not None and out.shape == (d_out,) and out.dtype == grad.dtype
+            db = host.matmul(ones[:n], g2, out=out if fits else None)
+        return dx, dw, db
+
+
 # ----------------------------------------------------------------------------- optimizer
 # Adam's update with one reused temporary (SGD's update is a few in-place operations
 # already: no twin).
@@ -301,6 +345,7 @@ adam_update.dtypes = None
 
 # reference -> twin: what ``fast.enable()`` registers for numpy.ndarray
 TWINS = {
+    _Linear: Linear,
     _Attention: ScaledDotProductAttention,
     _LayerNorm: LayerNorm,
     _CrossEntropy: CrossEntropy,

@@ -45,6 +45,9 @@ def test_the_hosts_stacked_matmul_and_tensordot_match_numpy(a_shape, tuned):
         threads = host.blas_threads()
         y, dw = host.matmul(a, b), host.tensordot(a, g, axes=(rows, rows))
         other = host.tensordot(a, a, axes=((0,), (0,)))  # not every leading axis
+        vector = host.matmul(b[:, 0], b)  # a vector @ a matrix (no row axis)
+        out = np.full(y.shape, np.nan, dtype=np.float32)
+        assert host.matmul(a, b, out=out) is not None and not np.isnan(out).any()
         assert host.blas_threads() == threads
     finally:
         host.tune_products(before)
@@ -52,6 +55,8 @@ def test_the_hosts_stacked_matmul_and_tensordot_match_numpy(a_shape, tuned):
     np.testing.assert_allclose(y, np.matmul(a, b), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(dw, np.tensordot(a, g, axes=(rows, rows)), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(other, np.tensordot(a, a, axes=((0,), (0,))), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(vector, b[:, 0] @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out, y, rtol=1e-6, atol=1e-6)
     if a.ndim == 3:  # a transposed stack (not contiguous) too
         at = np.ascontiguousarray(a.transpose(1, 0, 2)).transpose(1, 0, 2)
         np.testing.assert_allclose(host.matmul(at, b), np.matmul(a, b), rtol=1e-5, atol=1e-4)
@@ -156,7 +161,7 @@ def test_the_table_names_every_twin_and_what_it_replaces():
     numpy_rows = {r["reference"]: r for r in rows if r["library"] == "numpy"}
     assert set(numpy_rows) == {
         "ops.layernorm.LayerNorm", "ops.loss.CrossEntropy", "optim.adam.adam_update",
-        "ops.attention.ScaledDotProductAttention",
+        "ops.attention.ScaledDotProductAttention", "ops.matmul.Linear",
     }  # fmt: skip
     assert all(r["on"] == "no" for r in numpy_rows.values())
     cupy_refs = {r["reference"] for r in rows if r["library"] == "cupy"}
