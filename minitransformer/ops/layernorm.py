@@ -33,55 +33,53 @@ from .checks import floats, same_dtype, tensors
 class LayerNorm(Function):
     """y = (x - mean) / sqrt(var + eps) * gamma + beta over the last axis.
 
-    The math of the rows (x as N rows of D) is ``rows_forward`` / ``rows_backward``, called
-    through ``ctx.fn`` (this class, or a fast twin that replaces just those two)."""
+    The math of the rows (every leading position of x is a row of D) is ``rows_forward`` /
+    ``rows_backward``, called through ``ctx.fn`` (this class, or a fast twin that replaces
+    just those two)."""
 
     fresh_grads = True
 
     @staticmethod
-    def rows_forward(xp, x2, gamma, beta, eps: float):
-        """x2 (N, D) -> y (N, D), x_hat (N, D), rstd (N, 1)."""
-        D = x2.shape[1]
-        a = xp.linalg.vector_norm(x2, axis=-1, keepdims=True, ord=math.inf)  # (N, 1): max |x|
+    def rows_forward(xp, x, gamma, beta, eps: float):
+        """x (..., D) -> y (..., D), x_hat (..., D), rstd (..., 1)."""
+        D = x.shape[-1]
+        a = xp.linalg.vector_norm(x, axis=-1, keepdims=True, ord=math.inf)  # (..., 1): max |x|
         a = xp.where(a > 0, a, 1.0)  # an all-zero row: divide by 1
-        xs = x2 / a  # (N, D), in [-1, 1]: no square below overflows
+        xs = x / a  # (..., D), in [-1, 1]: no square below overflows
         xc = xs - xp.mean(xs, axis=-1, keepdims=True)  # (x - mu) / a
-        var = xp.vecdot(xc, xc)[:, None] / D  # mean of squares: var(x) / a^2, biased, <= 1
-        sd = xp.hypot(a * xp.sqrt(var), math.sqrt(eps))  # sqrt(var(x) + eps): (N, 1)
-        x_hat = xc * (a / sd)  # (N, D): (x - mu) * rstd, with a / sd of order 1
+        var = xp.vecdot(xc, xc)[..., None] / D  # mean of squares: var(x) / a^2, biased, <= 1
+        sd = xp.hypot(a * xp.sqrt(var), math.sqrt(eps))  # sqrt(var(x) + eps): (..., 1)
+        x_hat = xc * (a / sd)  # (..., D): (x - mu) * rstd, with a / sd of order 1
         return x_hat * gamma + beta, x_hat, 1.0 / sd
 
     @staticmethod
     def rows_backward(xp, g, x_hat, rstd, gamma, needs):
-        """g (N, D) -> dx (N, D), dgamma (D,), dbeta (D,); None where ``needs`` says no."""
+        """g (..., D) -> dx (..., D), dgamma (D,), dbeta (D,); None where ``needs`` says no.
+        dgamma and dbeta sum over every row: all the leading axes."""
         need_x, need_gamma, need_beta = needs
+        rows = tuple(range(g.ndim - 1))
         dx = dgamma = dbeta = None
         if need_beta:
-            dbeta = xp.sum(g, axis=0)  # (D,)
+            dbeta = xp.sum(g, axis=rows)  # (D,)
         if need_gamma:
-            dgamma = xp.sum(g * x_hat, axis=0)  # (D,)
+            dgamma = xp.sum(g * x_hat, axis=rows)  # (D,)
         if need_x:
-            g_hat = g * gamma  # (N, D)
-            mean_g = xp.mean(g_hat, axis=-1, keepdims=True)  # (N, 1)
-            mean_gx = xp.vecdot(g_hat, x_hat)[:, None] / g.shape[1]  # (N, 1): a row dot
+            g_hat = g * gamma  # (..., D)
+            mean_g = xp.mean(g_hat, axis=-1, keepdims=True)  # (..., 1)
+            mean_gx = xp.vecdot(g_hat, x_hat)[..., None] / g.shape[-1]  # (..., 1): a row dot
             dx = rstd * (g_hat - mean_g - x_hat * mean_gx)
         return dx, dgamma, dbeta
 
     @staticmethod
     def forward(ctx, x, gamma, beta, eps: float = 1e-5):
-        xp = ctx.xp
-        x2 = xp.reshape(x, (-1, x.shape[-1]))  # (N, D): one row per position
-        y, x_hat, rstd = ctx.fn.rows_forward(xp, x2, gamma, beta, eps)
+        y, x_hat, rstd = ctx.fn.rows_forward(ctx.xp, x, gamma, beta, eps)
         ctx.save_for_backward(x_hat, rstd, gamma)
-        return xp.reshape(y, x.shape)
+        return y
 
     @staticmethod
     def backward(ctx, grad):
-        xp = ctx.xp
         x_hat, rstd, gamma = ctx.saved
-        g = xp.reshape(grad, x_hat.shape)  # (N, D)
-        dx, dgamma, dbeta = ctx.fn.rows_backward(xp, g, x_hat, rstd, gamma, ctx.needs_input_grad)
-        return (None if dx is None else xp.reshape(dx, grad.shape)), dgamma, dbeta
+        return ctx.fn.rows_backward(ctx.xp, grad, x_hat, rstd, gamma, ctx.needs_input_grad)
 
 
 def layer_norm(x: Tensor, gamma: Tensor, beta: Tensor, eps: float = 1e-5) -> Tensor:
