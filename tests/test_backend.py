@@ -205,6 +205,22 @@ def test_keep_mask_keeps_one_minus_p_and_repeats_from_its_counter(device):
     np.testing.assert_array_equal(backend.to_numpy(again.keep_mask((300, 400), 0.1)), masks[0])
 
 
+@pytest.mark.parametrize("shape", [(3, 5), (4,), (0, 2)])
+def test_the_cpu_keep_mask_is_pcg64s_raw_halves_against_the_threshold(shape):
+    """On the CPU, draw c of seed s keeps element i where the i-th 32-bit half (low half of
+    each 64-bit word first) of PCG64([s, c])'s raw output >= round(p 2^32): written here
+    with integer arithmetic, not a byte view, so the bits cannot depend on the machine."""
+    g = backend.Generator(11, "cpu")
+    g.counter = 4
+    mask = g.keep_mask(shape, 0.3)
+    n = int(np.prod(shape))
+    words = [int(w) for w in np.random.PCG64([11, 4]).random_raw((n + 1) // 2)]
+    halves = [h for w in words for h in (w & 0xFFFFFFFF, w >> 32)][:n]
+    expected = np.array([h >= backend.random.keep_threshold(0.3) for h in halves], dtype=bool)
+    np.testing.assert_array_equal(mask, expected.reshape(shape))
+    assert g.counter == 5
+
+
 def test_a_generator_state_of_an_older_version_still_loads():
     g = backend.Generator(5)
     old = {"device": "cpu", "seed": 5, "bit_generator": None}  # before the counter existed

@@ -5,8 +5,9 @@
 - ``Generator.random``/``keep_mask`` (dropout masks, drawn every step) are *counter-based*:
   draw number c of a generator with seed s depends on (s, c) alone, so a resumed run needs
   only two integers to repeat its masks exactly. On NumPy a PCG64 keyed by (s, c) makes the
-  samples; elsewhere an integer hash of (element index, s, c) computed with array-API
-  operations makes them where they are used, with no host transfer (``counter_bits``).
+  samples (``keep_mask``: its raw 32-bit halves); elsewhere an integer hash of (element
+  index, s, c) computed with array-API operations makes them where they are used, with no
+  host transfer (``counter_bits``).
 - ``manual_seed(s)`` / ``default_generator(device)``: the generators ops use when none is
   passed.
 """
@@ -61,13 +62,21 @@ class Generator:
     def keep_mask(self, shape: tuple[int, ...], p: float) -> Array:
         """Dropout's mask: bool, True (keep) with probability 1 - p; draw ``counter``.
 
-        On NumPy: u >= p for a float32 uniform u. Elsewhere the hash bits are compared
-        with an integer threshold, bits >= round(p * 2^32) (P = 1 - p to 2^-32), which
-        skips the three calls that turn bits into floats."""
-        if self.device == "cpu":
-            return self.random(shape) >= p  # draw ``counter`` as float32 uniforms
+        32 random bits per element, compared with an integer threshold: bits >=
+        round(p * 2^32) (P = 1 - p to 2^-32; no conversion to floats). On NumPy the bits are
+        PCG64's raw output keyed by (seed, counter), each 64-bit word read as two 32-bit
+        halves, low half first (half the time of float32 uniforms); elsewhere the hash
+        ``counter_bits``, made on the device."""
         c, self.counter = self.counter, self.counter + 1
-        bits = counter_bits(namespace_for_device(self.device), self.device, shape, self.seed, c)
+        if self.device == "cpu":
+            n = 1
+            for d in shape:
+                n *= int(d)
+            keyed = np.random.PCG64([self.seed, c])
+            words = np.asarray(keyed.random_raw((n + 1) // 2), dtype="<u8")  # little-endian
+            bits = words.view("<u4")[:n].reshape(shape)  # the same bits on every machine
+        else:
+            bits = counter_bits(namespace_for_device(self.device), self.device, shape, self.seed, c)
         return bits >= keep_threshold(p)
 
     def dropout_keys(self, p: float) -> tuple[int, int, int]:

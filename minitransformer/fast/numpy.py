@@ -9,9 +9,10 @@ Each twin earns its place, measured (a training step of the translate task as th
 it, CPU time per step, interleaved rounds, one Xeon core; the step's time without that twin
 over the whole tier's, tiny / small): LayerNorm 1.075 / 1.058, CrossEntropy 1.043 / 1.029,
 adam_update 1.014 / 1.035; the whole tier against the reference ops 1.15 / 1.13.
-ScaledDotProductAttention and Linear (backward), added later, measured on the benchmark's
-own tiny and small steps (``bench``'s fixed batch, CPU time of both cores, 8 interleaved
-rounds, 2-vCPU Xeon): 1.13 / 1.03 and 1.035 / 1.017. NumPy twins of softmax and
+ScaledDotProductAttention, Linear (backward) and Dropout with DropoutAdd, added later,
+measured on the benchmark's own tiny and small steps (``bench``'s fixed batch, CPU time of
+both cores, 8 interleaved rounds, 2-vCPU Xeon; the dropout twins with dropout 0.1 at both
+sizes): 1.13 / 1.03, 1.035 / 1.017 and 1.048 / 1.033. NumPy twins of softmax and
 log-softmax measured 1.00 (neither runs in a training step) and were deleted; the one-call
 ``reshape`` and ``sum`` (1.01, ~1,000 fewer Python calls a step) are no math and moved to
 the backend's NumPy namespace, where every op gets them.
@@ -30,6 +31,7 @@ from ..ops.layernorm import LayerNorm as _LayerNorm
 from ..ops.loss import CrossEntropy as _CrossEntropy
 from ..ops.matmul import Linear as _Linear
 from ..optim.adam import adam_update as _adam_update
+from .numpy_dropout import TWINS as _DROPOUT_TWINS
 from .rows import CrossEntropyRows, LayerNormRows
 
 Array = np.ndarray
@@ -345,6 +347,7 @@ adam_update.dtypes = None
 
 # reference -> twin: what ``fast.enable()`` registers for numpy.ndarray
 TWINS = {
+    **_DROPOUT_TWINS,  # fast/numpy_dropout.py's
     _Linear: Linear,
     _Attention: ScaledDotProductAttention,
     _LayerNorm: LayerNorm,

@@ -1,8 +1,9 @@
 """Inverted dropout (Srivastava et al., 2014), as the paper applies it with P_drop = 0.1.
 
-x (...) -> y (...):  y = x * m / (1 - p),  m ~ Bernoulli(1 - p) elementwise (m = u >= p
-for one uniform draw u on x's device: ``Generator.keep_mask``). Dividing by 1 - p at training
-time keeps E[y] = x, so evaluation is the identity.  Backward: dx = g * m / (1 - p).
+x (...) -> y (...):  y = x * m / (1 - p),  m ~ Bernoulli(1 - p) elementwise (m = bits >=
+p 2^32 for 32 random bits per element drawn on x's device: ``Generator.keep_mask``).
+Dividing by 1 - p at training time keeps E[y] = x, so evaluation is the identity.
+Backward: dx = g * m / (1 - p).
 Speed: the mask is stored as bool (1 byte per element, 4x less than a float mask), and
 forward and backward are two array calls each, ``where(m, x * scale, 0)``.
 
@@ -11,7 +12,9 @@ forward and backward are two array calls each, ``where(m, x * scale, 0)``.
 
 This is what runs. On a GPU the fast tier's twins (``fast/cupy.py``, unless
 MT_CUDA_KERNELS=0) take one kernel launch each, making the same mask's random bits from the
-two keys of the draw (``Generator.dropout_keys``): they save the keys, not a mask.
+two keys of the draw (``Generator.dropout_keys``): they save the keys, not a mask. On the
+CPU with the tier on (the CLI), ``fast/numpy.py``'s twins multiply by the same mask instead
+of ``where`` (NumPy's ``where`` branches on every element of a random mask: ~4x slower).
 """
 
 from __future__ import annotations

@@ -161,7 +161,8 @@ def test_the_table_names_every_twin_and_what_it_replaces():
     numpy_rows = {r["reference"]: r for r in rows if r["library"] == "numpy"}
     assert set(numpy_rows) == {
         "ops.layernorm.LayerNorm", "ops.loss.CrossEntropy", "optim.adam.adam_update",
-        "ops.attention.ScaledDotProductAttention", "ops.matmul.Linear",
+        "ops.attention.ScaledDotProductAttention", "ops.matmul.Linear", "ops.dropout.Dropout",
+        "ops.dropout.DropoutAdd",
     }  # fmt: skip
     assert all(r["on"] == "no" for r in numpy_rows.values())
     cupy_refs = {r["reference"] for r in rows if r["library"] == "cupy"}
