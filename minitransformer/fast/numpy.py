@@ -12,7 +12,8 @@ adam_update 1.014 / 1.035; the whole tier against the reference ops 1.15 / 1.13.
 ScaledDotProductAttention, Linear (backward) and Dropout with DropoutAdd, added later,
 measured on the benchmark's own tiny and small steps (``bench``'s fixed batch, CPU time of
 both cores, 8 interleaved rounds, 2-vCPU Xeon; the dropout twins with dropout 0.1 at both
-sizes): 1.13 / 1.03, 1.035 / 1.017 and 1.048 / 1.033. NumPy twins of softmax and
+sizes): 1.13 / 1.03, 1.035 / 1.017 and 1.048 / 1.033; the attention twin's heads-last
+outputs (below) on their own 1.021 / 1.029. NumPy twins of softmax and
 log-softmax measured 1.00 (neither runs in a training step) and were deleted; the one-call
 ``reshape`` and ``sum`` (1.01, ~1,000 fewer Python calls a step) are no math and moved to
 the backend's NumPy namespace, where every op gets them.
@@ -183,7 +184,10 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
 # (64, 4, 16, 16) scores, 5x a sum). Row sums are a product with a column of ones (one GEMV,
 # ~10 µs, where the sum over the last axis takes ~75 µs), the mask a product with e^s (masked
 # entries 0), and dS is made in the buffer of dP. Scores outside the range (or NaN) go
-# through the reference.
+# through the reference. For the heads of multi-head attention, (B, H, T, d) arrays of one
+# batch shape, out, dq, dk and dv are written heads-last in memory ((B, T, H, d), seen
+# through a transposed view): the head merge, and the head split's backward, then reshape
+# them without a copy (24 copies of a (B, T, D) array a tiny step; ~3 µs more per product).
 SAFE_SCORE = 64.0
 _ONES: dict[tuple[int, Any], Array] = {}  # (S, dtype) -> (S, 1) column of ones
 
@@ -195,6 +199,15 @@ def _row_sums(x: Array) -> Array:
     if ones is None:
         ones = _ONES[key] = np.ones((x.shape[-1], 1), dtype=x.dtype)
     return host.matmul(x, ones)
+
+
+def _heads_last(like: Array, last: int, heads: bool) -> Array | None:
+    """With ``heads``: an empty (B, H, T, last) array whose memory is (B, T, H, last) (a
+    transposed view) for ``like`` (B, H, T, ...); else None (the product makes its own)."""
+    if not heads:
+        return None
+    B, H, T = like.shape[:3]
+    return np.empty((B, T, H, last), dtype=like.dtype).transpose(0, 2, 1, 3)
 
 
 class ScaledDotProductAttention(_Attention):
@@ -223,25 +236,27 @@ class ScaledDotProductAttention(_Attention):
         p /= denom
         ctx.save_for_backward(q, k, v)
         ctx.probs, ctx.scale = p, scale
-        return host.matmul(p, v)  # (..., T, d_v)
+        ctx.heads = q.ndim == 4 and q.shape[:2] == k.shape[:2] == v.shape[:2]  # (B, H) each
+        return host.matmul(p, v, out=_heads_last(p, v.shape[-1], ctx.heads))  # (..., T, d_v)
 
     @staticmethod
     def backward(ctx, grad):
         q, k, v = ctx.saved
         p, scale = ctx.probs, ctx.scale
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
+        heads = getattr(ctx, "heads", False)  # False after the reference's forward
         dq = dk = dv = None
         if need_v:
-            dv = host.matmul(p.mT, grad)  # (..., S, d_v)
+            dv = host.matmul(p.mT, grad, out=_heads_last(v, v.shape[-1], heads))  # (..., S, d_v)
         if need_q or need_k:
             ds = host.matmul(grad, v.mT)  # dP (..., T, S), our own buffer
             ds -= _row_sums(ds * p)  # dP - rowsum(dP * P)
             ds *= p  # dS
             if need_q:
-                dq = host.matmul(ds, k)
+                dq = host.matmul(ds, k, out=_heads_last(q, q.shape[-1], heads))
                 dq *= scale
             if need_k:
-                dk = host.matmul(ds.mT, q)
+                dk = host.matmul(ds.mT, q, out=_heads_last(k, k.shape[-1], heads))
                 dk *= scale
         return dq, dk, dv, None
 

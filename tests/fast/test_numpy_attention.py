@@ -125,3 +125,38 @@ def test_the_twin_passes_gradcheck_and_a_second_backward_agrees():
         out.sum().backward()
     for t, g in zip(ts, first, strict=True):
         np.testing.assert_array_equal(t.grad, g)
+
+
+def test_heads_come_out_heads_last_so_the_merge_and_split_copy_nothing(monkeypatch):
+    """(B, H, T, d) inputs of one batch shape: out, dq, dk and dv are (B, T, H, d) in memory
+    (a transposed view), so merge_heads(out) and the split's backward are views; inputs
+    whose batch shapes differ (broadcast keys) get ordinary arrays, the same numbers."""
+    import minitransformer.functional as F
+
+    grads = []
+    backward = numpy_twins.ScaledDotProductAttention.backward
+
+    def recorded(ctx, grad):
+        grads.append(backward(ctx, grad))
+        return grads[-1]
+
+    twin = numpy_twins.ScaledDotProductAttention
+    monkeypatch.setattr(twin, "backward", staticmethod(recorded))
+    rng = np.random.default_rng(6)
+    x = mt.tensor(rng.standard_normal((B, T, H * D)), requires_grad=True)
+    with fast.switched_on():
+        q = F.split_heads(x, H)
+        out, ctx = ScaledDotProductAttention.run(q, q, q, None)
+        assert ctx.fn is twin and out.data.transpose(0, 2, 1, 3).flags.c_contiguous
+        merged = F.merge_heads(out)
+        assert np.shares_memory(merged.data, out.data)  # a view: no copy
+        merged.sum().backward()
+    for g in grads[0][:3]:
+        assert g.transpose(0, 2, 1, 3).flags.c_contiguous
+    q, k, v = _inputs()
+    k1 = k[:, :1]  # keys shared by every head: broadcast
+    ref = _run(q, k1, v[:, :1], None, "float64")
+    with fast.switched_on():
+        got = _run(q, k1, v[:, :1], None, "float64")
+    for a, b in zip((got[0], *got[2]), (ref[0], *ref[2]), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-13)
