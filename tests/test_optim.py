@@ -149,6 +149,34 @@ def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay,
         np.testing.assert_array_equal(runs["fused"][0], p0)
 
 
+@pytest.mark.parametrize("shape", [(2 * 16 + 5,), (16,), (6, 9)])
+def test_fused_numpy_adam_in_chunks_matches_the_reference(shape, monkeypatch):
+    """A flat buffer longer than ADAM_CHUNK is updated a chunk at a time (here chunks of 16:
+    two whole ones and a rest); one chunk's length and a 2-D array go in one piece; every
+    element gets the reference's numbers over several steps, weight decay included."""
+    from minitransformer.fast import numpy as numpy_twins
+    from minitransformer.optim.adam import adam_update
+
+    monkeypatch.setattr(numpy_twins, "ADAM_CHUNK", 16)
+    passes = []
+    one_pass = numpy_twins._adam_pass
+    monkeypatch.setattr(
+        numpy_twins, "_adam_pass", lambda p, *a: (passes.append(p.size), one_pass(p, *a))
+    )
+    rng = np.random.default_rng(4)
+    p0 = rng.standard_normal(shape)
+    runs = {}
+    for name, update in [("reference", adam_update), ("fused", numpy_twins.adam_update)]:
+        p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
+        for t in range(1, 4):
+            g = np.random.default_rng(t).standard_normal(shape)
+            update(p, g, m, v, lr=1e-2, betas=(0.9, 0.98), eps=1e-9, weight_decay=0.01, t=t)
+        runs[name] = (p, m, v)
+    for ref, fused in zip(runs["reference"], runs["fused"], strict=True):
+        np.testing.assert_allclose(fused, ref, rtol=1e-13, atol=1e-13)
+    assert passes[:3] == ([16, 16, 5] if shape == (37,) else [p0.size] * 3)
+
+
 def test_adam_with_and_without_its_fast_path_gives_the_same_steps():
     """With the fast tier on the optimizer's step takes the fused update on NumPy (and it
     is what runs); by default it runs the reference: the same trajectory."""

@@ -226,6 +226,7 @@ class ScaledDotProductAttention(_Attention):
             -SAFE_SCORE <= np.minimum.reduce(s, axis=None)
             and np.maximum.reduce(s, axis=None) <= SAFE_SCORE
         ):  # out of range or NaN (NaN fails both): the reference, with its row max
+            ctx.heads = False
             return _Attention.forward(ctx, q, k, v, mask)
         p = np.exp(s, out=s)  # e^s, finite and > 0
         if mask is not None:
@@ -244,7 +245,7 @@ class ScaledDotProductAttention(_Attention):
         q, k, v = ctx.saved
         p, scale = ctx.probs, ctx.scale
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
-        heads = getattr(ctx, "heads", False)  # False after the reference's forward
+        heads = ctx.heads
         dq = dk = dv = None
         if need_v:
             dv = host.matmul(p.mT, grad, out=_heads_last(v, v.shape[-1], heads))  # (..., S, d_v)
@@ -306,22 +307,40 @@ class Linear(_Linear):
 
 # ----------------------------------------------------------------------------- optimizer
 # Adam's update with one reused temporary (SGD's update is a few in-place operations
-# already: no twin).
+# already: no twin), a flat buffer's worth in chunks that stay in cache.
+ADAM_CHUNK = 1 << 17  # elements a pass: p, g, m, v and the temporary, 512 KiB each (float32),
+# stay in cache through the update's 13 passes; 1M float32 parameters measured 3.06 ms in one
+# piece, 1.77 ms in chunks of 2^17 (2^16: 1.78, 2^14: 2.07, 2^18: 2.07; 2-vCPU Xeon, 4 MiB L2)
 
 
 def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
                 betas: tuple[float, float], eps: float, weight_decay: float, t: int,
                 ok: Any = None) -> None:  # fmt: skip
     """``optim.adam.adam_update`` fused with ``out=``: the same update (m, v, then p, in
-    place) with ONE temporary of p's size, reused for (1-β1) g, (1-β2) g², the
-    denominator and the step; the reference makes about eight. ``ok`` False (read on the
-    host, free on NumPy) changes nothing."""
+    place) with ONE temporary, reused for (1-β1) g, (1-β2) g², the denominator and the step;
+    the reference makes about eight. Flat (1-D) arrays longer than ``ADAM_CHUNK`` are
+    updated a chunk at a time (each element's arithmetic is the same). ``ok`` False (read on
+    the host, free on NumPy) changes nothing."""
     if ok is not None and not ok:
         return
+    n = p.shape[0] if p.ndim == g.ndim == m.ndim == v.ndim == 1 else 0
+    hyper = (betas, eps, weight_decay, lr, t)
+    if n <= ADAM_CHUNK:  # small, or not flat: one piece
+        _adam_pass(p, g, m, v, np.empty_like(p), *hyper)
+        return
+    buf = np.empty(ADAM_CHUNK, dtype=p.dtype)
+    for i in range(0, n, ADAM_CHUNK):
+        j = i + ADAM_CHUNK
+        _adam_pass(p[i:j], g[i:j], m[i:j], v[i:j], buf[: min(j, n) - i], *hyper)
+
+
+def _adam_pass(p: Array, g: Array, m: Array, v: Array, buf: Array, betas: tuple[float, float],
+               eps: float, weight_decay: float, lr: float, t: int) -> None:  # fmt: skip
+    """Adam's update of p, m, v in place, ``buf`` (p's shape) the one temporary."""
     b1, b2 = betas
     if weight_decay:
         g = g + weight_decay * p
-    buf = np.multiply(g, 1 - b1)
+    np.multiply(g, 1 - b1, out=buf)
     m *= b1
     m += buf  # m = β1 m + (1-β1) g
     np.multiply(g, g, out=buf)
