@@ -77,7 +77,7 @@ class Linear(_Linear):
         y = cublaslt.matmul(x2, w, cublaslt.BIAS, bias=bias, cp=cp)  # x W + b, one launch
         if y is None:  # no cuBLASLt algorithm here: the reference's two launches
             return _Linear.forward(ctx, x, weight, bias, transpose_weight)
-        ctx.save_for_backward(x, weight)  # as the reference saves them
+        ctx.save_for_backward(x2, weight)  # the rows, made once (backward takes any shape)
         ctx.transposed = transpose_weight
         return cp.reshape(y, (*x.shape[:-1], w.shape[1]))
 
@@ -87,12 +87,12 @@ class Linear(_Linear):
         x, weight = ctx.saved
         needs = ctx.needs_input_grad
         outs = ctx.grad_out or (None, None, None)
-        x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in): a view
+        x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in): x itself, or the reference's x
         g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
         dx = dw = db = None
         if needs[0]:
             w_t = weight if ctx.transposed else weight.mT  # (d_out, d_in)
-            dx = xp.reshape(xp.matmul(g2, w_t), x.shape)
+            dx = xp.reshape(xp.matmul(g2, w_t), (*grad.shape[:-1], x.shape[-1]))
         need_db = len(needs) > 2 and needs[2]
         a, b = (g2.mT, x2) if ctx.transposed else (x2.mT, g2)
         if needs[1] and need_db:  # dW and db in one product: the epilogue sums g's columns
