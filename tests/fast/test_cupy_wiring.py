@@ -1,0 +1,130 @@
+"""The wiring of the CuPy Linear and LayerNorm twins (``fast/cupy_grads.py``,
+``fast/cupy.py``), run on the CPU: CuPy replaced by NumPy; cuBLASLt's product by its
+documented result in NumPy (the bias added; the bias gradient of our b as its column sums,
+of our a as its row sums), cuBLAS's by ``numpy.matmul``, LayerNorm's kernels by the NumPy
+twin's row kernels. What this checks is the twins' own code around the kernels: what forward
+saves and backward reads (the twin's forward, or the reference's where cuBLASLt has no
+algorithm), inputs of every rank, the weight either way, gradients written into the
+optimizer's buffer. The kernels themselves are checked on a GPU (tests/fast/test_cuda_*.py,
+tests/fast/test_cublaslt_plan.py)."""
+
+import types
+
+import numpy as np
+import pytest
+
+import minitransformer as mt
+import minitransformer.functional as F
+from minitransformer import fast
+from minitransformer.fast import cublas, cublaslt, cupy_grads
+from minitransformer.fast import cupy as kc
+from minitransformer.fast import numpy as numpy_twins
+from minitransformer.optim import Adam
+
+
+def _lt(available):
+    def matmul(a, b, epilogue, bias=None, out=None, cp=None):  # noqa: ARG001
+        if not available:
+            return None  # no cuBLASLt algorithm: the twin launches what the reference does
+        y = a @ b
+        if epilogue == cublaslt.BIAS:
+            y = y + bias
+        elif epilogue == cublaslt.BGRADA:
+            bias[...] = b.sum(axis=0)  # our b's column sums
+        elif epilogue == cublaslt.BGRADB:
+            bias[...] = a.sum(axis=1)  # our a's row sums
+        if out is None:
+            return y
+        out[...] = y
+        return out
+
+    return matmul
+
+
+@pytest.fixture
+def on_numpy(monkeypatch):
+    stand_in = types.SimpleNamespace(reshape=np.reshape, empty=np.empty, sum=np.sum)
+    monkeypatch.setattr(cupy_grads, "cp", stand_in)
+    monkeypatch.setattr(cublas, "matmul", lambda a, b, cp=None, out=None: np.matmul(a, b, out=out))
+
+    def use(available):
+        monkeypatch.setattr(cublaslt, "matmul", _lt(available))
+
+    return use
+
+
+def _step(linear, x_shape, transposed, optimizer):
+    rng = np.random.default_rng(0)
+    w_shape = (3, 5) if transposed else (5, 3)
+    x = mt.tensor(rng.standard_normal(x_shape), requires_grad=True)
+    w = mt.tensor(rng.standard_normal(w_shape), requires_grad=True)
+    b = mt.tensor(rng.standard_normal(3), requires_grad=True)
+    opt = Adam([w, b]) if optimizer else None
+    y = linear(x, w, b, transposed)
+    (y * mt.tensor(rng.standard_normal(y.shape))).sum().backward()
+    return y.numpy(), x.grad, w.grad, b.grad, opt, (w, b)
+
+
+def _twin(x, w, b, transposed):
+    return cupy_grads.Linear.apply(x, w, b, transpose_weight=transposed)
+
+
+def _reference(x, w, b, transposed):
+    return F.linear(x, w, b, transpose_weight=transposed)
+
+
+@pytest.mark.parametrize("optimizer", [False, True])
+@pytest.mark.parametrize("lt", [True, False])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("x_shape", [(4, 5), (2, 3, 5), (2, 1, 3, 5)])
+def test_the_cupy_linear_twin_computes_the_references_gradients(
+    on_numpy, x_shape, transposed, lt, optimizer
+):
+    on_numpy(lt)
+    got = _step(_twin, x_shape, transposed, optimizer)
+    ref = _step(_reference, x_shape, transposed, optimizer)
+    for a, b in zip(got[:4], ref[:4], strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    if optimizer:  # written into the buffer: the optimizer's own views
+        group, (w, b) = got[4].groups[0], got[5]
+        assert w.grad is group.grad_views[0] and b.grad is group.grad_views[1]
+
+
+@pytest.mark.parametrize("optimizer", [False, True])
+@pytest.mark.parametrize("x_shape", [(4, 6), (2, 3, 6), (2, 1, 3, 6)])
+def test_the_cupy_layer_norm_twin_computes_the_references_gradients(
+    monkeypatch, x_shape, optimizer
+):
+    def backward_kernel(g, x_hat, rstd, gamma, needs, outs=(None, None, None)):
+        dx, dgamma, dbeta = numpy_twins.layer_norm_backward(g, x_hat, rstd, gamma, needs)
+        for out, d in zip(outs[1:], (dgamma, dbeta), strict=True):
+            if out is not None and d is not None:
+                out[...] = d
+        return dx, *(d if o is None else o for o, d in zip(outs[1:], (dgamma, dbeta), strict=True))
+
+    monkeypatch.setattr(kc, "cp", types.SimpleNamespace(reshape=np.reshape))
+    monkeypatch.setattr(kc, "layer_norm_backward", backward_kernel)
+    monkeypatch.setattr(
+        kc.LayerNorm, "forward_kernel", staticmethod(numpy_twins.layer_norm_forward)
+    )
+
+    def run(twin):
+        rng = np.random.default_rng(1)
+        x = mt.tensor(rng.standard_normal(x_shape), requires_grad=True)
+        gamma = mt.tensor(rng.standard_normal(6), requires_grad=True)
+        beta = mt.tensor(rng.standard_normal(6), requires_grad=True)
+        opt = Adam([gamma, beta]) if optimizer else None
+        with fast.reference_only():
+            y = kc.LayerNorm.apply(x, gamma, beta) if twin else F.layer_norm(x, gamma, beta)
+        assert (y._ctx.fn is kc.LayerNorm) == twin
+        (y * mt.tensor(rng.standard_normal(x_shape))).sum().backward()
+        return y.numpy(), x.grad, gamma.grad, beta.grad, opt, (gamma, beta)
+
+    got, ref = run(True), run(False)
+    for a, b in zip(got[:4], ref[:4], strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    if optimizer:
+        group, (gamma, beta) = got[4].groups[0], got[5]
+        assert gamma.grad is group.grad_views[0] and beta.grad is group.grad_views[1]
