@@ -1,17 +1,25 @@
 """Helpers (not tests) for the lesson tests: a notebook's code or markdown cells, the images
 its markdown embeds, the check that it ships each exercise as a placeholder and calls each
 check once, and the two helpers of the exercise tests (the hint a wrong answer gets, a
-Function class made of two functions)."""
+Function class made of two functions). Importing it puts ``lessons/`` on ``sys.path`` (the
+lessons' own ``checks``, ``solutions`` and ``figures`` packages) and gives ``LESSONS`` and
+``checks``."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+LESSONS = Path(__file__).resolve().parents[1] / "lessons"
+sys.path.insert(0, str(LESSONS))  # the lessons' packages: checks, solutions, figures
+checks = importlib.import_module("checks")
 
 # ![caption](path "title"), ![caption](<path>) and <img src="path">
 IMAGE = re.compile(r"!\[[^\]]*\]\(\s*<?([^)\s>]+)>?[^)]*\)|<img[^>]*\ssrc=[\"']([^\"']+)[\"']")

@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import LESSONS, checks
 
 import minitransformer as mt
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 solutions = importlib.import_module("solutions.lesson15")
 
 

@@ -13,21 +13,17 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import LESSONS, checks
+from lesson_notebooks import function_class as _fn
 
 import minitransformer as mt
 from minitransformer.function import Function
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 through_rank0 = importlib.import_module("test_lesson_exercises_14")._through_rank0  # not a ring
 t04, t10 = (importlib.import_module(f"test_lesson_exercises_{n}") for n in ("04", "10"))
-from lesson_notebooks import function_class as _fn  # noqa: E402
 
 
 def solutions(n: int):

@@ -11,12 +11,10 @@ answered by the library.
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import code_cells, markdown_cells
+from lesson_notebooks import LESSONS, checks, code_cells, markdown_cells
 from lesson_notebooks import function_class as _fn
 from lesson_notebooks import hint_of as _fails
 
@@ -24,10 +22,7 @@ from minitransformer.function import Function
 from minitransformer.ops.activations import Sigmoid as LibrarySigmoid
 from minitransformer.ops.activations import stable_sigmoid
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "01_autograd.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s1 = importlib.import_module("solutions.lesson01")
 
 

@@ -7,21 +7,16 @@ Each common mistake gets its own hint; valid NumPy forms (einsum, tensordot, the
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import code_cells, markdown_cells
+from lesson_notebooks import LESSONS, checks, code_cells, markdown_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 from minitransformer.function import unbroadcast
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "02_broadcasting_matmul.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s2 = importlib.import_module("solutions.lesson02")
 
 

@@ -11,21 +11,16 @@ NumPy forms (einsum, a 0-d array, a library Tensor of one number) pass.
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import code_cells, markdown_cells
+from lesson_notebooks import LESSONS, checks, code_cells, markdown_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 import minitransformer.functional as F
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "05_attention.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s5 = importlib.import_module("solutions.lesson05")
 
 

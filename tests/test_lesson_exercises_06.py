@@ -12,21 +12,16 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import code_cells
+from lesson_notebooks import LESSONS, checks, code_cells
 from lesson_notebooks import hint_of as _fails
 from test_lesson_exercises import _head_rows_not_columns as _rows_not_columns
 
 import minitransformer as mt
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "06_multihead_attention.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s6 = importlib.import_module("solutions.lesson06")
 
 

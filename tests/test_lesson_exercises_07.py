@@ -12,18 +12,13 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import LESSONS, checks, markdown_cells
 from lesson_notebooks import hint_of as _fails
-from lesson_notebooks import markdown_cells
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "07_positional_encoding.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s7 = importlib.import_module("solutions.lesson07")
 
 

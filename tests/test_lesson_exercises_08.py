@@ -12,21 +12,17 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import checks
+from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 from minitransformer.data.batching import make_batch
 from minitransformer.decode import greedy_decode
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s8 = importlib.import_module("solutions.lesson08")
-from lesson_notebooks import hint_of as _fails  # noqa: E402
 
 
 def _eos_after_padding(targets, bos, eos, pad):

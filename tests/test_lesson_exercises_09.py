@@ -20,23 +20,19 @@ import importlib
 import io
 import json
 import math
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from lesson_notebooks import LESSONS, checks
+from lesson_notebooks import hint_of as _hint
 
 import minitransformer as mt
 from minitransformer import optim
 from minitransformer.train.evaluation import smoothed_loss_floor
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "09_training.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s9 = importlib.import_module("solutions.lesson09")
-from lesson_notebooks import hint_of as _hint  # noqa: E402
 
 
 def _passes(check, answer, capsys) -> None:

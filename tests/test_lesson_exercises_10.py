@@ -15,22 +15,18 @@ from __future__ import annotations
 
 import importlib
 import math
-import sys
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pytest
 import sacrebleu
+from lesson_notebooks import checks
+from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 import minitransformer.functional as F
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s10 = importlib.import_module("solutions.lesson10")
-from lesson_notebooks import hint_of as _fails  # noqa: E402
 
 
 # ------------------------------------------------------------------ 10.1

@@ -14,20 +14,15 @@
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import code_cells
+from lesson_notebooks import LESSONS, checks, code_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "11_speed_and_gpu.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s11 = importlib.import_module("solutions.lesson11")
 
 

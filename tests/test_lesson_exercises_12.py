@@ -18,21 +18,16 @@ from __future__ import annotations
 
 import importlib
 import math
-import sys
-from pathlib import Path
 
 import matplotlib
 import numpy as np
 import pytest
-from lesson_notebooks import hint_of
+from lesson_notebooks import checks, hint_of
 
 import minitransformer as mt
 
 matplotlib.use("Agg")
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s12 = importlib.import_module("solutions.lesson12")
 unrolled = importlib.import_module("figures.unrolled_rnn")
 

@@ -26,21 +26,17 @@ import io
 import json
 import math
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import LESSONS, checks
 
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import ablate
 from minitransformer.data.batching import make_batch
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "13_ablations.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s13 = importlib.import_module("solutions.lesson13")
 
 

@@ -21,16 +21,11 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import hint_of
+from lesson_notebooks import LESSONS, checks, hint_of
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s14 = importlib.import_module("solutions.lesson14")
 
 

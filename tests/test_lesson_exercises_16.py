@@ -18,12 +18,10 @@ hint and never crash on an answer; the notebook ships what the lesson promises.
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import assert_ships_placeholders, code_cells
+from lesson_notebooks import LESSONS, assert_ships_placeholders, code_cells
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -31,9 +29,7 @@ from minitransformer.nn.marian_config import config_from_marian
 from minitransformer.nn.marian_weights import marian_names
 from minitransformer.nn.positional import sinusoid_table
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "16_a_real_translator.ipynb"
-sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks.lesson16")
 s16 = importlib.import_module("solutions.lesson16")
 CORRECT, NOT_ATTEMPTED = "correct", None  # checks._shared

@@ -25,20 +25,16 @@ from __future__ import annotations
 
 import importlib
 import re
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import assert_ships_placeholders, code_cells
+from lesson_notebooks import LESSONS, assert_ships_placeholders, code_cells
 
 import minitransformer as mt
 from minitransformer.nn.masks import causal_mask
 from minitransformer.nn.sampling import temperature_softmax
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "17_the_substrate.ipynb"
-sys.path.insert(0, str(LESSONS))
 checks = importlib.import_module("checks.lesson17")
 s17 = importlib.import_module("solutions.lesson17")
 CORRECT, NOT_ATTEMPTED = "correct", None  # checks._shared

@@ -17,21 +17,16 @@ gives no exercise away before its cell.
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import code_cells
+from lesson_notebooks import LESSONS, checks, code_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 from minitransformer import scaling
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "18_the_curve_kept_bending.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s18 = importlib.import_module("solutions.lesson18")
 
 

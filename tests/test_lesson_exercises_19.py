@@ -12,28 +12,17 @@ test_lesson_exercises.py; garbage answers: test_lesson_checks_robust.py).
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import assert_ships_placeholders, code_cells
+from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
 from minitransformer import heads
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 NOTEBOOK = LESSONS / "19_what_the_heads_do.ipynb"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s19 = importlib.import_module("solutions.lesson19")
-
-CHECKS = {
-    "19_1": (checks.check_19_1, s19.row_entropy),
-    "19_2": (checks.check_19_2, s19.importance_by_differences),
-}
-
 
 # the solutions passing and the placeholders "not attempted": CASES_19 in
 # test_lesson_exercises.py

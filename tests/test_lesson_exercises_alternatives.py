@@ -9,18 +9,13 @@ from __future__ import annotations
 import functools
 import importlib
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-from lesson_notebooks import code_cells
+from lesson_notebooks import LESSONS, checks, code_cells
 
 import minitransformer as mt
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s1, s3, s10, s18 = (
     importlib.import_module(f"solutions.lesson{n}") for n in ("01", "03", "10", "18")
 )

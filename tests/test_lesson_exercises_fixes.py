@@ -16,21 +16,17 @@ through and still accept right answers in any valid form.
 from __future__ import annotations
 
 import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import checks
+from lesson_notebooks import function_class as _fn
+from lesson_notebooks import hint_of as _fails
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
-sys.path.insert(0, str(LESSONS))
-checks = importlib.import_module("checks")
 s1 = importlib.import_module("solutions.lesson01")
 s3 = importlib.import_module("solutions.lesson03")
 s4 = importlib.import_module("solutions.lesson04")
 s7 = importlib.import_module("solutions.lesson07")
-from lesson_notebooks import function_class as _fn  # noqa: E402
-from lesson_notebooks import hint_of as _fails  # noqa: E402
 
 
 # ------------------------------------------------------------------ 01.2 (Sigmoid)

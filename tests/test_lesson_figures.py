@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lesson_notebooks import LESSONS
 
 pytest.importorskip("matplotlib")
 import matplotlib.image  # noqa: E402
 from matplotlib.text import Text  # noqa: E402
 
-LESSONS = Path(__file__).resolve().parents[1] / "lessons"
 sys.path.insert(0, str(LESSONS))  # the notebooks' `from figures.multihead import ...`
 from figures.encoder_decoder import encoder_decoder_figure  # noqa: E402
 from figures.multihead import multihead_figure  # noqa: E402
