@@ -35,8 +35,8 @@ from __future__ import annotations
 from typing import Any
 
 from . import backend
-from .grad_mode import _grad_mode
-from .tensor import TENSOR_TYPES, Tensor, unbroadcast
+from .grad_mode import is_grad_enabled
+from .tensor import Tensor, unbroadcast
 
 __all__ = ["TWINS", "Context", "Function", "implementation", "unbroadcast"]
 
@@ -59,8 +59,7 @@ class Context:
         self.xp = xp
         self.needs_input_grad = needs_input_grad
         self.saved: tuple = ()
-        self.parents: tuple = ()
-        self.grad_out: tuple | None = None  # writes_grads: where each input's gradient may go
+        self.parents: tuple = ()  # the input Tensors (None for an input that was no Tensor)
 
     def save_for_backward(self, *arrays: Any) -> None:
         self.saved = arrays
@@ -75,11 +74,6 @@ class Function:
     """
 
     fresh_grads = False
-    # ``writes_grads = True``: before ``backward`` the engine sets ``ctx.grad_out``, one entry
-    # per input: the gradient buffer of a leaf (a parameter) whose first gradient this is
-    # (the optimizer's flat buffer, ``Tensor.set_grad_buffer``), else None. backward may
-    # write that input's gradient there and return the buffer itself: no copy follows.
-    writes_grads = False
 
     @staticmethod
     def forward(ctx: Context, *args: Any, **params: Any) -> Any:
@@ -98,27 +92,22 @@ class Function:
     def run(cls, *inputs: Any, **params: Any) -> tuple[Tensor, Context]:
         """Like ``apply`` but also return the context (for by-products such as attention
         weights that an op computes anyway)."""
-        tensors = [x if type(x) in TENSOR_TYPES else None for x in inputs]  # (no isinstance call)
-        arrays = [x if t is None else t.data for x, t in zip(inputs, tensors)]  # noqa: B905
+        tensors = [x if isinstance(x, Tensor) else None for x in inputs]
+        arrays = [x if t is None else t.data for x, t in zip(inputs, tensors, strict=True)]
         xp = backend.common_namespace(cls.__name__, arrays)
-        if TWINS and arrays:  # the fast tier is on: the twin for the first input's type, if any
-            twin = TWINS.get((cls, type(arrays[0])))  # implementation(), inline: no call
-            if twin is not None and (twin.dtypes is None or arrays[0].dtype in twin.dtypes):
-                cls = twin
-        if _grad_mode.enabled:  # is_grad_enabled() (this thread's), read without a call
+        if arrays:  # the fast tier's twin for the first input's array type, if one is on
+            cls = implementation(cls, arrays[0])
+        if is_grad_enabled():
             needs = tuple([t is not None and t.requires_grad for t in tensors])
         else:
             needs = (False,) * len(inputs)
         ctx = Context(cls, xp, needs)
         data = cls.forward(ctx, *arrays, **params)
-        if type(data) is not _NDARRAY and not backend.is_array(data):  # NumPy scalars -> 0-d
+        if not backend.is_array(data):  # NumPy's math on 0-d arrays returns scalars
             data = backend.asarray(data, device=backend.device_of(data))
         out = Tensor._wrap(data)
-        if True in needs:
+        if any(needs):
             out.requires_grad = True
             out._ctx = ctx
             ctx.parents = tuple(tensors)
         return out, ctx
-
-
-_NDARRAY = type(backend.asarray([0.0], device="cpu"))  # numpy.ndarray, without naming numpy

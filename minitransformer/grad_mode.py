@@ -4,8 +4,8 @@
         logits = model(src, tgt_in)          # no graph is kept: less memory, less time
 
 ``enable_grad()`` switches recording back on inside a ``no_grad`` block. One thread's
-``no_grad()`` never switches autograd off in another. ``Function.run`` reads the flag
-(``_grad_mode.enabled``) once per op.
+``no_grad()`` never switches autograd off in another. ``Function.run`` asks
+``is_grad_enabled()`` once per op.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ class _GradMode(threading.local):
     """Whether ops record the graph, per thread (as in PyTorch): one thread's ``no_grad()``
     never switches autograd off in another. Every thread starts with it on."""
 
-    enabled = True  # the class default: what a new thread reads (an attribute, no call)
+    enabled = True  # the class default: what a new thread reads
 
 
 _grad_mode = _GradMode()

@@ -11,7 +11,8 @@ you zero them; the graph is released afterwards so memory does not grow step by 
 *gradient buffer* (``set_grad_buffer``): its next fresh gradient is written into that array,
 which then is ``.grad``. An optimizer with one flat buffer for all gradients hands each
 parameter its view this way, so no gather copy is needed and no second copy of all
-gradients is ever alive.
+gradients is ever alive. An op's backward may even write a parameter's gradient straight into
+that buffer (``take_grad_buffer``), so that nothing is copied afterwards.
 
 Operators (``+ - * / @ **``, indexing) and the methods ``exp``, ``sum``, ``reshape``, ``to``,
 ... are attached to Tensor by ``minitransformer/ops/__init__.py`` in one table: the ops
@@ -20,28 +21,30 @@ stand on this module, so this module cannot import them (imports only run downwa
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
 from typing import Any
 
 from . import backend
 from .grad_mode import enable_grad, is_grad_enabled, no_grad
 
-__all__ = ["Tensor", "enable_grad", "is_grad_enabled", "no_grad", "tensor", "unbroadcast"]
+__all__ = [
+    "Tensor",
+    "enable_grad",
+    "is_grad_enabled",
+    "no_grad",
+    "tensor",
+    "topological_order",
+    "unbroadcast",
+]
 
-_created = 0  # tensors made so far in this process: each Tensor's ``_seq``
-TENSOR_TYPES: set[type] = set()  # Tensor and its subclasses: ``type(x) in ...`` costs no call
+_passes = 0  # backward passes begun in this process (take_grad_buffer: one taker a pass)
 
 
 class Tensor:
     """An array (NumPy, CuPy or strict) with an optional gradient. See the module doc."""
 
     __slots__ = ("data", "grad", "requires_grad", "_ctx", "_retains_grad", "_grad_owned",
-                 "_freed", "_grad_buffer", "_seq")  # fmt: skip
+                 "_freed", "_grad_buffer", "_buffer_taken")  # fmt: skip
     __array_priority__ = 1000  # numpy_scalar * tensor -> Tensor.__rmul__, not NumPy
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        TENSOR_TYPES.add(cls)  # nn.Parameter, ...: known to the hot checks (TENSOR_TYPES)
 
     def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None, device=None):
         if isinstance(data, Tensor):
@@ -59,19 +62,15 @@ class Tensor:
         self._grad_owned = False  # True: .grad is an array we alone hold (add into it)
         self._freed = False
         self._grad_buffer = None  # where the next fresh gradient goes (set_grad_buffer)
-        global _created
-        _created += 1
-        self._seq = _created  # made after every tensor it was computed from (backward's order)
+        self._buffer_taken = 0  # the backward pass whose op took the buffer (take_grad_buffer)
 
     @classmethod
     def _wrap(cls, data: Any) -> Tensor:
         """A Tensor around an array an op just made (no checks, no copies)."""
-        global _created
         t = cls.__new__(cls)
         t.data, t.grad, t.requires_grad, t._ctx, t._grad_buffer = data, None, False, None, None
         t._retains_grad = t._grad_owned = t._freed = False
-        _created += 1
-        t._seq = _created
+        t._buffer_taken = 0
         return t
 
     # ------------------------------------------------------------------ properties
@@ -148,88 +147,85 @@ class Tensor:
         array backward made. An optimizer's flat buffer hands over its views this way."""
         self._grad_buffer = buffer
 
+    def take_grad_buffer(self) -> Any:
+        """The gradient buffer of this leaf, for an op's backward to write the leaf's gradient
+        into (and return it: ``backward`` then finds it in place and copies nothing). Handed
+        out once per backward pass, and only while ``.grad`` is None; else None, and the op
+        returns a new array as usual. Later gradients of the leaf add to it as always."""
+        if self._grad_buffer is None or self.grad is not None or self._buffer_taken == _passes:
+            return None
+        self._buffer_taken = _passes
+        return self._grad_buffer
+
     def backward(self, grad: Any = None, retain_graph: bool = False) -> None:
         """Backpropagate from this tensor: fill ``.grad`` of every leaf that needs one.
 
-        ``grad`` is dL/d(self); it defaults to 1 for a one-element tensor (a loss).
+        ``grad`` is dL/d(self); it defaults to 1 for a one-element tensor (a loss). The walk
+        is lesson 01's: every tensor the loss was computed from, in reverse topological
+        order (each after all the tensors computed from it), each op's ``backward`` applied
+        to the gradient that reached its output, and the gradients that reach a tensor by
+        several paths summed (the multivariate chain rule).
         """
         if not self.requires_grad:
             raise RuntimeError(
                 "backward(): this tensor does not require grad; create the inputs with "
                 "requires_grad=True (and not inside no_grad())"
             )
-        xp = backend.namespace(self.data)
-        if grad is None:
-            if self.size != 1:
-                raise RuntimeError(
-                    f"backward(): the tensor has shape {self.shape}; pass grad= of that shape "
-                    "or call it on a scalar loss"
-                )
-            grad = xp.ones_like(self.data)
-        elif isinstance(grad, Tensor):
-            grad = grad.data
-        elif not backend.is_array(grad) or backend.device_of(grad) != self.device:
-            grad = backend.asarray(grad, dtype=self.data.dtype, device=self.device)
-        if tuple(grad.shape) != self.shape:
-            raise ValueError(f"backward(): grad has shape {tuple(grad.shape)}, need {self.shape}")
-
-        # Each tensor is made after the tensors it is computed from (``_seq`` counts them), so
-        # taking the pending tensor made last, every time, reaches a tensor only after all the
-        # tensors computed from it have passed their gradients on (a topological order).
-        grads = {self: grad}  # keyed by the Tensor itself (identity hash); pending gradients
-        owned: set[Tensor] = set()  # gradients we made ourselves, safe to add into in place
-        pending, pushed = [(-self._seq, 0, self)], 0  # a heap: the last made comes out first
-        while pending:
-            node = heappop(pending)[2]
+        grad = self._seed_grad(grad)
+        global _passes
+        _passes += 1
+        grads = _Gradients(self, grad)  # the gradient reaching each tensor, summed over paths
+        for node in reversed(topological_order(self)):
             g = grads.pop(node)
+            if g is None:  # no gradient reached it (its consumers' backward returned None)
+                continue
             if node._freed:
                 raise RuntimeError(
                     "backward(): part of this graph was already used by an earlier backward() "
                     "and freed; pass retain_graph=True to the first backward() to reuse it"
                 )
             ctx = node._ctx
-            if ctx is None or node._retains_grad:  # a retained (non-leaf) grad is never
-                node._accumulate(g, node in owned and ctx is None)  # added into in place
+            if ctx is None or node._retains_grad:  # a leaf (or a tensor asked to keep it)
+                node._accumulate(g, grads.owns(node) and ctx is None)
             if ctx is None:
                 continue
-            if ctx.fn.writes_grads:  # offer each leaf's buffer for its first gradient
-                ctx.grad_out = tuple([
-                    p._grad_buffer
-                    if p is not None and p._ctx is None and p.grad is None and p not in grads
-                    else None
-                    for p in ctx.parents
-                ])  # fmt: skip
-            in_grads = ctx.fn.backward(ctx, g)
-            if type(in_grads) is not tuple:
+            in_grads = ctx.fn.backward(ctx, g)  # one dL/d(input) per input: the local rule
+            if not isinstance(in_grads, tuple):
                 in_grads = (in_grads,)
-            fresh = ctx.fn.fresh_grads  # new arrays: later gradients may add into them
             for parent, pg in zip(ctx.parents, in_grads, strict=False):
-                if parent is None or pg is None or not parent.requires_grad:
-                    continue
-                if pg.shape != parent.data.shape:
-                    pg = unbroadcast(ctx.xp, pg, parent.shape)
-                if parent not in grads:
-                    grads[parent] = pg
-                    pushed += 1
-                    heappush(pending, (-parent._seq, pushed, parent))
-                    if fresh:
-                        owned.add(parent)
-                elif parent in owned:
-                    grads[parent] += pg
-                else:
-                    grads[parent] = grads[parent] + pg
-                    owned.add(parent)
-            if not retain_graph:
+                if parent is not None and pg is not None and parent.requires_grad:
+                    pg = unbroadcast(ctx.xp, pg, parent.shape)  # forward broadcast: sum back
+                    grads.add(parent, pg, fresh=ctx.fn.fresh_grads)
+            if not retain_graph:  # release the graph: its saved arrays go with it
                 node._ctx, node._freed = None, True
 
+    def _seed_grad(self, grad: Any) -> Any:
+        """dL/d(self) as an array of self's shape, dtype and device (1 for a scalar loss)."""
+        if grad is None:
+            if self.size != 1:
+                raise RuntimeError(
+                    f"backward(): the tensor has shape {self.shape}; pass grad= of that shape "
+                    "or call it on a scalar loss"
+                )
+            return backend.namespace(self.data).ones_like(self.data)
+        if isinstance(grad, Tensor):
+            grad = grad.data
+        elif not backend.is_array(grad) or backend.device_of(grad) != self.device:
+            grad = backend.asarray(grad, dtype=self.data.dtype, device=self.device)
+        if tuple(grad.shape) != self.shape:
+            raise ValueError(f"backward(): grad has shape {tuple(grad.shape)}, need {self.shape}")
+        return grad
+
     def _accumulate(self, g: Any, owned: bool) -> None:
+        """Add ``g`` to ``.grad`` (a leaf's gradients add up across backward passes); the
+        first gradient goes into the gradient buffer, if the leaf has one."""
         if self.grad is None:
             buf = self._grad_buffer
-            if g is buf:  # written there by the op's backward (Function.writes_grads)
+            if g is buf:  # an op's backward wrote it there already (take_grad_buffer)
                 self.grad, self._grad_owned = buf, True
                 return
             if type(buf) is type(g) and (buf.dtype, buf.device) == (g.dtype, g.device):
-                buf[...] = g  # straight into the gradient buffer; g is freed now
+                buf[...] = g  # into the gradient buffer; g is freed now
                 self.grad, self._grad_owned = buf, True
                 return
             self.grad, self._grad_owned = g, owned
@@ -241,7 +237,53 @@ class Tensor:
             self.grad, self._grad_owned = backend.namespace(self.data).asarray(self.grad), True
 
 
-TENSOR_TYPES.add(Tensor)
+def topological_order(root: Tensor) -> list[Tensor]:
+    """Every tensor that needs a gradient and that ``root`` was computed from, ``root``
+    included, each listed after the tensors it was computed from (lesson 01's depth-first
+    walk, with a stack of its own instead of recursion, so a graph thousands of ops deep
+    does not reach Python's recursion limit)."""
+    order: list[Tensor] = []
+    seen: set[Tensor] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        node, parents_done = stack.pop()
+        if parents_done:  # every tensor it was computed from is in ``order`` already
+            order.append(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))  # comes back after its parents
+            if node._ctx is not None:
+                stack.extend([(p, False) for p in node._ctx.parents
+                              if p is not None and p.requires_grad and p not in seen])  # fmt: skip
+    return order
+
+
+class _Gradients:
+    """The gradients that have reached each tensor so far in one backward pass, summed
+    over paths. A memory detail, apart from the walk: a sum this pass made itself, or an
+    array that an op's backward promises is new (``Function.fresh_grads``), is *owned* and
+    further gradients are added into it in place, instead of allocating a new sum."""
+
+    def __init__(self, root: Tensor, grad: Any):
+        self.grads: dict[Tensor, Any] = {root: grad}  # keyed by the Tensor (identity hash)
+        self.owned: set[Tensor] = set()
+
+    def add(self, t: Tensor, g: Any, fresh: bool) -> None:
+        if t not in self.grads:
+            self.grads[t] = g
+            if fresh:
+                self.owned.add(t)
+        elif t in self.owned:
+            self.grads[t] += g
+        else:
+            self.grads[t] = self.grads[t] + g
+            self.owned.add(t)
+
+    def pop(self, t: Tensor) -> Any:
+        return self.grads.pop(t, None)
+
+    def owns(self, t: Tensor) -> bool:
+        return t in self.owned
 
 
 def unbroadcast(xp: Any, grad: Any, shape: tuple[int, ...]) -> Any:

@@ -2,20 +2,21 @@
 
 On a GPU every array call is a kernel launch (~12 µs), and on any device each Python call is
 interpreter time, so at small sizes these counts, not the arithmetic, set a step's speed.
-Measured for one tiny copy-task step (``python -m minitransformer.callcount``): before the
-flat optimizer and the leaner engine 19,639 Python calls and 2,724 array calls; now about
-6,070 and 1,400 (flat optimizer with gradients written into it, no host syncs, cached
-dtype names, one op per head split/merge, a one-call NumPy reshape and sum, two-call
-dropout, fewer temporaries in LayerNorm, attention and cross-entropy). Since the reference
-ops run by default and the fast tier is the CLI's (issue 27), the Python calls are pinned as
-the CLI runs (the tier on: 5,888) and as a notebook runs (the reference: 6,165; NumPy's
-one-call reshape and sum are the backend's, for both). Issue 26: 4,340 (counted with the
-per-product BLAS thread choice on, as the CLI's tune_host leaves it) and 4,554: backward
-takes the pending tensor made last from a heap instead of sorting the graph first (745
-calls fewer); the checks of linear, layer_norm, attention and dropout_add read the arrays'
-shapes and dtypes instead of the Tensor properties, and Tensor types by a set
-(TENSOR_TYPES), not isinstance (about 650 fewer); permute_dims in one call. The Python
-budget is issue 26's target, 4,500; the others leave ~5% of room.
+Measured for one tiny copy-task step (``python -m minitransformer.tools.callcount``).
+
+Two kinds of budget (issue 43, "the learner's house"):
+
+- **The step as the CLI runs it** (the fast tier on) is pinned tight, about 5% above what it
+  measures, so that a change that costs calls is seen and argued.
+- **The reference** (what a notebook runs, and what the strict stand-in counts array calls
+  of) gets a loose ceiling, about 1.5x: it must not regress badly, but it is written to be
+  read, not tuned. The engine and the ops once carried idioms whose only reason was this
+  count (a heap over creation numbers instead of lesson 01's topological sort, ``type(x) in
+  TENSOR_TYPES`` instead of ``isinstance``, arrays' shapes read past the Tensor's, a
+  14-line in-place Adam); they are gone. That raised the Python calls of a tiny step from
+  4,468 to about 8,100 (tier on; cProfile counts ``isinstance``, ``list.append`` and
+  property reads too) at no measurable cost in the step's time (docs/speed.md has the
+  bench), and the array calls stayed at about 1,260.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer.callcount import count_step_calls
 from minitransformer.optim import SGD, Adam
+from minitransformer.tools.callcount import count_step_calls
 
-PYTHON_CALLS_BUDGET = 4_500  # the fast tier on, as the CLI runs
-PYTHON_CALLS_REFERENCE_BUDGET = 5_000  # the reference ops, as a notebook runs
-ARRAY_CALLS_BUDGET = 1_300
+PYTHON_CALLS_BUDGET = 8_500  # the fast tier on, as the CLI runs: measured 8,075
+PYTHON_CALLS_REFERENCE_BUDGET = 12_000  # the reference ops, as a notebook runs: 8,145
+ARRAY_CALLS_BUDGET = 1_900  # the reference on the strict stand-in: 1,258
 
 
 def test_one_training_step_stays_within_its_call_budget():
@@ -39,7 +40,7 @@ def test_one_training_step_stays_within_its_call_budget():
     counts = count_step_calls()
     assert counts["python_calls"] <= PYTHON_CALLS_BUDGET, counts["python_calls"]
     reference = counts["python_calls_reference"]
-    assert counts["python_calls"] < reference <= PYTHON_CALLS_REFERENCE_BUDGET, reference
+    assert reference <= PYTHON_CALLS_REFERENCE_BUDGET, reference
     assert counts["array_calls"] <= ARRAY_CALLS_BUDGET, (
         counts["array_calls"],
         list(counts["array_calls_by_name"].items())[:10],
@@ -48,7 +49,7 @@ def test_one_training_step_stays_within_its_call_budget():
 
 def _strict_calls(fn) -> int:
     """Array calls made by ``fn()`` into array-api-strict (attribute reads excluded)."""
-    from minitransformer.callcount import _NOT_CALLS
+    from minitransformer.tools.callcount import _NOT_CALLS
 
     n = 0
 
@@ -101,7 +102,7 @@ def test_an_optimizer_step_costs_the_same_calls_for_3_or_60_parameters(make):
 
 
 def test_callcount_on_a_gpu_without_one_says_so_in_one_line(capsys):
-    from minitransformer.callcount import main
+    from minitransformer.tools.callcount import main
 
     if mt.cuda_available():
         pytest.skip("a GPU is present")
@@ -112,7 +113,7 @@ def test_callcount_on_a_gpu_without_one_says_so_in_one_line(capsys):
 
 @pytest.mark.parametrize("device", ["tpu", "strict:device1"])
 def test_callcount_refuses_a_device_it_cannot_count_on(device, capsys):
-    from minitransformer.callcount import main
+    from minitransformer.tools.callcount import main
 
     with pytest.raises(SystemExit) as e:
         main(["--device", device])
@@ -120,7 +121,7 @@ def test_callcount_refuses_a_device_it_cannot_count_on(device, capsys):
 
 
 def test_the_gpu_count_refuses_a_cpu_device():
-    from minitransformer.callcount import count_cuda_step_calls
+    from minitransformer.tools.callcount import count_cuda_step_calls
 
     with pytest.raises(mt.errors.DeviceError, match="not a GPU"):
         count_cuda_step_calls("cpu")
@@ -128,7 +129,7 @@ def test_the_gpu_count_refuses_a_cpu_device():
 
 def test_the_launch_counter_says_why_it_cannot_count(monkeypatch):
     """Without libcupti (or a driver) the launch count is None with a reason, never an error."""
-    from minitransformer import cupti
+    from minitransformer.tools import cupti
 
     monkeypatch.setattr(cupti, "libcupti", lambda: "libcupti not found")
     with cupti.LaunchCounter() as d:
@@ -139,7 +140,7 @@ def test_the_launch_counter_says_why_it_cannot_count(monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("switch", ["0", "1"])
 def test_a_gpu_step_is_counted(kernels_switch, switch):
-    from minitransformer.callcount import count_cuda_step_calls
+    from minitransformer.tools.callcount import count_cuda_step_calls
 
     kernels_switch(switch)  # and back to the session's mode after the test
     counts = count_cuda_step_calls("cuda:0")
@@ -153,7 +154,7 @@ def test_a_gpu_step_is_counted(kernels_switch, switch):
 def test_the_launch_counter_counts_cublas_and_cub_launches_too():
     """10 matmuls (cuBLAS, launched through the CUDA runtime), 10 adds (CuPy's own kernels,
     through the driver) and 10 sums (CUB): each counted at least 10 times."""
-    from minitransformer.callcount import probe_launches
+    from minitransformer.tools.callcount import probe_launches
 
     probe = probe_launches("cuda:0")
     if probe["matmul"]["kernels"] is None:

@@ -1,7 +1,8 @@
-"""The engine's offer of a parameter's gradient buffer (``Function.writes_grads``): an op may
+"""A parameter's gradient buffer handed to an op (``Tensor.take_grad_buffer``): an op may
 write a parameter's first gradient where the optimizer reads it, and the engine then copies
 nothing; later gradients of the same parameter add into it, as before. A test op writes
-dw = x * g with NumPy's ``out=`` (the GPU's Linear twin does the same with cuBLAS)."""
+dw = x * g with NumPy's ``out=`` (the fast tier's Linear twins do the same with BLAS and
+cuBLAS, through ``fast/grad_buffers.py``)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ class Scale(Function):
     """y = x * w (elementwise); dw written into the offered buffer."""
 
     fresh_grads = True
-    writes_grads = True
     offers: list = []
 
     @staticmethod
@@ -27,8 +27,9 @@ class Scale(Function):
     @staticmethod
     def backward(ctx, grad):
         x, w = ctx.saved
-        Scale.offers.append(ctx.grad_out)
-        buf = ctx.grad_out[1]
+        offer = tuple(None if p is None else p.take_grad_buffer() for p in ctx.parents)
+        Scale.offers.append(offer)
+        buf = offer[1]
         dw = np.multiply(x, grad, out=buf) if buf is not None else x * grad
         return grad * w, dw
 
@@ -77,3 +78,34 @@ def test_without_an_optimizer_nothing_is_offered():
     Scale.apply(x, w).sum().backward()
     assert Scale.offers == [(None, None)]
     np.testing.assert_allclose(w.grad, x.data)
+
+
+class Unwritten(Scale):
+    """Takes w's buffer and does not write it: the engine copies the gradient there."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, w = ctx.saved
+        Scale.offers.append(tuple(p.take_grad_buffer() for p in ctx.parents))
+        return grad * w, x * grad
+
+
+def test_a_buffer_taken_and_not_written_still_gets_the_sum():
+    """The buffer goes to the first op that asks in a pass; if it returns a new array
+    instead, or another op adds a second gradient, the leaf still gets the sum, in the
+    buffer; the next pass (after zero_grad) hands the buffer out again."""
+    w, b, x, opt = _setup()
+    view = opt.groups[0].grad_views[0]
+    for _ in range(2):
+        opt.zero_grad()
+        Scale.offers.clear()
+        (Unwritten.apply(x, w) + Scale.apply(x * 3.0, w) + b).sum().backward()
+        assert [o[1] is view for o in Scale.offers].count(True) == 1
+        assert w.grad is view
+        np.testing.assert_allclose(w.grad, 4 * x.data, rtol=1e-6)
+
+
+def test_a_non_leaf_or_a_leaf_without_a_buffer_hands_out_nothing():
+    w = mt.tensor(np.ones(3, dtype="float32"), requires_grad=True)
+    y = w * 2.0
+    assert w.take_grad_buffer() is None and y.take_grad_buffer() is None

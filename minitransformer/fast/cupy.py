@@ -16,7 +16,7 @@ math: attention scores of more than 4 dimensions have their leading axes folded 
 a softmax over another axis than the last is moved there and back, and a launch over no
 rows is skipped. On by default on a GPU; ``MT_CUDA_KERNELS=0`` switches it off
 (``fast/__init__.py``). Tested on a GPU by ``pytest -m gpu`` with the switch off and on
-(``python -m minitransformer.gpucheck``).
+(``python -m minitransformer.tools.gpucheck``).
 
 Importable without CuPy (``cp`` is None then): its names are checked on the CPU.
 """
@@ -41,6 +41,7 @@ from ..optim.clip import step_ok as _step_ok
 from . import cuda_source, cupy_elementwise, cupy_grads, cupy_step
 from .cuda_source import DTYPES, block_size
 from .cuda_source import launch_rows as _launch
+from .grad_buffers import offered
 from .cupy_loss import CrossEntropy, cross_entropy_backward, cross_entropy_forward  # noqa: F401
 from .cupy_step import Dropout, DropoutAdd, clip_flat
 from .rows import LayerNormRows
@@ -91,7 +92,7 @@ def layer_norm_backward(
     row), dgamma (D,), dbeta (D,) (None where ``needs`` says no). dgamma and dbeta are
     deterministic column sums in one launch: partial sums over chunks of rows, added in a
     fixed order by the last block to finish (``layer_norm_param_sums``); over no rows, zeros.
-    ``outs``: the gradient buffers the engine offers (``Function.writes_grads``); where
+    ``outs``: the parameters' gradient buffers (``grad_buffers.offered``); where
     gamma's and beta's lie side by side (an optimizer's flat buffer) the sums are written
     into both at once, and the buffers themselves are returned: no copy follows."""
     need_x, need_gamma, need_beta = needs
@@ -241,7 +242,6 @@ class LayerNorm(LayerNormRows):
     dgamma and dbeta into the gradient buffers the engine offers (``layer_norm_backward``)."""
 
     dtypes = DTYPES
-    writes_grads = True
     forward_kernel = staticmethod(layer_norm_forward)
     backward_kernel = staticmethod(layer_norm_backward)
 
@@ -249,7 +249,7 @@ class LayerNorm(LayerNormRows):
     def backward(ctx, grad):
         x_hat, rstd, gamma = ctx.saved
         g = cp.reshape(grad, x_hat.shape)  # (N, D)
-        outs = ctx.grad_out or (None, None, None)
+        outs = offered(ctx)
         dx, dgamma, dbeta = layer_norm_backward(g, x_hat, rstd, gamma, ctx.needs_input_grad, outs)
         return (None if dx is None else cp.reshape(dx, grad.shape)), dgamma, dbeta
 

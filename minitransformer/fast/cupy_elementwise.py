@@ -8,7 +8,7 @@
   reference makes a zero table, an ``arange``, compares, casts, multiplies and adds: six
   launches, and a copy into the optimizer's buffer; here the one-hot matrix is one kernel
   and the product (``fast/cublas.py``) writes into the buffer the engine offers
-  (``Function.writes_grads``): two launches.
+  (``grad_buffers.offered``): two launches.
 
 Registered for cupy.ndarray by ``fast/cupy.py``'s ``TWINS``. Importable without CuPy (the
 kernels are made on first use).
@@ -20,6 +20,7 @@ from ..ops.elementwise import ReLU as _ReLU
 from ..ops.embedding import Embedding as _Embedding
 from . import cublas
 from .cuda_source import DTYPES, elementwise
+from .grad_buffers import offered
 
 try:
     import cupy as cp
@@ -49,7 +50,6 @@ class Embedding(_Embedding):
     one one-hot kernel and one product into the weight's gradient buffer (module doc)."""
 
     dtypes = None  # keyed by the ids (integers); the table's dtype is any float
-    writes_grads = True
 
     @staticmethod
     def backward(ctx, grad):
@@ -60,7 +60,7 @@ class Embedding(_Embedding):
         g = cp.reshape(grad, (-1, D))  # (N, D)
         one_hot = cp.empty((flat.shape[0], V), dtype=g.dtype)
         elementwise(*ONE_HOT)(flat, V, one_hot)  # (N, V)
-        out = (ctx.grad_out or (None, None))[1]
+        out = offered(ctx)[1]
         if out is not None and (out.dtype != g.dtype or not out.flags.c_contiguous):
             out = None
         return None, cublas.matmul(one_hot.mT, g, cp, out=out)  # (V, D)

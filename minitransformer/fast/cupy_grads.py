@@ -11,7 +11,7 @@ the twin launches what the reference launches.
 Why: an optimizer keeps every gradient in one flat buffer (``optim/flatbuffer.py``); a
 gradient that backward makes as a new array is then copied there, one launch per parameter
 (64 of a tiny step's 85 parameters are a Linear's). The engine offers each parameter's
-buffer for its first gradient (``Function.writes_grads``, ``ctx.grad_out``); this twin's
+buffer for its first gradient (``grad_buffers.offered``); this twin's
 backward computes dW with ``fast/cublas.py``'s product into it and db with CuPy's sum into
 it (or both at once, above), so no copy follows. Where no buffer is offered (a second
 gradient, no optimizer) it makes new arrays, as the reference does. ``side_by_side`` finds
@@ -26,6 +26,7 @@ from typing import Any
 from ..ops.matmul import Linear as _Linear
 from . import cublas, cublaslt
 from .cuda_source import DTYPES
+from .grad_buffers import offered
 
 try:
     import cupy as cp
@@ -66,7 +67,6 @@ class Linear(_Linear):
     into the buffers the engine offers (module doc)."""
 
     dtypes = DTYPES
-    writes_grads = True
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, transpose_weight=False):
@@ -86,7 +86,7 @@ class Linear(_Linear):
         xp = ctx.xp
         x, weight = ctx.saved
         needs = ctx.needs_input_grad
-        outs = ctx.grad_out or (None, None, None)
+        outs = (*offered(ctx), None)  # x, weight[, bias], padded: no bias, no buffer
         x2 = xp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in): x itself, or the reference's x
         g2 = xp.reshape(grad, (-1, grad.shape[-1]))  # (rows, d_out)
         dx = dw = db = None

@@ -26,13 +26,14 @@ from typing import Any
 
 import numpy as np
 
-from .. import host
+from ..backend import host
 from ..ops.attention import ScaledDotProductAttention as _Attention
 from ..ops.layernorm import LayerNorm as _LayerNorm
 from ..ops.loss import CrossEntropy as _CrossEntropy
 from ..ops.matmul import Linear as _Linear
 from ..optim.adam import adam_update as _adam_update
 from .numpy_dropout import TWINS as _DROPOUT_TWINS
+from .grad_buffers import offered
 from .rows import CrossEntropyRows, LayerNormRows
 
 Array = np.ndarray
@@ -263,7 +264,7 @@ class ScaledDotProductAttention(_Attention):
 
 
 # The Linear layer's backward: the reference's products, each parameter's gradient written
-# where the optimizer reads it (``Function.writes_grads``: the engine offers the flat
+# where the optimizer reads it (``grad_buffers.offered``: the flat
 # buffer's view of a parameter whose first gradient this is; the reference's dW and db are
 # copied there, and 64 of a tiny step's 85 parameters are a Linear's), and db as one product
 # with a row of ones (a GEMV, ~5 µs, where the column sum over 1,024 rows takes ~25 µs).
@@ -276,13 +277,12 @@ class Linear(_Linear):
     db written into the buffers the engine offers."""
 
     dtypes = None
-    writes_grads = True
 
     @staticmethod
     def backward(ctx, grad):
         x, weight = ctx.saved
         needs = ctx.needs_input_grad
-        outs = ctx.grad_out or (None, None, None)
+        outs = (*offered(ctx), None)  # x, weight[, bias], padded: no bias, no buffer
         d_in, d_out = x.shape[-1], grad.shape[-1]
         n = grad.size // d_out if d_out else x.size // d_in if d_in else 0  # rows
         g2 = grad.reshape(n, d_out)  # (rows, d_out)

@@ -1,8 +1,7 @@
 """What every op checks where its inputs enter: Tensors (not lists or numbers), float dtypes
 where a gradient is taken, axes that exist, a reduced axis that is not empty. Each raises
 the library's own error with one line naming the op, the argument, what it got and the fix
-(never a NumPy traceback from deep inside an op). On the training step's path the ops test
-cheaply first (``type(x) is Tensor``) and call these only to build the message.
+(never a NumPy traceback from deep inside an op).
 """
 
 from __future__ import annotations
@@ -129,8 +128,7 @@ def exponent(where: str, x: Any, value: Any) -> float:
 def operands(op: str, a: Any, b: Any) -> None:
     """One operand is a Tensor, the other a Tensor, a raw array or a real number; the two
     shapes broadcast (equal shapes: nothing to do); no bool subtraction (NumPy refuses it)."""
-    ta = type(a) is Tensor or isinstance(a, Tensor)  # type(): no call in the common case
-    tb = type(b) is Tensor or isinstance(b, Tensor)
+    ta, tb = isinstance(a, Tensor), isinstance(b, Tensor)
     if not (ta and tb):
         if not ta and not tb:
             raise ArgumentError(

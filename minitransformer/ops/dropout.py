@@ -69,7 +69,7 @@ class DropoutAdd(Function):
 
 def _check(where: str, x: Tensor, p: float) -> None:
     """x a Tensor and p a probability in [0, 1), else ArgumentError naming ``where``."""
-    if type(x) is not Tensor and not isinstance(x, Tensor):
+    if not isinstance(x, Tensor):
         raise not_a_tensor(where, "x", x)
     ok = is_real(p) and 0.0 <= p < 1.0
     if not ok:  # NaN fails 0 <= p, a string or None fails the type
@@ -117,11 +117,10 @@ def dropout_add(
     same draw). ``residual`` must be a Tensor of x's shape, dtype and device. In evaluation
     or with p == 0: residual + x."""
     _check("dropout_add", x, p)
-    if type(residual) is not Tensor and not isinstance(residual, Tensor):
+    if not isinstance(residual, Tensor):
         raise not_a_tensor("dropout_add", "residual", residual)
-    rd, xd = residual.data, x.data  # attribute reads: no calls in the common case
-    same = type(rd) is type(xd) and rd.shape == xd.shape and rd.dtype == xd.dtype
-    if not same or residual.device != x.device:
+    same = residual.device == x.device and residual.shape == x.shape
+    if not same or backend.dtype_name(residual.dtype) != backend.dtype_name(x.dtype):
         raise ArgumentError(
             f"dropout_add: residual must match x, got residual {residual.shape} "
             f"{backend.dtype_name(residual.dtype)} on {residual.device} and x {x.shape} "

@@ -21,10 +21,13 @@ from __future__ import annotations
 from .. import backend
 from ..errors import DTypeError, ShapeError
 from ..function import Function
-from ..tensor import TENSOR_TYPES, Tensor
+from ..tensor import Tensor
 from .checks import same_dtype, tensors
 
-LEADING = [()] + [tuple(range(n - 1)) for n in range(1, 65)]  # [n]: axes 0..n-2 of n axes
+
+def leading_axes(ndim: int) -> tuple[int, ...]:
+    """(0, 1, ..., ndim - 2): every axis but the last, the axes that index the rows."""
+    return tuple(range(ndim - 1))
 
 
 class MatMul(Function):
@@ -46,7 +49,7 @@ class MatMul(Function):
             da = xp.matmul(grad, b.mT)  # (..., n, k)
         if ctx.needs_input_grad[1]:
             if b.ndim == 2 and a.ndim > 2:  # one matrix for every row: sum over all rows
-                rows = LEADING[a.ndim]
+                rows = leading_axes(a.ndim)
                 db = xp.tensordot(a, grad, axes=(rows, rows))  # (k, m)
             else:
                 db = xp.matmul(a.mT, grad)  # (..., k, m); the engine sums broadcast axes
@@ -76,7 +79,7 @@ class Linear(Function):
     def backward(ctx, grad):
         xp = ctx.xp
         x, weight = ctx.saved
-        rows = LEADING[grad.ndim]  # (0, ..., ndim - 2): every leading axis, the rows
+        rows = leading_axes(grad.ndim)
         dx = dw = db = None
         if ctx.needs_input_grad[0]:
             dx = xp.matmul(grad, weight if ctx.transposed else weight.mT)  # (..., d_in)
@@ -118,28 +121,25 @@ def linear(
     """x (..., d_in) @ weight (d_in, d_out) + bias (d_out,); with ``transpose_weight``,
     x @ weight^T for a weight stored (d_out, d_in) (PyTorch's layout; the tied output
     projection uses it with the embedding table)."""
-    ok = type(x) in TENSOR_TYPES and type(weight) in TENSOR_TYPES
-    if not (ok and (bias is None or type(bias) in TENSOR_TYPES)):  # no call in the common case
-        tensors("linear", x=x, weight=weight, **({} if bias is None else {"bias": bias}))
+    tensors("linear", x=x, weight=weight, **({} if bias is None else {"bias": bias}))
     d_in_axis, d_out_axis = (1, 0) if transpose_weight else (0, 1)
-    xs, ws, xd = x.data.shape, weight.data.shape, x.data.dtype  # attribute reads: no calls
-    if not xs or len(ws) != 2 or xs[-1] != ws[d_in_axis]:
+    if x.ndim == 0 or weight.ndim != 2 or x.shape[-1] != weight.shape[d_in_axis]:
         where = "weight.shape[1] (transpose_weight)" if transpose_weight else "weight.shape[0]"
         raise ShapeError(
-            f"linear: input of shape {tuple(xs)} does not fit weight of shape {tuple(ws)}: "
+            f"linear: input of shape {x.shape} does not fit weight of shape {weight.shape}: "
             f"the input's last axis must be d_in = {where}"
         )
-    if (type(xd), xd) not in backend.FLOAT_DTYPES and not backend.is_float_dtype(xd):
+    if not backend.is_float_dtype(x.dtype):
         raise DTypeError(
-            f"linear: input has dtype {backend.dtype_name(xd)}, need a float dtype; "
+            f"linear: input has dtype {backend.dtype_name(x.dtype)}, need a float dtype; "
             "token ids go through an Embedding first, other data through x.astype('float32')"
         )
-    d_out = ws[d_out_axis]
-    if bias is not None and tuple(bias.data.shape) != (d_out,):
-        raise ShapeError(f"linear: bias has shape {tuple(bias.data.shape)}, need ({d_out},)")
-    for name, p in (("weight", weight), ("bias", weight if bias is None else bias)):
-        if type(p.data.dtype) is not type(xd) or p.data.dtype != xd:
-            same_dtype("linear", name, p, x)  # == only within one library (the array API)
+    d_out = weight.shape[d_out_axis]
+    if bias is not None and bias.shape != (d_out,):
+        raise ShapeError(f"linear: bias has shape {bias.shape}, need ({d_out},)")
+    same_dtype("linear", "weight", weight, x)
+    if bias is not None:
+        same_dtype("linear", "bias", bias, x)
     if transpose_weight:
         return Linear.apply(x, weight, bias, transpose_weight=True)
     if bias is None:

@@ -37,21 +37,15 @@ class GELU(Function):
 
     @staticmethod
     def forward(ctx, x):
-        cdf = backend.erf(x * _SQRT_HALF)
-        cdf += 1.0
-        cdf *= 0.5
+        cdf = 0.5 * (1.0 + backend.erf(x * _SQRT_HALF))  # Φ(x)
         ctx.save_for_backward(x, cdf)
         return x * cdf
 
     @staticmethod
     def backward(ctx, grad):
         x, cdf = ctx.saved
-        pdf = ctx.xp.exp(-0.5 * (x * x))
-        pdf *= _INV_SQRT_2PI
-        pdf *= x
-        pdf += cdf  # Φ(x) + x φ(x)
-        pdf *= grad
-        return pdf
+        pdf = _INV_SQRT_2PI * ctx.xp.exp(-0.5 * (x * x))  # φ(x)
+        return grad * (cdf + x * pdf)
 
 
 class SiLU(Function):
@@ -68,12 +62,7 @@ class SiLU(Function):
     @staticmethod
     def backward(ctx, grad):
         x, sig = ctx.saved
-        dx = 1 - sig
-        dx *= x
-        dx += 1
-        dx *= sig
-        dx *= grad
-        return dx
+        return grad * sig * (1 + x * (1 - sig))
 
 
 def gelu(x: Tensor) -> Tensor:

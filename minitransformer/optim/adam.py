@@ -13,6 +13,7 @@ For each parameter θ with gradient ∇θ, at its t-th update::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -20,43 +21,28 @@ from .. import backend
 from ..errors import ConfigError
 from ..tensor import Tensor
 from .hyperparameters import check_number
-from .optimizer import Array, Optimizer, gate
+from .optimizer import Array, Optimizer, assign
 
 
 def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
                 betas: tuple[float, float], eps: float, weight_decay: float, t: int,
                 ok: Any = None) -> None:  # fmt: skip
     """One Adam update of ``p``, ``m`` and ``v`` (in place) with gradient ``g``, at the
-    parameter's ``t``-th update (the module doc's formulas; m ← β1 m + (1 − β1) g is
-    written m += (1 − β1)(g − m)). Each change is multiplied by ``ok`` (a 0-d bool on
-    the device; None: always apply), see ``gate``.
+    parameter's ``t``-th update: the module doc's formulas, as PyTorch rounds them (m moves
+    a fraction 1 − β1 of the way to g, which is β1 m + (1 − β1) g). Nothing changes where
+    ``ok`` (a 0-d bool on the device; None: always apply) is False, see ``assign``.
 
-    Written one operation a line, in place on one buffer: ``p`` is usually an optimizer's
-    whole flat buffer (every parameter), so a temporary of p's size is as large as the model
-    (300 MB for opus-mt's), and an expression such as ``m / (sqrt(v) / c + eps)`` would make
-    three of them. ``buf`` is made once per update and reused (``buf **= 0.5`` is the square
-    root, ``buf **= -1`` the reciprocal)."""
+    Each line makes a new array as large as ``p`` (often every parameter of the model, an
+    optimizer's flat buffer): fine for reading and for the models of the lessons. The fast
+    tier's twins (``fast/``) do the same update in place, in chunks, or in one CUDA kernel."""
     xp = backend.namespace(p)
     b1, b2 = betas
-    g, okf = gate(xp, ok, g)
     if weight_decay:
-        g = g + weight_decay * p
-    buf = g - m
-    buf *= okf * (1 - b1)
-    m += buf  # m ← m + (1 − β1)(g − m) = β1 m + (1 − β1) g
-    buf[...] = g
-    buf *= g
-    buf -= v
-    buf *= okf * (1 - b2)
-    v += buf  # v ← v + (1 − β2)(g² − v) = β2 v + (1 − β2) g²
-    buf[...] = v
-    buf **= 0.5
-    buf /= (1 - b2**t) ** 0.5
-    buf += eps  # √v / √(1 − β2^t) + ε
-    buf **= -1
-    buf *= m  # m / (√v / √(1 − β2^t) + ε)
-    buf *= okf * (lr / (1 - b1**t))
-    p -= buf  # θ ← θ − lr / (1 − β1^t) · m / (√v / √(1 − β2^t) + ε)
+        g = g + weight_decay * p  # L2, as in PyTorch's Adam
+    m_new = m + (1 - b1) * (g - m)  # β1 m + (1 − β1) g
+    v_new = v + (1 - b2) * (g * g - v)  # β2 v + (1 − β2) g²
+    step = (lr / (1 - b1**t)) * m_new / (xp.sqrt(v_new) / math.sqrt(1 - b2**t) + eps)
+    assign(ok, (m, m_new), (v, v_new), (p, p - step))
 
 
 class Adam(Optimizer):

@@ -369,12 +369,12 @@ class Optimizer:
         return f"{type(self).__name__}({len(self.params)} params, {hyper})"
 
 
-def gate(xp: Any, ok: Any, g: Array) -> tuple[Array, Any]:
-    """The device-side skip of an update: ``(g, okf)`` where ``okf`` is ``ok`` as a 0-d
-    float (1 or 0) and ``g`` has NaN/Inf replaced by 0 where not ok, so an update that
-    multiplies each change by ``okf`` changes nothing when ``ok`` is False. ``ok`` None (no
-    flag, or one already read on the host): ``(g, 1.0)``."""
-    if ok is None:
-        return g, 1.0
-    okf = xp.astype(ok, g.dtype)
-    return xp.where(ok, g, xp.zeros_like(okf)), okf
+def assign(ok: Any, *updates: tuple[Array, Array]) -> None:
+    """Write each ``(array, new value)`` pair in place, ``array[...] = new``: an update's
+    last line. ``ok`` is the step's guard, a 0-d bool on the device (decided there, no host
+    read): where it is False every array keeps its value, so a step with a NaN/Inf gradient
+    changes nothing. ``ok`` None (no guard, or one already read on the host): always write."""
+    for array, new in updates:
+        if ok is not None:
+            new = backend.namespace(array).where(ok, new, array)
+        array[...] = new

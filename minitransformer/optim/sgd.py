@@ -12,26 +12,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .. import backend
 from ..tensor import Tensor
 from .hyperparameters import check_number
-from .optimizer import Array, Optimizer, gate
+from .optimizer import Array, Optimizer, assign
 
 
 def sgd_update(p: Array, g: Array, b: Array | None, *, lr: float, momentum: float,
                weight_decay: float, t: int, ok: Any = None) -> None:  # fmt: skip
     """One SGD update of parameter ``p`` (in place) with gradient ``g`` and momentum buffer
-    ``b`` (None without momentum), at the parameter's ``t``-th update. Each change is
-    multiplied by ``ok`` (a 0-d bool on the device; None: always apply), see ``gate``."""
-    xp = backend.namespace(p)
-    g, okf = gate(xp, ok, g)
+    ``b`` (None without momentum), at the parameter's ``t``-th update (the module doc's
+    formulas). Nothing changes where ``ok`` (a 0-d bool on the device; None: always apply)
+    is False, see ``assign``."""
     if weight_decay:
         g = g + weight_decay * p
     if momentum:
-        mu = momentum if t > 1 else 0.0  # the first step: b = g
-        b += okf * (mu * b + g - b)  # b = μ b + g where ok
-        g = b
-    p -= (okf * lr) * g
+        b_new = momentum * b + g if t > 1 else g  # the first step: b = g
+        assign(ok, (b, b_new), (p, p - lr * b_new))
+    else:
+        assign(ok, (p, p - lr * g))
 
 
 class SGD(Optimizer):

@@ -1,6 +1,6 @@
 """The NumPy twin of Linear's backward (``fast/numpy.py``): the reference's dx, dW and db,
 with dW and db written straight into the optimizer's gradient buffer when the engine offers
-it (``Function.writes_grads``: no copy), db as a product with ones; every input shape
+it (``Tensor.take_grad_buffer``: no copy), db as a product with ones; every input shape
 (a vector, rows, a batch of sequences, no rows at all), the weight stored either way, with
 and without a bias, a weight used twice (the tied embedding), gradients accumulated over
 two backward passes, float32 and float64, and gradcheck."""
@@ -58,11 +58,17 @@ def test_the_twin_is_what_runs_and_writes_into_the_offered_buffer(monkeypatch):
     offers, returned = [], []
     backward = numpy_twins.Linear.backward
 
+    offered = numpy_twins.offered
+
+    def recorded_offer(ctx):
+        offers.append(offered(ctx))
+        return offers[-1]
+
     def recorded(ctx, grad):
-        offers.append(ctx.grad_out)
         returned.append(backward(ctx, grad))
         return returned[-1]
 
+    monkeypatch.setattr(numpy_twins, "offered", recorded_offer)
     monkeypatch.setattr(numpy_twins.Linear, "backward", staticmethod(recorded))
     with fast.switched_on():
         _, _, wg, bg, w, opt = _step((2, 4, D_IN), False, True, "float32", True)
