@@ -1,19 +1,25 @@
-"""The README works as written, for a new user following it line by line on a fresh clone.
+"""The README, and the pages under docs/ it sends readers to, work as written, for a new user
+following them line by line on a fresh clone.
 
 - every ```python block runs as written (in a subprocess, in an empty directory);
 - every ``minitransformer ...`` / ``python -m minitransformer ...`` command, in ```bash
   blocks and in inline code, parses with the CLI's own parser (nothing is executed);
 - the ```bash blocks, run top to bottom, never start a run in a directory an earlier line
   already filled (``train`` refuses it), and every ``--resume``, ``--checkpoint`` and
-  ``--run`` names a run an earlier line made (or a file the repository holds);
+  ``--run`` names a run an earlier line made (or a file the repository holds); a docs page
+  is read after the README, so the README's runs count as made;
 - ``pip install`` lines name extras pyproject.toml declares, ``pytest`` lines name test
   files that exist, the install text names every dependency, and every relative link
   points to a file.
+
+Each check runs on README.md and on every ``docs/*.md`` page that has what it checks.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import io
 import os
 import re
@@ -24,16 +30,44 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.bench import options as bench_options
 from minitransformer.cli import build_parser
 
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+# the tools moved under minitransformer/tools/, the runtime under minitransformer/runtime/
+TOOLS = (
+    "minitransformer.tools" if _module_exists("minitransformer.tools.bench") else "minitransformer"
+)
+RUNTIME = (
+    "minitransformer.runtime" if _module_exists("minitransformer.runtime.checkpoint")
+    else "minitransformer"
+)  # fmt: skip
+bench_options = importlib.import_module(f"{TOOLS}.bench.options")
+BENCH_MODULES = ("minitransformer.bench", "minitransformer.tools.bench")
+
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+README_PATH = ROOT / "README.md"
+README = README_PATH.read_text(encoding="utf-8")
+PAGES = [README_PATH, *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def blocks(language: str) -> list[str]:
-    """The fenced code blocks of the README in this language, in order."""
-    return re.findall(rf"^```{language}\n(.*?)^```", README, flags=re.M | re.S)
+def page_id(page: Path) -> str:
+    return page.relative_to(ROOT).as_posix()
+
+
+def read(page: Path) -> str:
+    return page.read_text(encoding="utf-8")
+
+
+def blocks(language: str, text: str = README) -> list[str]:
+    """The fenced code blocks of the README (or of ``text``) in this language, in order."""
+    return re.findall(rf"^```{language}\n(.*?)^```", text, flags=re.M | re.S)
 
 
 def commands(text: str) -> list[list[str]]:
@@ -69,14 +103,14 @@ def minitransformer_args(words: list[str]) -> tuple[str, list[str]] | None:
     if words[0].startswith("python") and words[1:2] == ["-m"]:
         if words[2:3] == ["minitransformer"]:
             return "cli", words[3:]
-        if words[2:3] == ["minitransformer.bench"]:
+        if words[2] in BENCH_MODULES:
             return "bench", words[3:]
     return None
 
 
 def parse(kind: str, args: list[str]):
-    """Parse ``args`` with the CLI's parser (or ``python -m minitransformer.bench``'s); a
-    failure raises AssertionError with argparse's message. A ``--help`` line parses when
+    """Parse ``args`` with the CLI's parser (or ``python -m minitransformer.tools.bench``'s);
+    a failure raises AssertionError with argparse's message. A ``--help`` line parses when
     the help prints (exit status 0); it returns None, as it starts nothing."""
     if kind == "cli":
         parser = build_parser()
@@ -92,32 +126,49 @@ def parse(kind: str, args: list[str]):
         raise AssertionError(f"{shlex.join(args)!r} does not parse: {err.getvalue()}") from None
 
 
-def bash_commands() -> list[list[str]]:
-    return [words for block in blocks("bash") for words in commands(block)]
+def bash_commands(text: str = README) -> list[list[str]]:
+    return [words for block in blocks("bash", text) for words in commands(block)]
 
 
-def inline_commands() -> list[list[str]]:
+def inline_commands(text: str = README) -> list[list[str]]:
     """Inline code spans that are a minitransformer command line."""
-    spans = re.findall(r"(?<!`)`([^`\n]+)`(?!`)", README)
+    spans = re.findall(r"(?<!`)`([^`\n]+)`(?!`)", text)
     return [
         shlex.split(s)
         for s in spans
-        if re.match(r"(minitransformer|python3? -m minitransformer(\.bench)?) ", s)
+        if re.match(r"(minitransformer|python3? -m minitransformer(\.tools)?(\.bench)?) ", s)
     ]
+
+
+def found_commands(text: str) -> list[list[str]]:
+    return [c for c in [*bash_commands(text), *inline_commands(text)] if minitransformer_args(c)]
+
+
+def pages_with(has) -> list:
+    """The pages for which ``has(text)`` is true, as pytest parameters named by path."""
+    return [pytest.param(p, id=page_id(p)) for p in PAGES if has(read(p))]
 
 
 # ------------------------------------------------------------------------------ python
 
+PYTHON_BLOCKS = [
+    pytest.param(page, index, id=f"{page_id(page)}-{index + 1}")
+    for page in PAGES
+    for index in range(len(blocks("python", read(page))))
+]
 
-@pytest.mark.parametrize("index", range(len(blocks("python"))))
-def test_every_python_block_runs_as_written(index, tmp_path):
-    code = blocks("python")[index]
+
+@pytest.mark.parametrize(("page", "index"), PYTHON_BLOCKS)
+def test_every_python_block_runs_as_written(page, index, tmp_path):
+    code = blocks("python", read(page))[index]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"}
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
-    assert done.returncode == 0, f"README python block {index + 1} fails:\n{code}\n{done.stderr}"
+    assert done.returncode == 0, (
+        f"{page_id(page)} python block {index + 1} fails:\n{code}\n{done.stderr}"
+    )
 
 
 def test_there_are_python_blocks():
@@ -127,19 +178,24 @@ def test_there_are_python_blocks():
 # ----------------------------------------------------------------------------- commands
 
 
-def test_every_minitransformer_command_parses():
-    found = [c for c in [*bash_commands(), *inline_commands()] if minitransformer_args(c)]
-    assert len(found) >= 10, "the README's commands were not found"
-    for words in found:
+def test_the_readme_has_its_commands():
+    assert len(found_commands(README)) >= 10, "the README's commands were not found"
+
+
+@pytest.mark.parametrize("page", pages_with(found_commands))
+def test_every_minitransformer_command_parses(page):
+    for words in found_commands(read(page)):
         kind, args = minitransformer_args(words)
         parse(kind, args)
 
 
-def run_order_problems(lines: list[list[str]]) -> list[str]:
+def run_order_problems(lines: list[list[str]], made: dict[str, str] | None = None) -> list[str]:
     """What a new user meets running these command lines top to bottom: ``train`` (and
     ``ablate``) refuse an ``--out`` an earlier line filled; ``--resume``, ``--checkpoint``
-    and ``--run`` need a run made earlier (or a path the repository ships)."""
-    made: dict[str, str] = {}  # run directory -> the line that made it
+    and ``--run`` need a run made earlier (or a path the repository ships). ``made`` (run
+    directory -> the line that made it) holds the runs made before these lines, and is
+    filled with theirs."""
+    made = {} if made is None else made
     problems = []
     for words in lines:
         found = minitransformer_args(words)
@@ -168,6 +224,15 @@ def test_the_bash_blocks_run_top_to_bottom_never_reuse_a_run_directory():
     assert run_order_problems(bash_commands()) == []
 
 
+@pytest.mark.parametrize("page", [p for p in pages_with(bash_commands) if p.id != "README.md"])
+def test_a_pages_bash_blocks_run_after_the_readmes(page):
+    """A docs page is read after the README: its lines may use the README's runs, and must
+    not start a run in a directory the README's lines (or its own earlier lines) filled."""
+    made: dict[str, str] = {}
+    run_order_problems(bash_commands(), made)
+    assert run_order_problems(bash_commands(read(page)), made) == []
+
+
 def test_the_run_order_check_finds_what_a_new_user_would_meet():
     """The first hour's case: the data-parallel example right after ``train copy``."""
     lines = [
@@ -184,6 +249,16 @@ def test_the_run_order_check_finds_what_a_new_user_would_meet():
     assert len(problems) == 3
     assert "'mpiexec -n 2 minitransformer train copy --data-parallel' is refused" in problems[0]
     assert "needs runs/translate" in problems[1] and "needs runs/nowhere" in problems[2]
+    # a page read after those lines: their runs count as made, their directories as filled
+    made: dict[str, str] = {}
+    run_order_problems([w for line in lines for w in commands(line)], made)
+    later = commands("minitransformer evaluate --checkpoint runs/copy-2ranks\n"
+                     "minitransformer train copy --out runs/copy-2ranks")  # fmt: skip
+    assert run_order_problems(later, made) == [
+        "'minitransformer train copy --out runs/copy-2ranks' is refused: runs/copy-2ranks "
+        "holds the run of 'mpiexec -n 2 minitransformer train copy --data-parallel --out "
+        "runs/copy-2ranks'"
+    ]
 
 
 def test_commands_are_split_and_a_bad_flag_is_caught():
@@ -192,9 +267,13 @@ def test_commands_are_split_and_a_bad_flag_is_caught():
     ]  # fmt: skip
     mpi = shlex.split("mpiexec -hosts a,b -n 8 minitransformer train --data-parallel")
     assert minitransformer_args(mpi) == ("cli", ["train", "--data-parallel"])
-    assert minitransformer_args(["python", "-m", "minitransformer.bench", "--seconds", "5"]) == (
-        "bench", ["--seconds", "5"]
-    )  # fmt: skip
+    for module in BENCH_MODULES:  # the module's path before and after the tools moved
+        assert minitransformer_args(["python", "-m", module, "--seconds", "5"]) == (
+            "bench", ["--seconds", "5"]
+        )  # fmt: skip
+        assert inline_commands(f"`python -m {module} --seconds 5`") == [
+            ["python", "-m", module, "--seconds", "5"]
+        ]
     with pytest.raises(AssertionError, match="--bogus"):
         parse("cli", ["train", "copy", "--bogus"])
     with pytest.raises(AssertionError, match="seconds"):
@@ -204,23 +283,45 @@ def test_commands_are_split_and_a_bad_flag_is_caught():
         parse("cli", ["train", "--steps", "-1", "--help"])  # an error before the help
 
 
-def test_pip_lines_name_declared_extras_and_pytest_lines_existing_tests():
+def pip_and_pytest_lines(text: str) -> list[list[str]]:
+    return [w for w in bash_commands(text) if w[:2] == ["pip", "install"] or w[0] == "pytest"]
+
+
+def pip_and_pytest_problems(text: str) -> list[str]:
+    """Extras pyproject.toml does not declare, and test paths that do not exist."""
     tomllib = pytest.importorskip("tomllib")
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = set(project["optional-dependencies"])
-    pip_lines = pytest_lines = 0
-    for words in bash_commands():
+    problems = []
+    for words in pip_and_pytest_lines(text):
         if words[:2] == ["pip", "install"]:
-            pip_lines += 1
             for word in words[2:]:
                 for named in re.findall(r"\[([^\]]+)\]", word):
-                    assert set(named.split(",")) <= extras, f"{shlex.join(words)}: {extras}"
-        if words[0] == "pytest":
-            pytest_lines += 1
+                    if not set(named.split(",")) <= extras:
+                        problems.append(f"{shlex.join(words)}: [{named}] is not in {extras}")
+        else:
             for word in words[1:]:
                 if not word.startswith("-") and "::" not in word and re.match(r"tests\b", word):
-                    assert (ROOT / word).exists(), f"{shlex.join(words)}: no {word}"
-    assert pip_lines and pytest_lines
+                    if not (ROOT / word).exists():
+                        problems.append(f"{shlex.join(words)}: no {word}")
+    return problems
+
+
+def test_the_readme_has_pip_and_pytest_lines():
+    lines = pip_and_pytest_lines(README)
+    assert any(w[0] == "pip" for w in lines) and any(w[0] == "pytest" for w in lines)
+
+
+@pytest.mark.parametrize("page", pages_with(pip_and_pytest_lines))
+def test_pip_lines_name_declared_extras_and_pytest_lines_existing_tests(page):
+    assert pip_and_pytest_problems(read(page)) == []
+
+
+def test_the_pip_and_pytest_check_catches_a_bad_line():
+    text = '```bash\npip install -e ".[dev,nosuch]"\npytest tests/no_such_test.py\n```\n'
+    problems = pip_and_pytest_problems(text)
+    assert len(problems) == 2 and "[dev,nosuch]" in problems[0]
+    assert "no tests/no_such_test.py" in problems[1]
 
 
 def test_the_install_text_names_every_dependency_and_extra():
@@ -237,29 +338,44 @@ def test_the_install_text_names_every_dependency_and_extra():
 # -------------------------------------------------------------------------------- links
 
 
-def test_every_relative_link_points_to_a_file():
-    links = re.findall(r"!?\[[^\]]*\]\(([^)\s]+)\)", README)
-    relative = [link for link in links if not re.match(r"[a-z]+:|#", link)]
-    assert relative, "no relative links found"
-    missing = [link for link in relative if not (ROOT / link.split("#")[0]).exists()]
-    assert not missing, f"README links to files that do not exist: {missing}"
+def relative_links(text: str) -> list[str]:
+    links = re.findall(r"!?\[[^\]]*\]\(([^)\s]+)\)", text)
+    return [link for link in links if not re.match(r"[a-z]+:|#", link)]
+
+
+def test_the_readme_has_relative_links():
+    assert relative_links(README), "no relative links found"
+
+
+@pytest.mark.parametrize("page", pages_with(relative_links))
+def test_every_relative_link_points_to_a_file(page):
+    """Links resolve from the page's own folder (docs/ pages link ``../minitransformer/``)."""
+    missing = [link for link in relative_links(read(page))
+               if not (page.parent / link.split("#")[0]).exists()]  # fmt: skip
+    assert not missing, f"{page_id(page)} links to files that do not exist: {missing}"
+
+
+def test_the_readme_links_every_page_it_moved_text_to():
+    for name in ("speed", "gpu", "data-parallel", "reading", "ablations", "language-model"):
+        assert f"](docs/{name}.md)" in README, f"README does not link docs/{name}.md"
 
 
 # ------------------------------------------------------------------- facts the code holds
 
 
 def test_environment_variables_and_their_defaults_are_the_codes():
-    """Every ``MINITRANSFORMER_*`` variable the README names is read by the package, and
-    the collective timeout's default and range are the code's."""
-    from minitransformer.checkpoint import MAX_HEADER_BYTES
-    from minitransformer.distributed import waiting
+    """Every ``MINITRANSFORMER_*`` variable the README and the docs pages name is read by
+    the package, and the collective timeout's default and range are the code's."""
+    MAX_HEADER_BYTES = importlib.import_module(f"{RUNTIME}.checkpoint").MAX_HEADER_BYTES
+    waiting = importlib.import_module(f"{RUNTIME}.distributed.waiting")
 
     source = "\n".join(
         p.read_text(encoding="utf-8") for p in (ROOT / "minitransformer").rglob("*.py")
     )
-    named = set(re.findall(r"MINITRANSFORMER_[A-Z_]+", README))
+    pages = "\n".join(read(p) for p in PAGES)
+    named = set(re.findall(r"MINITRANSFORMER_[A-Z_]+", pages))
     assert named and all(name in source for name in named), named
-    text = " ".join(README.split())  # line breaks do not matter
+    text = " ".join(pages.split())  # line breaks do not matter
     timeout = f"`{waiting.TIMEOUT_ENV}` seconds (default {waiting.DEFAULT_TIMEOUT_S:.0f}, "
     assert f"{timeout}from 1 to {waiting.MAX_TIMEOUT_S:.0f};" in text
     runs_page = " ".join((ROOT / "docs" / "runs.md").read_text(encoding="utf-8").split())
