@@ -14,6 +14,12 @@ Where to start
         minitransformer --help              # every command: train, translate, generate,
                                             # evaluate, plot, bench, ablate, scale
 
+    In the code, the top level is the learning core, in the order the lessons build it:
+    tensor.py (and grad_mode.py), function.py, gradcheck.py, ops/ and functional.py, nn/,
+    optim/, train/, decode.py; below them backend/, config/, data/. Two folders hold the
+    rest: runtime/ (checkpoints, run directories, data parallelism, a trained model loaded
+    back) and tools/ (benchmarks, call counts, the GPU check, studies and figures).
+
 The main names (``import minitransformer as mt``)
     mt.tensor(data, requires_grad=True), mt.Tensor    arrays with autograd (``.backward()``)
     mt.no_grad(), mt.enable_grad(), mt.is_grad_enabled()
@@ -62,14 +68,14 @@ from . import (
 )
 from .backend import cuda_available, set_default_device
 from .config import TrainConfig, TransformerConfig
+from .config.version import __version__
 from .gradcheck import GradcheckError, gradcheck
 from .tensor import Tensor, enable_grad, is_grad_enabled, no_grad, tensor
-from .version import __version__
 
 _LAZY = {
     "Trainer": "minitransformer.train",
-    "Translator": "minitransformer.translator",
-    "TextSampler": "minitransformer.sampler",
+    "Translator": "minitransformer.runtime.translator",
+    "TextSampler": "minitransformer.runtime.sampler",
 }
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The ablation study (minitransformer/ablate.py, `minitransformer ablate`) and the model
+"""The ablation study (minitransformer/tools/ablate.py, `minitransformer ablate`) and the model
 switches it needs (TransformerConfig.key_dim, .scale_attention)."""
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer import ablate, backend
+from minitransformer import backend
 from minitransformer.cli import main
 from minitransformer.decode import greedy_decode
 from minitransformer.errors import ConfigError
 from minitransformer.nn.positional import sinusoid_table
+from minitransformer.tools import ablate
 
 
 def micro(**changes) -> ablate.AblationSettings:
@@ -242,8 +243,8 @@ def test_out_that_is_a_file_exits_2(tmp_path, capsys):
 
 
 def test_switches_survive_a_checkpoint(tmp_path):
+    from minitransformer.runtime.translator import Translator
     from minitransformer.train import TrainConfig, Trainer
-    from minitransformer.translator import Translator
 
     cfg = TrainConfig(
         task="copy", steps=2, batch_size=8, warmup=1, out=str(tmp_path / "run"), progress=False,

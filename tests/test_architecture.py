@@ -13,21 +13,26 @@ depend on the upper.
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "minitransformer"
 
-# Top to bottom. The key is a top-level module or package of minitransformer.
+# Top to bottom. The key is a top-level module or package of minitransformer, or, inside a
+# grouping package (GROUPS: a folder that only gathers modules, importing nothing itself), a
+# member of it: ``tools.bench``, ``runtime.checkpoint``. Each member keeps the floor it had
+# when it stood at the top level.
+GROUPS = ("tools", "runtime")
 FLOORS: list[tuple[str, ...]] = [
     ("__main__",),
     ("cli",),
-    ("bench", "ablate", "scaling", "callcount", "gpucheck"),
-    ("train", "translator", "sampler", "explorer"),
-    ("viz", "decode", "distributed", "pretrained", "heads"),
-    ("runs",),
-    ("checkpoint",),
+    ("tools.bench", "tools.ablate", "tools.scaling", "tools.callcount", "tools.gpucheck"),
+    ("train", "runtime.translator", "runtime.sampler", "tools.explorer"),
+    ("tools.viz", "decode", "runtime.distributed", "runtime.pretrained", "tools.heads"),
+    ("runtime.runs",),
+    ("runtime.checkpoint",),
     ("fast",),
     ("optim",),
     ("nn",),
@@ -37,10 +42,10 @@ FLOORS: list[tuple[str, ...]] = [
     ("function",),
     ("tensor",),
     ("backend",),
-    ("host", "config", "cupti", "grad_mode"),
+    ("config", "tools.cupti", "grad_mode"),
     ("data",),
     ("checks",),
-    ("errors", "version"),
+    ("errors",),
 ]
 FLOOR = {name: level for level, names in enumerate(FLOORS) for name in names}
 
@@ -97,7 +102,14 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def top(name: str) -> str:
+    """The key of ``name``'s floor: its top-level name, or ``group.member`` inside a group
+    (``minitransformer.tools.bench.steps`` -> ``tools.bench``); "" for the package root and
+    for a grouping package itself (``minitransformer.tools``), which is no floor."""
     parts = name.split(".")
+    if len(parts) > 2 and parts[1] in GROUPS:
+        return f"{parts[1]}.{parts[2]}"
+    if len(parts) == 2 and parts[1] in GROUPS:
+        return ""
     return parts[1] if len(parts) > 1 else ""
 
 
@@ -142,12 +154,22 @@ def test_every_module_has_a_floor():
     assert not missing, f"modules with no floor in FLOORS (and docs/architecture.md): {missing}"
 
 
+def test_a_grouping_package_imports_nothing():
+    """``tools/__init__.py`` and ``runtime/__init__.py`` gather modules; they are no floor,
+    so they import nothing of the package (importing a member runs them first)."""
+    graph = import_graph()
+    for group in GROUPS:
+        assert graph[f"minitransformer.{group}"] == set(), f"{group}/__init__.py imports"
+
+
 def test_imports_run_only_downward():
     upward = []
     for name, targets in import_graph().items():
         if not top(name):  # minitransformer/__init__.py: the public face imports anything
             continue
         for target in targets:
+            if target.removeprefix("minitransformer.") in GROUPS:
+                continue  # a grouping package: imports nothing (checked above)
             if not top(target):
                 upward.append(f"{name} -> {target} (the package root)")
                 continue
@@ -188,34 +210,58 @@ def test_the_architecture_page_names_every_file_and_floor():
             unnamed.append(rel)
     assert not unnamed, f"docs/architecture.md does not mention: {unnamed}"
     for names in FLOORS:
-        for n in names:
-            assert n in page, f"floor member {n!r} is not on docs/architecture.md"
+        for n in names:  # tools.bench: named as such or by its folder, tools/bench/
+            named = n in page or n.replace(".", "/") in page
+            assert named, f"floor member {n!r} is not on docs/architecture.md"
+
+
+def test_importing_the_library_loads_no_tool():
+    """``import minitransformer`` brings the core (and the runtime on first use of
+    ``mt.Translator``), never a tool: the tools are the command line's."""
+    code = (
+        "import sys, minitransformer\n"
+        "print(sorted(m for m in sys.modules if m.startswith('minitransformer.tools')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout  # fmt: skip
+    assert out.strip() == "[]", out
 
 
 def test_the_checker_catches_an_upward_import_and_a_circle(tmp_path, monkeypatch):
-    """The checks above are not vacuous: a made-up package with ``host`` importing ``cli``
-    (upward) and two modules importing each other is caught."""
+    """The checks above are not vacuous: a made-up package with ``config`` importing ``cli``
+    (upward), two modules importing each other, and a grouped member importing upward
+    (``runtime.checkpoint`` -> ``tools.viz``) or sideways on its floor (``tools.bench`` ->
+    ``tools.ablate``) is caught."""
     pkg = tmp_path / "minitransformer"
-    (pkg / "ops").mkdir(parents=True)
+    for folder in ("ops", "tools", "runtime"):
+        (pkg / folder).mkdir(parents=True)
+        (pkg / folder / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
-    (pkg / "host.py").write_text("def f():\n    from .cli import main\n")
-    (pkg / "cli.py").write_text("from . import host\n")
-    (pkg / "ops" / "__init__.py").write_text("")
+    (pkg / "config.py").write_text("def f():\n    from .cli import main\n")
+    (pkg / "cli.py").write_text("from . import config\n")
     (pkg / "ops" / "a.py").write_text("from . import b\n")
     (pkg / "ops" / "b.py").write_text("from .a import x\n")
+    (pkg / "tools" / "viz.py").write_text("")
+    (pkg / "tools" / "ablate.py").write_text("")
+    (pkg / "tools" / "bench.py").write_text("from .ablate import run\n")
+    (pkg / "runtime" / "checkpoint.py").write_text("def f():\n    from ..tools import viz\n")
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
     graph = import_graph()
-    assert "minitransformer.cli" in graph["minitransformer.host"]
+    assert "minitransformer.cli" in graph["minitransformer.config"]
+    assert graph["minitransformer.runtime.checkpoint"] == {"minitransformer.tools.viz"}
+    assert top("minitransformer.runtime.checkpoint") == "runtime.checkpoint"
+    assert top("minitransformer.tools") == ""
     found = cycles(graph)
     assert ["minitransformer.ops.a", "minitransformer.ops.b"] in found
-    assert ["minitransformer.cli", "minitransformer.host"] in found
+    assert ["minitransformer.cli", "minitransformer.config"] in found
     try:
         test_imports_run_only_downward()
     except AssertionError as err:
-        assert "minitransformer.host (floor" in str(err)
+        for caught in ("config", "runtime.checkpoint", "tools.bench"):
+            assert f"minitransformer.{caught} (floor" in str(err), caught
     else:
-        raise AssertionError("the upward import host -> cli was not caught")
+        raise AssertionError("the upward imports config -> cli, checkpoint -> viz were not caught")
 
 
 if __name__ == "__main__":

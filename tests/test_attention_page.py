@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from test_cli import assert_user_error, run_main
 
-from minitransformer import explorer, heads
 from minitransformer.data.batching import pad
 from minitransformer.decode import greedy_decode
-from minitransformer.translator import Translator
+from minitransformer.runtime.translator import Translator
+from minitransformer.tools import explorer, heads
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECKPOINT = ROOT / "lessons" / "checkpoints" / "en-es-tiny"

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer import backend, host
+from minitransformer import backend
+from minitransformer.backend import host
 from minitransformer.errors import DeviceError
 
 
@@ -239,7 +240,7 @@ def test_importing_the_library_changes_nothing_process_wide():
         "from threadpoolctl import threadpool_info\n"
         "before = [p['num_threads'] for p in threadpool_info()]\n"
         "import minitransformer as mt\n"
-        "from minitransformer import host\n"
+        "from minitransformer.backend import host\n"
         "a = np.ones((64, 64), np.float32)\n"
         "host.matmul(a, a)\n"
         "mt.backend.namespace(a).matmul(a, a)\n"

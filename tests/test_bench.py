@@ -11,10 +11,12 @@ import types
 import numpy as np
 import pytest
 
-from minitransformer import backend, bench, cli, host
-from minitransformer.bench import command as bench_command
-from minitransformer.bench import spread
+from minitransformer import backend, cli
+from minitransformer.backend import host
 from minitransformer.config import TransformerConfig
+from minitransformer.tools import bench
+from minitransformer.tools.bench import command as bench_command
+from minitransformer.tools.bench import spread
 
 
 def test_run_in_process_reports_every_field():
@@ -108,7 +110,7 @@ def test_compare_without_pytorch_fails_at_once_with_the_install_line(monkeypatch
         'Fix: pip install -e ".[torch]", or leave --compare out to time ours alone\n'
         "see: minitransformer bench --help\n"
     )
-    from minitransformer.bench.__main__ import _run
+    from minitransformer.tools.bench.__main__ import _run
 
     assert _run(["--compare", "torch"]) == 2
     assert capsys.readouterr().err.startswith("bench: error: --compare torch needs PyTorch")
@@ -310,7 +312,7 @@ def test_pytorchs_decoder_is_told_the_mask_is_causal_only_when_asked(monkeypatch
     CUDA-graph step passes True (a check on the host would break capture). The mask tensor
     itself must never reach ``tgt_is_causal``."""
     torch = pytest.importorskip("torch")
-    from minitransformer.bench import models
+    from minitransformer.tools.bench import models
 
     seen = []
     forward = torch.nn.TransformerDecoder.forward

@@ -8,11 +8,11 @@ import pytest
 from tiny_runs import KNOBS, SIZE, TINY
 
 import minitransformer as mt
-from minitransformer import checkpoint
 from minitransformer.cli import main
 from minitransformer.errors import ConfigError
+from minitransformer.runtime import checkpoint
+from minitransformer.runtime.translator import Translator
 from minitransformer.train import TrainConfig, Trainer
-from minitransformer.translator import Translator
 
 
 def tiny(out, steps=6, **model) -> TrainConfig:

@@ -1,4 +1,5 @@
-"""Tests for minitransformer.checkpoint: round trips, atomicity, corruption and hostile files."""
+"""Tests for minitransformer.runtime.checkpoint: round trips, atomicity, corruption and hostile
+files."""
 
 from __future__ import annotations
 
@@ -16,15 +17,15 @@ import numpy as np
 import pytest
 
 import minitransformer
-from minitransformer import checkpoint as ckpt
-from minitransformer.checkpoint import (
+from minitransformer.errors import CheckpointError
+from minitransformer.runtime import checkpoint as ckpt
+from minitransformer.runtime.checkpoint import (
     check_config,
     latest_checkpoint,
     load_checkpoint,
     read_metadata,
     save_checkpoint,
 )
-from minitransformer.errors import CheckpointError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -223,7 +224,7 @@ _KILLED_WRITER = """
 import sys, time
 from pathlib import Path
 import numpy as np
-from minitransformer.checkpoint import format, save_checkpoint
+from minitransformer.runtime.checkpoint import format, save_checkpoint
 
 target, ready = Path(sys.argv[1]), Path(sys.argv[2])
 real_write_array = format._write_array
@@ -479,7 +480,7 @@ def test_latest_checkpoint(tmp_path):
 
 
 def test_section_and_checkpoint_file(tmp_path):
-    from minitransformer.checkpoint import checkpoint_file, section
+    from minitransformer.runtime.checkpoint import checkpoint_file, section
 
     arrays = {"model.a.w": np.ones(2), "optim.m.0": np.zeros(1), "modelx.b": np.ones(1)}
     assert list(section(arrays, "model")) == ["a.w"]

@@ -20,16 +20,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from minitransformer import checkpoint
-from minitransformer.checkpoint import (
+from minitransformer.config import TrainConfig, TransformerConfig
+from minitransformer.errors import CheckpointError, ConfigError
+from minitransformer.runtime import checkpoint
+from minitransformer.runtime.checkpoint import (
     expect_model_arrays,
     load_checkpoint,
     model_layout,
     read_metadata,
     save_checkpoint,
 )
-from minitransformer.config import TrainConfig, TransformerConfig
-from minitransformer.errors import CheckpointError, ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "lessons" / "checkpoints"
@@ -299,9 +299,9 @@ def _huge_model_checkpoint(tmp_path: Path, kind: str = "minitransformer-model") 
 def test_a_model_config_claiming_gigabytes_is_refused_with_little_memory(tmp_path):
     path = _huge_model_checkpoint(tmp_path)
     for code in [
-        "from minitransformer.translator import Translator\n"
+        "from minitransformer.runtime.translator import Translator\n"
         f"Translator.from_checkpoint({str(path)!r})",
-        "from minitransformer import checkpoint as c\n"
+        "from minitransformer.runtime import checkpoint as c\n"
         f"c.load_checkpoint({str(path)!r}, expect=c.expect_model_arrays)",
     ]:
         peak, out = _peak_rss_mb(code)
@@ -358,12 +358,13 @@ def test_an_extra_deflated_entry_is_refused_by_name_without_inflating(tmp_path):
     path = _npz(tmp_path / "checkpoint.npz", arrays, meta, extra=bomb)
     assert path.stat().st_size < 3 * 2**20
     code = (
-        "from minitransformer.translator import Translator\n"
+        "from minitransformer.runtime.translator import Translator\n"
         f"Translator.from_checkpoint({str(path)!r})"
     )
     peak, out = _peak_rss_mb(code)
     assert "unexpected keys: ['extra']" in out and peak < 300, (peak, out)
-    code = f"from minitransformer import checkpoint\ncheckpoint.load_checkpoint({str(path)!r})"
+    load = f"checkpoint.load_checkpoint({str(path)!r})"
+    code = f"from minitransformer.runtime import checkpoint\n{load}"
     peak, out = _peak_rss_mb(code)  # a model checkpoint: its model's arrays are expected
     assert "unexpected keys: ['extra']" in out and peak < 300, (peak, out)
     # without a model to compare with, the checksum (streamed: one chunk in memory) refuses it
@@ -385,7 +386,7 @@ def test_duplicate_and_oversized_metadata_entries_are_refused_before_inflating(t
         zout.writestr("w.npy", zin.read("w.npy"))
         payload = _deflated_npy(len(spaces))[: -len(spaces)] + spaces
         zout.writestr("__metadata__.npy", payload, compress_type=zipfile.ZIP_DEFLATED)
-    code = "from minitransformer import checkpoint\ncheckpoint.load_checkpoint({!r})"
+    code = "from minitransformer.runtime import checkpoint\ncheckpoint.load_checkpoint({!r})"
     peak, out = _peak_rss_mb(code.format(str(tmp_path / "ws.npz")))
     assert "above the cap of 67,108,864" in out and peak < 200, (peak, out)
 
@@ -438,7 +439,7 @@ def test_format_1_is_refused_with_the_upgrade_command_and_upgrade_works(tmp_path
     with pytest.raises(CheckpointError, match="format-1.*checkpoint upgrade .*checkpoint.npz"):
         load_checkpoint(old)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "minitransformer.checkpoint", "upgrade", str(tmp_path)]
+    cmd = [sys.executable, "-m", "minitransformer.runtime.checkpoint", "upgrade", str(tmp_path)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "checkpoint.safetensors" in done.stdout, done.stderr
     assert checkpoint.checkpoint_file(tmp_path) == tmp_path / "checkpoint.safetensors"
@@ -535,7 +536,7 @@ def test_the_cli_uses_the_same_ranges():
 
 
 def test_a_checkpoint_with_knobs_out_of_range_is_refused_by_evaluate_and_resume(tmp_path):
-    from minitransformer.translator import Translator
+    from minitransformer.runtime.translator import Translator
 
     arrays, meta = _shipped()
     train_config = {**meta["train_config"], "task_knobs": {"n_test": 10**12}}

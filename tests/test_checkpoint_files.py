@@ -3,8 +3,9 @@
 * Reading: a FIFO, a device (``/dev/zero`` through a link) or a FIFO in a run directory is
   refused with one line before a byte is read (``checkpoint.open_regular``, also for the
   run's metrics log), by the library, by ``translate``, ``evaluate``, ``train --resume`` and
-  ``python -m minitransformer.checkpoint upgrade``: exit 2, never a hang. Every such case runs
-  in a subprocess with a timeout and a memory cap, so a regression fails instead of hanging.
+  ``python -m minitransformer.runtime.checkpoint upgrade``: exit 2, never a hang. Every such
+  case runs in a subprocess with a timeout and a memory cap, so a regression fails instead of
+  hanging.
 * Writing: a read-only folder, a file or a dangling link where a folder belongs, a target that
   exists: one CheckpointError naming the path and the fix (exit 2 from the command line),
   the temp file's cleanup never raising over it; two upgrades to one target started together:
@@ -27,9 +28,9 @@ import numpy as np
 import pytest
 from tiny_runs import KNOBS, SIZE, marian_config
 
-from minitransformer import checkpoint
-from minitransformer.checkpoint import load_checkpoint, save_checkpoint, upgrade
 from minitransformer.errors import CheckpointError
+from minitransformer.runtime import checkpoint
+from minitransformer.runtime.checkpoint import load_checkpoint, save_checkpoint, upgrade
 from minitransformer.train import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,7 +89,7 @@ def trained(tmp_path_factory) -> Path:
 
 _LIBRARY = """
 import json, sys
-from minitransformer import checkpoint
+from minitransformer.runtime import checkpoint
 from minitransformer.errors import CheckpointError
 said = {}
 for name in ("load_checkpoint", "read_metadata", "read_entries", "upgrade_checkpoint"):
@@ -166,7 +167,7 @@ def test_upgrade_command_refuses_a_fifo_or_dev_zero_in_one_line(tmp_path, kind):
         os.mkfifo(source)
     else:
         source.symlink_to("/dev/zero")
-    done = run(["-m", "minitransformer.checkpoint", "upgrade", "old.npz"], tmp_path)
+    done = run(["-m", "minitransformer.runtime.checkpoint", "upgrade", "old.npz"], tmp_path)
     assert "old.npz: it is not a regular file but a" in one_line(done)
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "old.safetensors").exists()
@@ -262,7 +263,8 @@ def test_upgrade_command_refuses_an_out_it_cannot_write_with_exit_2(tmp_path, ou
     (tmp_path / "link").symlink_to(tmp_path / "missing")
     (tmp_path / "file").write_text("a file")
     (tmp_path / "taken.bin").write_bytes(b"someone's")
-    done = run(["-m", "minitransformer.checkpoint", "upgrade", "old.npz", "--out", out], tmp_path)
+    command = ["-m", "minitransformer.runtime.checkpoint", "upgrade", "old.npz", "--out", out]
+    done = run(command, tmp_path)
     line = one_line(done)
     assert len(done.stderr.strip().splitlines()) == 1 and words in line, line
     assert not (tmp_path / "missing").exists()
@@ -331,7 +333,7 @@ def test_two_upgrade_commands_started_together_never_both_write(tmp_path):
     legacy(tmp_path / "old.npz", n=2_000_000)
     for trial in range(3):
         out = f"new{trial}.safetensors"
-        cmd = [sys.executable, "-m", "minitransformer.checkpoint", "upgrade", "old.npz"]
+        cmd = [sys.executable, "-m", "minitransformer.runtime.checkpoint", "upgrade", "old.npz"]
         pipes = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         procs = [
             subprocess.Popen([*cmd, "--out", out], cwd=tmp_path, env=ENV, **pipes) for _ in range(2)

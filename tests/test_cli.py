@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from tiny_runs import TINY
 
-from minitransformer import checkpoint
 from minitransformer.cli import main
+from minitransformer.runtime import checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -285,7 +285,7 @@ def test_evaluate_says_split_sentences_and_decoding(run, capsys):
 
 
 def test_evaluate_rounds_bleu_to_two_decimals(run, capsys, monkeypatch):
-    from minitransformer.translator import Translator
+    from minitransformer.runtime.translator import Translator
 
     scores = {"sentences": 1000, "exact_match": 0.97234, "bleu": 99.3456789}
     monkeypatch.setattr(Translator, "evaluate", lambda self, *a, **k: dict(scores))

@@ -11,10 +11,10 @@ import dataclasses
 import pytest
 from test_cli import assert_user_error, run_main
 
-from minitransformer.ablate import AblationSettings
 from minitransformer.cli import build_parser
 from minitransformer.config import TransformerConfig
 from minitransformer.data import tasks
+from minitransformer.tools.ablate import AblationSettings
 
 
 def subparsers() -> dict:

@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 from tiny_runs import TINY
 
-from minitransformer import checkpoint
 from minitransformer.cli import build_parser, cli_wording, main
+from minitransformer.runtime import checkpoint
 from minitransformer.train import TrainConfig, Trainer, evaluation, report, trainer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pipes")
@@ -182,7 +182,7 @@ def test_sigterm_in_another_command_is_one_line_and_143(command, tmp_path):
     done = python(
         """
         import os, signal, sys
-        from minitransformer.translator import Translator
+        from minitransformer.runtime.translator import Translator
         def stop(self, *args, **kw):
             os.kill(os.getpid(), signal.SIGTERM)
             raise AssertionError("went on after SIGTERM")

@@ -22,10 +22,10 @@ from test_decode import TableModel
 from tiny_runs import marian_config, verse_tokenizer
 
 import minitransformer as mt
-from minitransformer import translator as translator_module
 from minitransformer.decode import Decoding, beam_search, greedy_decode
 from minitransformer.errors import ArgumentError, ConfigError
-from minitransformer.translator import Translator
+from minitransformer.runtime import translator as translator_module
+from minitransformer.runtime.translator import Translator
 
 pytest.importorskip("sentencepiece")
 

@@ -1,4 +1,4 @@
-"""Data parallelism (minitransformer/distributed.py): the shard arithmetic in one process,
+"""Data parallelism (minitransformer/runtime/distributed.py): the shard arithmetic in one process,
 then real 2-rank jobs under MPICH's mpiexec: the same losses as one process, step for
 step; rank 0 alone writes; every rank stops together (NaN, SIGTERM); a killed rank ends
 the job; the errors a user meets are one clear line."""
@@ -19,9 +19,9 @@ from tiny_runs import DP_TINY as TINY
 from tiny_runs import MPIEXEC, needs_mpi
 from tiny_runs import rank_pids as _rank_pids
 
-from minitransformer import checkpoint, distributed
 from minitransformer import functional as F
 from minitransformer.data.batching import make_batch
+from minitransformer.runtime import checkpoint, distributed
 from minitransformer.train import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -111,7 +111,7 @@ def test_without_data_parallel_nothing_imports_mpi4py(tmp_path):
         f"rc = main(['train', 'copy', '--steps', '2', '--batch-size', '4', '--out', "
         f"{str(tmp_path / 'r')!r}, *{TINY!r}]); "
         "assert rc == 0, rc; assert 'mpi4py' not in sys.modules, 'mpi4py imported'; "
-        "assert 'minitransformer.distributed' not in sys.modules"
+        "assert 'minitransformer.runtime.distributed' not in sys.modules"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=_env(), timeout=60)  # fmt: skip
@@ -176,7 +176,7 @@ def test_two_ranks_match_one_process_step_for_step(tmp_path):
 
 NAN_SCRIPT = """
 import sys
-from minitransformer import distributed
+from minitransformer.runtime import distributed
 from minitransformer.errors import TrainingError
 from minitransformer.train import TrainConfig, Trainer
 
@@ -326,7 +326,7 @@ def test_a_second_ctrl_c_on_one_rank_alone_ends_the_job(tmp_path):
 
 
 DIFFERENT_SCRIPT = """
-from minitransformer import distributed
+from minitransformer.runtime import distributed
 from minitransformer.errors import ConfigError
 from minitransformer.train import TrainConfig, Trainer
 

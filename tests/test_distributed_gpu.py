@@ -25,10 +25,10 @@ import pytest
 from tiny_runs import MPIEXEC, needs_mpi
 
 import minitransformer as mt
-from minitransformer import checkpoint
-from minitransformer.distributed import gpu, transport
-from minitransformer.distributed.transport import Placement, choose_transport
-from minitransformer.distributed.waiting import CollectiveTimeout
+from minitransformer.runtime import checkpoint
+from minitransformer.runtime.distributed import gpu, transport
+from minitransformer.runtime.distributed.transport import Placement, choose_transport
+from minitransformer.runtime.distributed.waiting import CollectiveTimeout
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,7 +122,7 @@ def _world(rank: int, everyone: list):
     (this rank's own entry replaced by what it sends)."""
     import types
 
-    from minitransformer.distributed import World
+    from minitransformer.runtime.distributed import World
 
     world = World.__new__(World)
     world.rank, world.size, world.is_writer = rank, len(everyone), rank == 0
@@ -168,7 +168,7 @@ def test_a_cpu_world_keeps_the_mpi_path_and_says_nothing(monkeypatch, capsys):
 
 
 def test_device_of_rank_counts_the_ranks_of_its_host(monkeypatch):
-    from minitransformer.distributed import device_of_rank
+    from minitransformer.runtime.distributed import device_of_rank
 
     monkeypatch.setattr(transport, "visible_gpus", lambda: 2)
     world = _world(2, ["a", "b", "a"])  # rank 2 is the second rank on host a
@@ -329,8 +329,8 @@ def test_host_staged_copies_out_sums_on_the_host_and_copies_back():
 SCRIPT = """
 import contextlib, json, sys
 sys.path.insert(0, sys.argv[4])
-from minitransformer import checkpoint, distributed
-from minitransformer.distributed import gpu
+from minitransformer.runtime import checkpoint, distributed
+from minitransformer.runtime.distributed import gpu
 from minitransformer.train import TrainConfig, Trainer
 
 out, mode, device = sys.argv[1:4]
@@ -439,7 +439,7 @@ def test_two_ranks_on_two_gpus_go_over_nccl_and_match_one_process(tmp_path):
 
 def test_the_host_names_are_gathered_once_for_the_device_and_the_blas_threads(monkeypatch):
     """The CLI asks device_of_rank, then local_size: one collective between them."""
-    from minitransformer.distributed import device_of_rank, local_size
+    from minitransformer.runtime.distributed import device_of_rank, local_size
 
     monkeypatch.setattr(transport, "visible_gpus", lambda: 2)
     world = _world(1, ["a", "a", "b"])

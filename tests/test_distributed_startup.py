@@ -1,4 +1,4 @@
-"""MPI_Init with a deadline (minitransformer/distributed/startup.py), without MPI: a fake
+"""MPI_Init with a deadline (minitransformer/runtime/distributed/startup.py), without MPI: a fake
 launcher starts a "rank 0" stuck where MPI_Init would be, a sibling rank (PMI_RANK set,
 like the process started without --data-parallel) and a bystander (no rank variable).
 When the timer fires, rank 0 prints one line and exits 1, and its watcher sends SIGTERM
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.distributed import startup
+from minitransformer.runtime.distributed import startup
 
 ROOT = Path(__file__).resolve().parents[1]
 
 LAUNCHER = textwrap.dedent("""
     import os, subprocess, sys, time
     py = sys.executable
-    stuck = "from minitransformer.distributed import startup; import time; " \\
+    stuck = "from minitransformer.runtime.distributed import startup; import time; " \\
             "startup.arm(1.0, 'TEST_TIMEOUT'); time.sleep(60)"
     waits = "import signal, sys, time\\n" \\
             "def stop(*_): print('SIGTERM', flush=True); sys.exit(143)\\n" \\

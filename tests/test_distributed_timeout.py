@@ -1,5 +1,5 @@
 """A data-parallel job never hangs and never trains what its ranks did not agree on
-(minitransformer/distributed/waiting.py and agreement.py), with real 2-rank jobs under
+(minitransformer/runtime/distributed/waiting.py and agreement.py), with real 2-rank jobs under
 MPICH's mpiexec: a stopped rank ends the job within the collective timeout, with one line
 naming it, and the run resumes; SIGTERM to mpiexec ends it too; ranks started with
 different arguments (MPMD ``:``) are refused before the first step; the errors and resume
@@ -23,9 +23,9 @@ from tiny_runs import DP_TINY as TINY
 from tiny_runs import MPIEXEC, needs_mpi
 from tiny_runs import rank_pids as _rank_pids
 
-from minitransformer import checkpoint
-from minitransformer.distributed import agreement, waiting
 from minitransformer.errors import ConfigError
+from minitransformer.runtime import checkpoint
+from minitransformer.runtime.distributed import agreement, waiting
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = [sys.executable, "-m", "minitransformer", "train"]
@@ -166,7 +166,7 @@ def test_sigterm_to_mpiexec_ends_a_job_with_a_stopped_rank(tmp_path):
 
 EVAL_SCRIPT = """
 import sys, time
-from minitransformer import distributed
+from minitransformer.runtime import distributed
 from minitransformer.train import TrainConfig, Trainer
 
 world = distributed.World.from_mpi()

@@ -1,4 +1,4 @@
-"""The GPU check (``python -m minitransformer.gpucheck``) on the CPU: no GPU is exit 1
+"""The GPU check (``python -m minitransformer.tools.gpucheck``) on the CPU: no GPU is exit 1
 unless --allow-no-gpu; with it a --quick run writes valid JSON and markdown with every GPU
 step skipped and why; an --out that holds anything is refused; bad flags exit 2; the targets
 are judged right on a made-up full result; the parsers read the tools' output; a child past
@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 from tiny_runs import KNOBS, SIZE
 
-from minitransformer import backend, bench
+from minitransformer import backend
 from minitransformer.errors import DeviceError
-from minitransformer.gpucheck import __main__ as cli
-from minitransformer.gpucheck import check, child, judge, machine, parse, render, steps
-from minitransformer.runs import RunDirectoryError
+from minitransformer.runtime.runs import RunDirectoryError
+from minitransformer.tools import bench
+from minitransformer.tools.gpucheck import __main__ as cli
+from minitransformer.tools.gpucheck import check, child, judge, machine, parse, render, steps
 
 GPU_STEPS = ("cuda_tests", "bench", "decode", "callcount")
 
@@ -152,7 +153,7 @@ def test_a_child_past_its_timeout_is_stopped():
 def _fake_child(args, timeout, env=None, cwd=None, interrupt_first=False):
     """What the tools would print and write on a GPU machine, made up (no child runs)."""
     kernels = (env or {}).get("MT_CUDA_KERNELS")
-    if args[:2] == ["-m", "minitransformer.bench"]:
+    if args[:2] == ["-m", "minitransformer.tools.bench"]:
         preset = args[args.index("--preset") + 1]
         ours = 10.0 if kernels == "1" else 20.0
         r = {
@@ -179,7 +180,7 @@ def _fake_child(args, timeout, env=None, cwd=None, interrupt_first=False):
         lines = [{"step": s, "split": "train", "tokens_per_s": rate} for s in (20, 40, 60)]
         (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
         return child.ChildResult(0, "", "", 1.0)
-    if args[:2] == ["-m", "minitransformer.callcount"]:
+    if args[:2] == ["-m", "minitransformer.tools.callcount"]:
         return child.ChildResult(0, f"{300 if kernels == '1' else 1300} CuPy calls", "", 1.0)
     if args[:2] == ["-m", "pytest"]:
         assert "gpu" in args or args[-1] == "tests/test_callcount.py", args
@@ -197,7 +198,7 @@ def test_with_a_gpu_every_step_reads_its_figures(tmp_path, monkeypatch):
         steps, "run_child", lambda args, *a, **k: calls.append(args) or _fake_child(args, *a, **k)
     )
     result = check.run_check(tmp_path / "gc", log=lambda m: None)
-    bench_runs = [a[a.index("--preset") + 1] for a in calls if "minitransformer.bench" in a]
+    bench_runs = [a[a.index("--preset") + 1] for a in calls if "minitransformer.tools.bench" in a]
     assert bench_runs == [p for p in steps.BENCH_PRESETS for _ in range(2)]
     s = result["steps"]
     assert {n: s[n]["status"] for n in check.STEPS} == dict.fromkeys(check.STEPS, "ok")
@@ -377,7 +378,7 @@ if __name__ == "__main__":
 def test_gpucheck_reads_the_launches_from_callcounts_own_output(monkeypatch, capsys):
     """callcount --device cuda prints its counts as a JSON line; gpucheck takes CUPTI's kernel
     launches from it, or the CuPy calls when CUPTI could not count."""
-    from minitransformer import callcount
+    from minitransformer.tools import callcount
 
     counts = {
         "device": "cuda:0", "cuda_kernels": True, "cupy_version": "14.2.0", "cupy_calls": 512,

@@ -6,7 +6,7 @@ so the terminal's Ctrl-C never reaches it: the check must end the child's group 
 - ``run_child`` interrupted while it waits: the child and what it started are ended.
 - ``main`` stopped in a step (in-process; the step's child made up): 130 or 143, one line
   saying what was stopped, the step's temporary folder removed, SIGTERM's handler put back.
-- The real command (``python -m minitransformer.gpucheck --steps train``), sent SIGINT or
+- The real command (``python -m minitransformer.tools.gpucheck --steps train``), sent SIGINT or
   SIGTERM while its ``train copy`` child runs: the same, and no process left.
 
 A process counts as gone when /proc has no entry for it or only a zombie's (this machine's
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.gpucheck import __main__ as cli
-from minitransformer.gpucheck import check, child, machine, steps
+from minitransformer.tools.gpucheck import __main__ as cli
+from minitransformer.tools.gpucheck import check, child, machine, steps
 
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/stat").exists(), reason="POSIX signals and Linux's /proc"
@@ -196,7 +196,7 @@ def test_a_signal_to_gpucheck_stops_its_running_train_child(tmp_path, signum, st
                os.environ.get("PYTHONPATH")])))  # fmt: skip
     ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # a background job's
     gpucheck = subprocess.Popen(
-        [sys.executable, "-m", "minitransformer.gpucheck", "--out", str(out)]
+        [sys.executable, "-m", "minitransformer.tools.gpucheck", "--out", str(out)]
         + ["--steps", "train", "--allow-no-gpu"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

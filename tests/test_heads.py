@@ -1,4 +1,4 @@
-"""What the heads do (``minitransformer/heads``) and the heads' gates
+"""What the heads do (``minitransformer/tools/heads``) and the heads' gates
 (``MultiHeadAttention.head_mask``): statistics on hand-made attention patterns give their
 known values; a head switched off contributes exactly nothing; the gates' gradients pass
 gradcheck, and the importance score is the loss's derivative by finite differences."""
@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import minitransformer as mt
-from minitransformer import heads, nn
+from minitransformer import nn
 from minitransformer.config import TransformerConfig
 from minitransformer.errors import ArgumentError, DTypeError, ShapeError
+from minitransformer.tools import heads
 
 # ----------------------------------------------------------------------------- statistics
 

@@ -640,7 +640,7 @@ def test_notebook_ships_placeholders_and_calls_every_check(nn):
 
 # ------------------------------------------------ lessons 12-14 (added after the first eleven)
 s12, s13, s14 = (solutions(n) for n in (12, 13, 14))
-ablate = importlib.import_module("minitransformer.ablate")
+ablate = importlib.import_module("minitransformer.tools.ablate")
 
 
 def _additive_no_tanh(q, m, W_q, W_k, b, v):  # the squashing forgotten

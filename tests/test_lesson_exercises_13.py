@@ -33,8 +33,8 @@ from lesson_notebooks import LESSONS, checks
 
 import minitransformer as mt
 import minitransformer.functional as F
-from minitransformer import ablate
 from minitransformer.data.batching import make_batch
+from minitransformer.tools import ablate
 
 NOTEBOOK = LESSONS / "13_ablations.ipynb"
 s13 = importlib.import_module("solutions.lesson13")

@@ -24,7 +24,7 @@ from lesson_notebooks import LESSONS, checks, code_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
-from minitransformer import scaling
+from minitransformer.tools import scaling
 
 NOTEBOOK = LESSONS / "18_the_curve_kept_bending.ipynb"
 s18 = importlib.import_module("solutions.lesson18")

@@ -19,7 +19,7 @@ from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_ce
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
-from minitransformer import heads
+from minitransformer.tools import heads
 
 NOTEBOOK = LESSONS / "19_what_the_heads_do.ipynb"
 s19 = importlib.import_module("solutions.lesson19")

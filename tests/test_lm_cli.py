@@ -16,8 +16,8 @@ from minitransformer.data.ngram import LAMBDAS, NGramBaselines, pairs_of
 from minitransformer.data.tasks import make_task
 from minitransformer.data.vocab import CharVocab
 from minitransformer.errors import UnfinishedRunWarning
-from minitransformer.runs import read_metrics
-from minitransformer.sampler import TextSampler
+from minitransformer.runtime.runs import read_metrics
+from minitransformer.runtime.sampler import TextSampler
 
 SMALL = ["--model", "d_model=16", "--model", "N=1", "--model", "d_ff=32", "--model", "h=2",
          "--knob", "n_train=300", "--knob", "n_valid=20", "--knob", "n_test=20",
@@ -205,7 +205,7 @@ def test_ngram_baselines_against_counting_by_hand():
 
 def test_loss_curve_draws_the_baselines():
     pytest.importorskip("matplotlib")
-    from minitransformer.viz import plot_training_curves
+    from minitransformer.tools.viz import plot_training_curves
 
     records = [
         {"step": 10, "split": "train", "loss": 5.0},

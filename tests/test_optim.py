@@ -10,9 +10,9 @@ import pytest
 
 import minitransformer as mt
 from minitransformer import backend
-from minitransformer.checkpoint import load_checkpoint, save_checkpoint
 from minitransformer.errors import ConfigError, DeviceError, ShapeError
 from minitransformer.optim import SGD, Adam, NoamSchedule, clip_grad_norm, grads_finite
+from minitransformer.runtime.checkpoint import load_checkpoint, save_checkpoint
 
 SHAPES = [(3, 4), (5,), (2, 3, 2)]
 

@@ -15,8 +15,8 @@ from tiny_runs import marian_config, verse_tokenizer
 
 import minitransformer as mt
 from minitransformer.errors import CheckpointError
-from minitransformer.pretrained import FILES, pretrained_folder
-from minitransformer.translator import Translator
+from minitransformer.runtime.pretrained import FILES, pretrained_folder
+from minitransformer.runtime.translator import Translator
 
 pytest.importorskip("sentencepiece")
 

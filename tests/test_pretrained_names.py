@@ -12,7 +12,7 @@ from tiny_runs import marian_config
 
 import minitransformer as mt
 from minitransformer.errors import ArgumentError, CheckpointError
-from minitransformer.pretrained import pretrained_folder
+from minitransformer.runtime.pretrained import pretrained_folder
 
 NAMES = {  # name -> what the message says (raw RuntimeError, OSError, two lines before)
     "~nonexistentuser12345/model": "no user 'nonexistentuser12345' on this machine",

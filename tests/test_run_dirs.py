@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 from tiny_runs import KNOBS, SIZE, TINY
 
-from minitransformer import checkpoint, runs, viz
 from minitransformer.cli import build_parser, flags, main
 from minitransformer.errors import ConfigError
-from minitransformer.runs import RunDirectoryError, files
+from minitransformer.runtime import checkpoint, runs
+from minitransformer.runtime.runs import RunDirectoryError, files
+from minitransformer.tools import viz
 from minitransformer.train import TrainConfig, Trainer
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="symbolic links, O_NOFOLLOW")

@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 from tiny_runs import KNOBS, SIZE, TINY
 
-from minitransformer import checkpoint, runs
 from minitransformer.cli import main
 from minitransformer.errors import CheckpointError
-from minitransformer.runs import RunDirectoryError
+from minitransformer.runtime import checkpoint, runs
+from minitransformer.runtime.runs import RunDirectoryError
+from minitransformer.runtime.translator import Translator
 from minitransformer.train import TrainConfig, Trainer
-from minitransformer.translator import Translator
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="signals and flock are POSIX")
 
@@ -161,7 +161,8 @@ def test_a_second_process_is_refused_naming_the_pid(tmp_path, capsys):
     out.mkdir()
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from pathlib import Path; "
-         "from minitransformer.runs import RunLock; lock = RunLock.acquire(Path(sys.argv[1])); "
+         "from minitransformer.runtime.runs import RunLock; "
+         "lock = RunLock.acquire(Path(sys.argv[1])); "
          "print('locked', flush=True); time.sleep(60)", str(out)],
         stdout=subprocess.PIPE, text=True, env=_env(),
     )  # fmt: skip

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer import ablate, runs
-from minitransformer.ablate import report
 from minitransformer.cli import main
+from minitransformer.runtime import runs
+from minitransformer.tools import ablate
+from minitransformer.tools.ablate import report
 
 PRECIOUS = b"someone else's bytes\n"
 

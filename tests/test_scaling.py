@@ -1,4 +1,4 @@
-"""The scaling study (minitransformer/scaling/, `minitransformer scale`): the power-law fit,
+"""The scaling study (minitransformer/tools/scaling/, `minitransformer scale`): the power-law fit,
 the compute frontier, a tiny study end to end, the checks of every argument, and the token
 budget's fairness (every size of a seed trains on the same tokens)."""
 
@@ -11,10 +11,10 @@ import math
 import numpy as np
 import pytest
 
-from minitransformer import scaling
 from minitransformer.errors import ArgumentError, ConfigError
-from minitransformer.runs import RunDirectoryError
-from minitransformer.scaling import command
+from minitransformer.runtime.runs import RunDirectoryError
+from minitransformer.tools import scaling
+from minitransformer.tools.scaling import command
 
 TINY_SIZES = (scaling.Size(8, 1), scaling.Size(16, 1), scaling.Size(24, 1))
 

@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 from tiny_runs import KNOBS, SIZE
 
-from minitransformer import backend, checkpoint
+from minitransformer import backend
 from minitransformer.errors import CheckpointError, ConfigError, DeviceError, TrainingError
 from minitransformer.optim import Optimizer
+from minitransformer.runtime import checkpoint
+from minitransformer.runtime.translator import Translator
 from minitransformer.train import TrainConfig, Trainer
-from minitransformer.translator import Translator
 
 
 def tiny(out, **changes) -> TrainConfig:

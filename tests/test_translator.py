@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from test_cli import run_main
 
-from minitransformer import checkpoint
 from minitransformer.errors import CheckpointError, UnfinishedRunWarning
+from minitransformer.runtime import checkpoint
+from minitransformer.runtime.translator import Translator
 from minitransformer.train import TrainConfig, Trainer
-from minitransformer.translator import Translator
 
 
 @pytest.fixture(scope="module")

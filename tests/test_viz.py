@@ -1,4 +1,5 @@
-"""Tests for minitransformer.viz: every function returns a Figure and writes a PNG headless."""
+"""Tests for minitransformer.tools.viz: every function returns a Figure and writes a PNG
+headless."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 pytest.importorskip("matplotlib")
 from matplotlib.figure import Figure  # noqa: E402
 
-from minitransformer import viz  # noqa: E402
+from minitransformer.tools import viz  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -277,7 +278,7 @@ def test_plot_lines(tmp_path):
 def test_viz_is_headless_and_leaves_pyplot_alone(tmp_path):
     """Importing viz and drawing must not import pyplot (no global figure state, no GUI)."""
     code = (
-        "import sys; from minitransformer import viz; import numpy as np; "
+        "import sys; from minitransformer.tools import viz; import numpy as np; "
         "viz.plot_attention(np.eye(3), path=sys.argv[1]); "
         "assert 'matplotlib.pyplot' not in sys.modules, 'pyplot was imported'"
     )

@@ -122,7 +122,7 @@ def check_13_2(perplexity: Callable) -> None:
     """``perplexity(model, pairs)`` equals ablate.score's held-out perplexity (per target
     token, teacher forcing, no label smoothing, eval mode), from either mode, and leaves the
     mode as found; ``eval_mode=False`` measures in training mode (a different number)."""
-    from minitransformer import ablate
+    from minitransformer.tools import ablate
 
     _takes_eval_mode(perplexity)
     rng = _rng(26)
@@ -167,8 +167,8 @@ def check_13_3(my_variant: Callable, settings: Any = None) -> None:
     the base of ``settings`` (default: AblationSettings()) and builds; nothing is trained."""
     import dataclasses
 
-    from minitransformer import ablate
     from minitransformer.errors import ConfigError
+    from minitransformer.tools import ablate
 
     s = settings if settings is not None else ablate.AblationSettings()
     assert callable(my_variant), f"pass your function my_variant, not {type(my_variant).__name__}"

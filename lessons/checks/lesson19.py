@@ -6,7 +6,7 @@
 Exercise 1's answer is tested on rows of several shapes (one row, a matrix of rows, a stack
 of heads), with zero weights (0 log 0 = 0: a masked key), one-hot rows (entropy 0) and uniform
 rows (log S), as NumPy arrays and lists; natural logarithms (nats), as the lesson's table. It
-must compute the entropy itself: a call into the library (``minitransformer.heads``) fails.
+must compute the entropy itself: a call into the library (``minitransformer.tools.heads``) fails.
 
 Exercise 2's answer gets a function ``loss_at(gates)`` of a small multi-head attention
 layer in float64 (the gates: ``MultiHeadAttention.head_mask``), the number of heads and a

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from matplotlib import colormaps
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from minitransformer.viz.figure import new_figure
+from minitransformer.tools.viz.figure import new_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from minitransformer.viz.figure import new_figure
+from minitransformer.tools.viz.figure import new_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from matplotlib.patches import FancyArrowPatch, Patch, Rectangle
 
-from minitransformer.viz.figure import new_figure
+from minitransformer.tools.viz.figure import new_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from matplotlib.patches import Rectangle
 
-from minitransformer.viz.figure import new_figure
+from minitransformer.tools.viz.figure import new_figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -4,8 +4,8 @@ import math
 
 import minitransformer as mt
 import minitransformer.functional as F
-from minitransformer import ablate
 from minitransformer.data.batching import make_batch
+from minitransformer.tools import ablate
 
 
 # Exercise 1: y = x / (1 - p) with probability 1 - p, else 0, so E[y] = x and

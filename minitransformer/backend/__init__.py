@@ -16,11 +16,17 @@ as gradcheck's finite differences, uses NumPy itself.)
   ``manual_seed``, ``default_generator``.
 - ``special.py``  ``erf`` (for GELU): CuPy's own on a GPU, FDLIBM's in array-API calls
   elsewhere.
+- ``host.py``     the machine NumPy runs on: one reader per fact (CPU, BLAS and its threads)
+  and process-wide tuning (``tune_host``, which only the CLI calls); ``matmul`` and
+  ``tensordot``, NumPy's products with the per-product thread policy, which
+  ``namespaces.py`` serves as NumPy's ``xp.matmul`` and ``xp.tensordot``.
 
 Beyond the standard, the library needs four things the array API does not have; they live
 here: a random generator that lives on the device, scatter-add (for the embedding
 gradient), conversion to NumPy, and the error function erf (for GELU). Machine facts and
-process tuning (BLAS threads, malloc) are not here: see ``minitransformer/host.py``.
+process tuning (BLAS threads, malloc) are in ``host.py``, which imports nothing of the
+package; this file does not import it (``namespaces.py`` does), and tuning is never done on
+import.
 """
 
 from .arrays import (

@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import host
 from ..errors import DeviceError
+from . import host
 from .devices import cupy_module, device_of, library_of, normalize_device, strict_module
 
 Array = Any  # an array of any supported backend (numpy.ndarray, cupy.ndarray, strict Array)

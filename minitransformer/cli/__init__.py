@@ -52,8 +52,8 @@ import threading
 import warnings
 from typing import Any
 
-from .. import backend, fast, host
-from ..backend import devices
+from .. import backend, fast
+from ..backend import devices, host
 from ..errors import MiniTransformerError, Terminated, TrainingError, raise_terminated
 from .commands import COMMANDS, TRAIN_FIELDS
 from .parser import build_parser, subparser, usage_error
@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-    distributed = sys.modules.get("minitransformer.distributed")  # only with --data-parallel
+    # loaded only with --data-parallel
+    distributed = sys.modules.get("minitransformer.runtime.distributed")
     return status if distributed is None else distributed.leave(status)
 
 

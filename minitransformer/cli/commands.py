@@ -22,12 +22,15 @@ import signal
 import sys
 from pathlib import Path
 
-from .. import ablate, backend, bench, checkpoint, explorer, fast, host, runs, scaling, viz
+from .. import backend, fast
+from ..backend import host
 from ..errors import ConfigError
-from ..pretrained import pretrained_folder
-from ..sampler import TextSampler
+from ..runtime import checkpoint, runs
+from ..runtime.pretrained import pretrained_folder
+from ..runtime.sampler import TextSampler
+from ..runtime.translator import Translator
+from ..tools import ablate, bench, explorer, scaling, viz
 from ..train import TrainConfig, Trainer
-from ..translator import Translator
 from . import flags
 from .parser import subparser
 
@@ -46,7 +49,7 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     """``train``: a new run, or ``--resume`` one; ``--data-parallel`` over MPI ranks."""
     world = None
     if args.data_parallel:
-        from .. import distributed  # here: without --data-parallel, nothing of MPI loads
+        from ..runtime import distributed  # here: without --data-parallel, nothing of MPI loads
 
         world = distributed.World.from_mpi()
         # a collective: every rank calls it (a bare ``cuda`` gives each rank its own GPU)

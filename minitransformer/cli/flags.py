@@ -16,11 +16,11 @@ import inspect
 import math
 from typing import Any
 
-from ..bench.options import checked, positive_float, positive_int
 from ..config import MAX_LEN, TransformerConfig
 from ..config.train import CHOICE_KNOBS, MAX_BATCH, knob_problem, task_size_problem
 from ..data import tasks
 from ..errors import ConfigError
+from ..tools.bench.options import checked, positive_float, positive_int
 
 TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es", "lm")
 

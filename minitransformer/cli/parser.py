@@ -2,7 +2,8 @@
 and its default in its help.
 
 ``build_parser()`` is what ``main`` parses with; tests build it to inspect parsed values.
-The ``bench`` flags come from bench/options.py, shared with ``python -m minitransformer.bench``.
+The ``bench`` flags come from tools/bench/options.py, shared with
+``python -m minitransformer.tools.bench``.
 
 A mistake on the command line is one line, ``minitransformer CMD: error: ...``, and a pointer
 to ``minitransformer CMD --help`` (``Parser.error``; ``usage_error`` for the library's
@@ -19,13 +20,13 @@ import difflib
 import sys
 from typing import Any
 
-from ..ablate import AblationSettings
-from ..bench import options as bench_options
 from ..config import TASK_DEFAULTS, TrainConfig
 from ..config.model import PRESETS
 from ..errors import install_hint
-from ..explorer import command as explorer_command
-from ..scaling import command as scaling_command
+from ..tools.ablate import AblationSettings
+from ..tools.bench import options as bench_options
+from ..tools.explorer import command as explorer_command
+from ..tools.scaling import command as scaling_command
 from . import flags
 
 

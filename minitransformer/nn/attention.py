@@ -76,7 +76,7 @@ class MultiHeadAttention(Module):
     ``MergeHeads(head_h * m_h)``, so m_h = 0 switches head h off (it then contributes
     nothing to the output, and nothing reaches its projections' gradients) and m_h = 1
     leaves it as it is. A Tensor with ``requires_grad=True`` gets dL/dm_h from backward:
-    the importance score of Michel et al. (2019) (``minitransformer.heads``). Checked when
+    the importance score of Michel et al. (2019) (``minitransformer.tools.heads``). Checked when
     set; None again removes it (and its one multiplication).
     """
 

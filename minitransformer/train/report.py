@@ -20,10 +20,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .. import backend, fast, host
+from .. import backend, fast
+from ..backend import host
 from ..config import TrainConfig
 from ..data.batching import make_batch
-from ..runs import files, note, read_metrics
+from ..runtime.runs import files, note, read_metrics
 from ..tensor import no_grad
 from .evaluation import showcase, smoothed_loss_floor
 
@@ -237,7 +238,7 @@ def draw_plots(trainer: Any) -> None:
             " then: minitransformer plot --run RUN)",
         )
         return
-    from .. import viz
+    from ..tools import viz
 
     out, plots = trainer.out, trainer.out / "plots"
     try:
@@ -265,7 +266,7 @@ def plot_attention(
     output is the reference (evaluation.showcase, one batched decode); when none is, example
     0, and the title says so and gives the reference, the output's tokens that are not in
     it marked red. The rows are always the model's own output, whose weights these are."""
-    from .. import viz
+    from ..tools import viz
 
     cfg, model, model_cfg, task = trainer.cfg, trainer.model, trainer.model_cfg, trainer.task
     split = split or cfg.final_eval_split
@@ -301,7 +302,7 @@ def plot_attention(
 def _plot_self_attention(trainer: Any, path: Path | IO[bytes], split: str, index: int) -> Any:
     """A language model's last-layer self-attention over held-out verse ``index``: which
     earlier token each position looks at (the upper triangle is the causal mask's zeros)."""
-    from .. import viz
+    from ..tools import viz
 
     model, bos = trainer.model, trainer.model_cfg.bos_id
     _, verse = trainer.task.splits[split][index]

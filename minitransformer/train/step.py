@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend, checkpoint, runs
+from .. import backend
 from ..data.batching import Batch
 from ..errors import TrainingError
 from ..function import implementation
 from ..nn.inputs import check_ids
 from ..optim import step_ok
+from ..runtime import checkpoint, runs
 
 BUCKET = 16  # with CUDA graphs, batches are padded to a multiple of this length
 

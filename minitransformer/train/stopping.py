@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .. import runs
+from ..runtime import runs
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

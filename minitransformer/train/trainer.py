@@ -28,13 +28,14 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from .. import backend, checkpoint, runs
+from .. import backend
 from ..config import TrainConfig, TransformerConfig
 from ..data.batching import BatchStream
 from ..data.tasks import Task, make_task
 from ..errors import TrainingError
 from ..nn import build_model
 from ..optim import Adam, NoamSchedule
+from ..runtime import checkpoint, runs
 from . import evaluation, report, stopping
 from .step import TrainingStep
 

@@ -13,7 +13,8 @@ import pytest
 
 import minitransformer as mt
 import minitransformer.functional as F
-from minitransformer import fast, host
+from minitransformer import fast
+from minitransformer.backend import host
 from minitransformer.fast import numpy as numpy_twins
 from minitransformer.function import TWINS
 

@@ -243,7 +243,7 @@ def test_a_user_loop_with_adam_and_a_checkpoint(tmp_path):
         opt.step()
     assert loss.item() < 0.1 * first
     assert lm.generate([[BOS]], 7, temperature=0) == [[BOS, 3, 4, 5, 6, 7, 8]]
-    from minitransformer import checkpoint
+    from minitransformer.runtime import checkpoint
 
     path = checkpoint.save_checkpoint(
         tmp_path / "lm.safetensors",

@@ -13,7 +13,7 @@ import minitransformer as mt
 from minitransformer.cli import main
 from minitransformer.nn import PositionwiseFeedForward, Transformer, sinusoid_table
 from minitransformer.nn.marian_weights import feature_order
-from minitransformer.translator import Translator
+from minitransformer.runtime.translator import Translator
 
 MARIAN = dict(  # every switch away from the paper at once, decoder sizes of its own
     activation="swish", position_layout="halves", logits_bias=True, scale_embedding=False,

@@ -1,0 +1,111 @@
+"""What the explorer shows, gathered once: a sentence, the model's translation, every
+attention layer's weights and every head's statistics, as plain JSON-ready data.
+
+The model translates the sentence (its default decoding: greedy for a checkpoint of this
+library), then runs once more on the source and the decoder input ``[BOS] + translation``
+(the input the decoder saw while it wrote the translation) with every attention layer
+keeping its weights (``heads.attention_maps``). The queries of the decoder's attention are
+those input tokens: the row of ``<bos>`` is the state that chose the first word.
+
+    data = attention_data(Translator.from_checkpoint("runs/translate-en-es"), "In the beginning")
+    data["kinds"][2]["layers"][0][1]     # cross-attention, layer 0, head 1: T rows of S weights
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+
+from ... import backend
+from ...data.batching import pad
+from ...decode import beam_search
+from ...errors import ArgumentError
+from ..heads import KINDS, STATS, attention_maps, model_head_stats
+
+DIGITS = 4
+"""Weights and statistics are rounded to this many decimals (the page stays small)."""
+
+SIDES = {"encoder self": ("source", "source"), "decoder self": ("target", "target"),
+         "cross": ("target", "source")}  # fmt: skip
+"""Each kind's (queries, keys): which token row its rows and columns are."""
+
+
+def check_sentence(sentence: Any) -> str:
+    """The sentence, stripped; an ArgumentError naming the fix when it is not a text or is
+    blank (there would be no token to attend to)."""
+    if not isinstance(sentence, str):
+        raise ArgumentError(
+            f"the sentence must be a text, got {type(sentence).__name__}; give one "
+            'sentence, e.g. "In the beginning God created the heaven and the earth."'
+        )
+    if not sentence.strip():
+        raise ArgumentError(
+            f"the sentence is empty ({sentence!r}): there is nothing to attend to. "
+            'Fix: give a sentence, e.g. "In the beginning God created the heaven and the earth."'
+        )
+    return sentence.strip()
+
+
+def pieces(tokenizer: Any, ids: list[int]) -> list[str]:
+    """Ids -> the tokens as shown: a word, or a BPE piece without its end-of-word mark
+    (``ning</w>`` -> ``ning``); an id the tokenizer cannot name shows as its number."""
+    vocab = getattr(tokenizer, "vocab", tokenizer)  # a BPE keeps its pieces in a Vocab
+    if not hasattr(vocab, "id_to_token"):
+        return [str(int(i)) for i in ids]
+    out = []
+    for i in ids:
+        piece = vocab.id_to_token(int(i))
+        out.append(piece.replace("</w>", "") or piece)
+    return out
+
+
+def attention_data(translator: Any, sentence: str, checkpoint: str = "") -> dict[str, Any]:
+    """Translate ``sentence`` with ``translator`` (a ``translator.Translator``) and gather
+    what the page and the grid draw (module doc): the texts, the token rows ``source`` and
+    ``target`` (the decoder's input), per kind its layers' weights ``[layer][head][query]
+    [key]``, and one row of statistics per head (``heads.STATS``)."""
+    sentence = check_sentence(sentence)
+    model, tokenizer, cfg = translator.model, translator.tokenizer, translator.model.cfg
+    src_ids = translator.tokenize(sentence)
+    unknown = src_ids.count(tokenizer.unk_id)
+    if unknown:
+        warnings.warn(
+            f"{unknown} token(s) of the sentence are not in the model's vocabulary of "
+            f"{len(tokenizer):,}; they were read as <unk>",
+            stacklevel=2,
+        )
+    src = backend.asarray(pad([src_ids], pad_id=cfg.pad_id), device=model.device)
+    how = translator.decoding()
+    out_ids = beam_search(model, src, how.beam_size, 0.6, how.max_len, how.forced_eos)[0]
+    tgt_ids = ([cfg.bos_id] + list(out_ids))[: cfg.max_len]  # the decoder's input
+    tgt = backend.asarray(pad([tgt_ids], pad_id=cfg.pad_id), device=model.device)
+    maps = attention_maps(model, src, tgt)
+    kinds = []
+    for kind in KINDS:
+        layers = sorted(layer for k, layer in maps if k == kind)
+        queries, keys = SIDES[kind]
+        weights = [np.round(maps[kind, layer][0].astype(np.float64), DIGITS).tolist()
+                   for layer in layers]  # fmt: skip
+        kinds.append({"name": kind, "queries": queries, "keys": keys, "layers": weights})
+    stats = [{k: (round(v, DIGITS) if isinstance(v, float) else v) for k, v in row.items()}
+             for row in model_head_stats(model, src, tgt, maps)]  # fmt: skip
+    return {
+        "checkpoint": str(checkpoint),
+        "sentence": sentence,
+        "translation": tokenizer.detokenize(out_ids),
+        "source": pieces(tokenizer, src_ids),
+        "target": ["<bos>"] + pieces(tokenizer, tgt_ids[1:]),
+        "kinds": kinds,
+        "stat_names": list(STATS),
+        "stats": stats,
+    }
+
+
+def heads_of(data: dict[str, Any], kind: str) -> int:
+    """How many heads of ``kind`` the data holds (every layer's, added)."""
+    found = [k for k in data["kinds"] if k["name"] == kind]
+    if not found:
+        raise ArgumentError(f"heads_of: no kind {kind!r}; the kinds are {KINDS}")
+    return sum(len(layer) for layer in found[0]["layers"])
