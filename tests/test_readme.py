@@ -18,8 +18,6 @@ Each check runs on README.md and on every ``docs/*.md`` page that has what it ch
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.util
 import io
 import os
 import re
@@ -31,25 +29,9 @@ from pathlib import Path
 import pytest
 
 from minitransformer.cli import build_parser
+from minitransformer.tools.bench import options as bench_options
 
-
-def _module_exists(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except ModuleNotFoundError:  # a parent package is missing
-        return False
-
-
-# the tools moved under minitransformer/tools/, the runtime under minitransformer/runtime/
-TOOLS = (
-    "minitransformer.tools" if _module_exists("minitransformer.tools.bench") else "minitransformer"
-)
-RUNTIME = (
-    "minitransformer.runtime" if _module_exists("minitransformer.runtime.checkpoint")
-    else "minitransformer"
-)  # fmt: skip
-bench_options = importlib.import_module(f"{TOOLS}.bench.options")
-BENCH_MODULES = ("minitransformer.bench", "minitransformer.tools.bench")
+BENCH_MODULE = "minitransformer.tools.bench"
 
 ROOT = Path(__file__).resolve().parents[1]
 README_PATH = ROOT / "README.md"
@@ -103,7 +85,7 @@ def minitransformer_args(words: list[str]) -> tuple[str, list[str]] | None:
     if words[0].startswith("python") and words[1:2] == ["-m"]:
         if words[2:3] == ["minitransformer"]:
             return "cli", words[3:]
-        if words[2] in BENCH_MODULES:
+        if words[2] == BENCH_MODULE:
             return "bench", words[3:]
     return None
 
@@ -267,13 +249,13 @@ def test_commands_are_split_and_a_bad_flag_is_caught():
     ]  # fmt: skip
     mpi = shlex.split("mpiexec -hosts a,b -n 8 minitransformer train --data-parallel")
     assert minitransformer_args(mpi) == ("cli", ["train", "--data-parallel"])
-    for module in BENCH_MODULES:  # the module's path before and after the tools moved
-        assert minitransformer_args(["python", "-m", module, "--seconds", "5"]) == (
-            "bench", ["--seconds", "5"]
-        )  # fmt: skip
-        assert inline_commands(f"`python -m {module} --seconds 5`") == [
-            ["python", "-m", module, "--seconds", "5"]
-        ]
+    module = BENCH_MODULE
+    assert minitransformer_args(["python", "-m", module, "--seconds", "5"]) == (
+        "bench", ["--seconds", "5"]
+    )  # fmt: skip
+    assert inline_commands(f"`python -m {module} --seconds 5`") == [
+        ["python", "-m", module, "--seconds", "5"]
+    ]
     with pytest.raises(AssertionError, match="--bogus"):
         parse("cli", ["train", "copy", "--bogus"])
     with pytest.raises(AssertionError, match="seconds"):
@@ -366,8 +348,8 @@ def test_the_readme_links_every_page_it_moved_text_to():
 def test_environment_variables_and_their_defaults_are_the_codes():
     """Every ``MINITRANSFORMER_*`` variable the README and the docs pages name is read by
     the package, and the collective timeout's default and range are the code's."""
-    MAX_HEADER_BYTES = importlib.import_module(f"{RUNTIME}.checkpoint").MAX_HEADER_BYTES
-    waiting = importlib.import_module(f"{RUNTIME}.distributed.waiting")
+    from minitransformer.runtime.checkpoint import MAX_HEADER_BYTES
+    from minitransformer.runtime.distributed import waiting
 
     source = "\n".join(
         p.read_text(encoding="utf-8") for p in (ROOT / "minitransformer").rglob("*.py")
