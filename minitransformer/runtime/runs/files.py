@@ -41,8 +41,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, NoReturn
 
-from ..checkpoint.reading import open_regular
 from ...errors import ConfigError
+from ..checkpoint.reading import open_regular
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)

@@ -35,8 +35,8 @@ import re
 import shlex
 from pathlib import Path
 
-from .. import checkpoint
 from ...errors import CheckpointError
+from .. import checkpoint
 from . import files
 from .files import RunDirectoryError
 from .notes import note

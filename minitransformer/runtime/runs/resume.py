@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from ... import backend
-from .. import checkpoint
 from ...checks import is_int
 from ...config import RESUMABLE, TrainConfig
 from ...errors import (
@@ -35,6 +34,7 @@ from ...errors import (
     UnfinishedRunWarning,
 )
 from ...tensor import Tensor
+from .. import checkpoint
 from .lock import resume_command
 
 
