@@ -525,7 +525,7 @@ def test_layer_norm_is_right_from_1e_minus_30_to_3e38_in_float32(device, path, e
     np.testing.assert_allclose(y.numpy(), y64, rtol=1e-5, atol=2e-6)
     dx = xt.grad if isinstance(xt.grad, np.ndarray) else mt.backend.to_numpy(xt.grad)
     # On a GPU float32 subnormals are flushed to zero (CuPy's ufuncs and our kernels alike
-    # are compiled with -ftz=true: fast/cuda_source.CUPY_APPENDS): a gradient element
+    # are compiled with -ftz=true: fast/gpu/cuda_source.CUPY_APPENDS): a gradient element
     # below the smallest normal float32 comes out 0 there. Row 2 spans the whole float32
     # range, and at 3e38 every row does: their 1/std (< 1.2e-38) is itself subnormal,
     # flushed, and their whole gradient (every element O(1/std)) comes out 0. Measured on an

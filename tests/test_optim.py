@@ -122,10 +122,10 @@ def test_clip_grad_norm_matches_torch(max_norm):
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
 @pytest.mark.parametrize("ok", [None, True, False])
 def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay, ok):
-    """fast.numpy.adam_update (one reused temporary, out=) gives the numbers of the
+    """fast/numpy/adam.py's adam_update (one reused temporary, out=) gives the numbers of the
     four-line reference update over several steps, with and without weight decay, with the
     ok gate true or false (false: nothing changes, even for a NaN gradient)."""
-    from minitransformer.fast import numpy as numpy_twins
+    from minitransformer.fast.numpy import adam as numpy_twins
     from minitransformer.optim.adam import adam_update
 
     rng = np.random.default_rng(3)
@@ -154,7 +154,7 @@ def test_fused_numpy_adam_in_chunks_matches_the_reference(shape, monkeypatch):
     """A flat buffer longer than ADAM_CHUNK is updated a chunk at a time (here chunks of 16:
     two whole ones and a rest); one chunk's length and a 2-D array go in one piece; every
     element gets the reference's numbers over several steps, weight decay included."""
-    from minitransformer.fast import numpy as numpy_twins
+    from minitransformer.fast.numpy import adam as numpy_twins
     from minitransformer.optim.adam import adam_update
 
     monkeypatch.setattr(numpy_twins, "ADAM_CHUNK", 16)
@@ -181,7 +181,7 @@ def test_adam_with_and_without_its_fast_path_gives_the_same_steps():
     """With the fast tier on the optimizer's step takes the fused update on NumPy (and it
     is what runs); by default it runs the reference: the same trajectory."""
     from minitransformer import fast
-    from minitransformer.fast import numpy as numpy_twins
+    from minitransformer.fast.numpy import adam as numpy_twins
 
     grads = _grads(8)
     params = _params()

@@ -248,7 +248,7 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--cuda-graph", action="store_true",
         help="on a GPU: capture each batch shape's training step once as a CUDA graph and "
-        "replay it (one launch a step; the same numbers; fast/cuda_graph.py); give it again "
+        "replay it (one launch a step; the same numbers; fast/gpu/cuda_graph.py); give it again "
         "with --resume",
     )  # fmt: skip
     train.add_argument(

@@ -4,10 +4,16 @@ Every op in ``minitransformer/ops`` and every optimizer update in ``minitransfor
 the plain math the lessons teach, and that is what runs. A *twin* computes the same numbers
 faster for one array library:
 
-- a Function that subclasses the reference op it replaces (``fast.numpy.LayerNorm`` is a
-  ``ops.layernorm.LayerNorm`` whose forward and backward call NumPy kernels), or
-- a function with the signature of the plain function it replaces (``fast.numpy.adam_update``
-  for ``optim.adam.adam_update``).
+- a Function that subclasses the reference op it replaces (``fast.numpy.layernorm.LayerNorm``
+  is a ``ops.layernorm.LayerNorm`` whose forward and backward call NumPy kernels), or
+- a function with the signature of the plain function it replaces
+  (``fast.numpy.adam.adam_update`` for ``optim.adam.adam_update``).
+
+Each twin's file is named after its reference: ``fast/numpy/layernorm.py`` and
+``fast/cupy/layernorm.py`` are the twins of ``ops/layernorm.py`` (whose docstring names them
+on its "Twins:" line), as ``fast/cuda/layer_norm.cu`` holds the kernels of the second.
+``fast/gpu/`` holds what the CuPy twins stand on (cuBLAS, the CUDA sources, the lean CuPy
+namespace, CUDA graphs).
 
 Twins are registered in ONE table, ``function.TWINS``, keyed by (reference, array type), and
 chosen in one place: ``Function.run`` (for ops) and ``function.implementation`` (for the
@@ -20,9 +26,9 @@ Where it is on:
   train``, ``translate``...), ``bench`` and ``callcount`` switch it on for the process they
   own, like ``host.tune_host()``; ``--reference`` keeps the reference. A notebook runs the
   reference unless it calls ``fast.enable()`` (lesson 11 does, to time both).
-- **GPU (CuPy): on** by default: the fused CUDA kernels (``cupy.py``, ``cupy_step.py``,
-  sources in ``cuda/*.cu``) and the lean CuPy namespace (``cupy_namespace.py``) are
-  registered when CuPy is first used (``backend.on_first_use``). ``MT_CUDA_KERNELS=0``
+- **GPU (CuPy): on** by default: the fused CUDA kernels (``fast/cupy/``, sources in
+  ``cuda/*.cu``) and the lean CuPy namespace (``gpu/namespace.py``) are registered when
+  CuPy is first used (``backend.on_first_use``). ``MT_CUDA_KERNELS=0``
   switches them off (the reference ops on ``array_api_compat.cupy``). Unset, empty or ``1``
   is on; any other value is a ValueError naming the fix.
 
@@ -70,7 +76,7 @@ def cuda_kernels_enabled() -> bool:
 
 
 def _use_cupy(cupy_module: Any) -> Any:
-    """The hook the backend calls when CuPy is first used: register ``fast.cupy``'s twins for
+    """The hook the backend calls when CuPy is first used: register ``fast/cupy/``'s twins for
     ``cupy.ndarray`` and return the lean CuPy namespace, when the switch is on (and no
     ``reference_only`` block is open); else remove them and return None (the plain one)."""
     array_type = cupy_module.ndarray
@@ -78,13 +84,13 @@ def _use_cupy(cupy_module: Any) -> Any:
         del TWINS[key]
     if _reference_depth or not cuda_kernels_enabled():
         return None
-    from . import cublas
     from . import cupy as cupy_twins
-    from .cupy_namespace import lean_namespace
+    from .gpu import cublas
+    from .gpu.namespace import lean_namespace
 
     TWINS.update({(ref, array_type): twin for ref, twin in cupy_twins.TWINS.items()})
     ns = lean_namespace(cupy_module)
-    ns.matmul = ns.linalg.matmul = cublas.bind(cupy_module)  # cuBLAS itself (fast/cublas.py)
+    ns.matmul = ns.linalg.matmul = cublas.bind(cupy_module)  # cuBLAS itself (gpu/cublas.py)
     return ns
 
 
@@ -158,7 +164,7 @@ def _name(obj: Any) -> str:
 
 def table() -> list[dict[str, str]]:
     """Every twin there is, registered or not: reference, array library, twin, dtypes, and
-    whether it is registered now ("on"). NumPy's, and CuPy's (``fast.cupy`` imports without
+    whether it is registered now ("on"). NumPy's, and CuPy's (``fast/cupy/`` imports without
     CuPy; its twins are registered at CuPy's first use)."""
     from . import cupy as cupy_twins
 
@@ -183,7 +189,7 @@ def describe(device: str = "cpu") -> str:
     if device.startswith("cuda"):
         if _reference_depth or not cuda_kernels_enabled():
             return "reference ops (MT_CUDA_KERNELS=0)"
-        return "fast tier: fused CUDA kernels (fast/cupy.py), lean CuPy namespace"
+        return "fast tier: fused CUDA kernels (fast/cupy/), lean CuPy namespace"
     if device != "cpu" or not enabled():
         return "reference ops"
     names = ", ".join(ref.__name__ for ref in numpy_twins.TWINS)

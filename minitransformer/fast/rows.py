@@ -1,5 +1,5 @@
 """The row ops' twins, written once for every array library: each library's module subclasses
-them with its own kernels (``fast/numpy.py``'s NumPy ones, ``fast/cupy.py``'s CUDA ones).
+them with its own kernels (``fast/numpy/``'s NumPy ones, ``fast/cupy/``'s CUDA ones).
 
 A twin replaces only its reference's row math (``rows_forward`` / ``rows_backward``, which
 ``ops/layernorm.py`` and ``ops/loss.py`` call through ``ctx.fn``); the ignored rows and the

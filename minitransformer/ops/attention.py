@@ -9,11 +9,11 @@ Backward, with dO = dL/d(out):
 A query row whose keys are ALL masked has P = 0 (not NaN): its output and the gradients
 flowing through it are exactly zero.
 The Function is this math as written, and it is what runs; on a GPU the fast tier's twin
-(``fast/cupy.py``, on by default; ``MT_CUDA_KERNELS=0`` turns it off) runs the softmax and
-its backward as one launch each (``fast/cuda/attention_softmax.cu``); on the CPU with the
-tier on (as the CLI runs), ``fast/numpy.py``'s twin skips the row max where no score can
-overflow e^s.
+(on by default; ``MT_CUDA_KERNELS=0`` turns it off) runs the softmax and its backward as one
+launch each; on the CPU with the tier on (as the CLI runs), its twin skips the row max where
+no score can overflow e^s.
 What the inputs must look like is checked in ``attention_checks.py``.
+Twins: ``fast/numpy/attention.py``, ``fast/cupy/attention.py`` (``attention_softmax.cu``).
 """
 
 from __future__ import annotations

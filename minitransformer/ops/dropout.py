@@ -10,11 +10,12 @@ forward and backward are two array calls each, ``where(m, x * scale, 0)``.
 ``dropout_add(x, r)`` = r + dropout(x), the residual connection around each sublayer
 (``r + Dropout(Sublayer(r))``), as one op: dr = g, dx = g * m / (1 - p).
 
-This is what runs. On a GPU the fast tier's twins (``fast/cupy.py``, unless
-MT_CUDA_KERNELS=0) take one kernel launch each, making the same mask's random bits from the
+This is what runs. On a GPU the fast tier's twins (unless MT_CUDA_KERNELS=0) take one
+kernel launch each, making the same mask's random bits from the
 two keys of the draw (``Generator.dropout_keys``): they save the keys, not a mask. On the
-CPU with the tier on (the CLI), ``fast/numpy.py``'s twins multiply by the same mask instead
+CPU with the tier on (the CLI), the NumPy twins multiply by the same mask instead
 of ``where`` (NumPy's ``where`` branches on every element of a random mask: ~4x slower).
+Twins: ``fast/numpy/dropout.py``, ``fast/cupy/dropout.py`` (``fast/cuda/dropout.cu``).
 """
 
 from __future__ import annotations

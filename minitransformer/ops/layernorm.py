@@ -16,6 +16,7 @@ their precision too, even with eps = 0). rstd = 1 / sqrt(var + eps) itself is be
 (subnormal, fewer bits) only when the row's spread passes ~1e38.
 The Function below is this math as written, and it is what runs (the fast tier's twins,
 ``minitransformer/fast``, replace it only where switched on).
+Twins: ``fast/numpy/layernorm.py``, ``fast/cupy/layernorm.py`` (``fast/cuda/layer_norm.cu``).
 """
 
 from __future__ import annotations

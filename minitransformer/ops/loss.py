@@ -14,6 +14,7 @@ The Function is this math as written (lse from the row max m, as in softmax.py),
 is what runs (see ``fast/`` for twins). Forward saves e = e^(x - m) and its row sums s
 (p = e / s); backward never writes into them, so ``retain_graph=True`` allows a second
 backward. What the inputs must look like is checked in ``loss_checks.py``.
+Twins: ``fast/numpy/loss.py``, ``fast/cupy/loss.py`` (``fast/cuda/cross_entropy.cu``).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ weight over the leading axes; on NumPy the backend serves ``host.matmul`` and
 ``host.tensordot``, which fold the rows into that one GEMM and pick its BLAS threads once the
 CLI has tuned the host.
 The weight is (d_in, d_out), as in the paper's "x W + b" (PyTorch stores W transposed).
+Twins: ``fast/numpy/linear.py`` (Linear's backward), ``fast/cupy/linear.py`` (cuBLASLt).
 """
 
 from __future__ import annotations

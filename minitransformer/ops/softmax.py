@@ -12,6 +12,7 @@ A row that is entirely -inf (everything masked) is defined as: softmax -> all 0 
 gradient 0; log_softmax -> all -inf, gradient dx = g (its softmax is taken as 0). Both
 stay NaN-free in forward and backward. An axis of length 0 (no classes) is refused.
 The Functions are this math as written, and they are what runs (see ``fast/`` for twins).
+Twins: ``fast/cupy/softmax.py`` (forward; NumPy's twins measured 1.00 and were deleted).
 """
 
 from __future__ import annotations

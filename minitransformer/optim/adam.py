@@ -9,6 +9,7 @@ For each parameter θ with gradient ∇θ, at its t-th update::
 
 ``adam_update`` is that math in array-API operators, and it is what runs (on every backend;
 ``Optimizer.step`` hands it the fast tier's twin where one is switched on, see ``fast/``).
+Twins: ``fast/numpy/adam.py``, ``fast/cupy/adam.py`` (``fast/cuda/adam.cu``).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ as ``torch.nn.utils.clip_grad_norm_``. A NaN or Inf total leaves the gradients a
 one parameter at a time with one host read of the norm, and ``Optimizer.clip_grad_norm``,
 which applies ``total_norm`` and ``clip_coefficient`` to its flat gradient buffers on the
 device (no host read).
+Twins: ``fast/cupy/clip.py`` (``clip_flat``, ``step_ok``; ``fast/cuda/grad_norm.cu``).
 """
 
 from __future__ import annotations

@@ -205,7 +205,7 @@ def call_costs(device: str = "cuda:0") -> dict[str, float]:
             "empty": lambda: cp.empty((64, 64), cp.float32),
         }
         if fast.cuda_kernels_enabled():
-            from ..fast import cupy as fused
+            from ..fast.cupy import softmax as fused
 
             calls["fused softmax"] = lambda: fused.softmax(a, -1)
         out = {}

@@ -115,12 +115,12 @@ class TrainingStep:
 
     def capture_steps(self, warmup: int = 2, max_graphs: int = 16) -> Any:
         """Replay each batch shape's training step from a CUDA graph, captured at its
-        ``warmup + 1``-th step (fast/cuda_graph.py): the step's Python runs once per shape,
+        ``warmup + 1``-th step (fast/gpu/cuda_graph.py): the step's Python runs once per shape,
         not once per step. A GPU with the fast tier on (``MT_CUDA_KERNELS`` not 0), one
         process (not data parallel), Adam. Returns the ``GraphedSteps`` (its ``failed``
         says which shapes run eagerly, and why)."""
         from ..fast import cuda_kernels_enabled
-        from ..fast.cuda_graph import GraphedSteps
+        from ..fast.gpu.cuda_graph import GraphedSteps
 
         if not self.cfg.device.startswith("cuda") or not cuda_kernels_enabled():
             raise TrainingError(

@@ -1,4 +1,4 @@
-"""fast/cublas.py's plan, executed in NumPy as cuBLAS reads memory (``run_plan``): every
+"""fast/gpu/cublas.py's plan, executed in NumPy as cuBLAS reads memory (``run_plan``): every
 layout the ops make (transposed views, permuted heads, broadcast batches, 2-D and 4-D)
 against ``numpy.matmul``. The cuBLAS call itself runs in the GPU tests."""
 
@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from minitransformer.fast import cublas
+from minitransformer.fast.gpu import cublas
 
 
 def _plan(a, b):
@@ -19,7 +19,7 @@ def _plan(a, b):
 
 
 def _product(a, b):
-    """a @ b as fast/cublas.matmul computes it, with NumPy standing in for cuBLAS."""
+    """a @ b as fast/gpu/cublas.py's matmul computes it, with NumPy standing in for cuBLAS."""
     p, a, b = cublas.planned(a, b, np.ascontiguousarray)
     if p is None:  # cupy.matmul's case
         return np.matmul(a, b), p

@@ -1,4 +1,4 @@
-"""fast/cublaslt.py: the bias in the Linear layer's products.
+"""fast/gpu/cublaslt.py: the bias in the Linear layer's products.
 
 On the CPU: every product the Linear twin asks for, executed in NumPy as cuBLASLt documents
 its epilogues in column-major terms (``cublaslt.run_plan``), gives x W + b, and the column
@@ -14,7 +14,7 @@ import contextlib
 import numpy as np
 import pytest
 
-from minitransformer.fast import cublas, cublaslt
+from minitransformer.fast.gpu import cublas, cublaslt
 
 
 def _plan(a, b):
@@ -155,12 +155,12 @@ def test_gpu_linear_and_layer_norm_twins_write_into_the_flat_buffer(
     """The twins' values and gradients match the reference's, and their backward returns
     the offered buffers themselves (written there: the engine copies nothing)."""
     import minitransformer as mt
-    from minitransformer.fast import cupy as kc
-    from minitransformer.fast import cupy_grads
+    from minitransformer.fast.cupy import layernorm as cupy_layernorm
+    from minitransformer.fast.cupy import linear as cupy_linear
 
     kernels_switch("1")
     written = []
-    for cls in (cupy_grads.Linear, kc.LayerNorm):
+    for cls in (cupy_linear.Linear, cupy_layernorm.LayerNorm):
 
         def spy(ctx, grad, _inner=cls.backward):
             buffers = [p._grad_buffer for p in ctx.parents]  # what take_grad_buffer hands out

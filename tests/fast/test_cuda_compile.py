@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.fast import cuda_source
+from minitransformer.fast.gpu import cuda_source
 
 ARCHS = ("sm_90", "sm_80")
 NVCC = shutil.which("nvcc")
 needs_nvcc = pytest.mark.skipif(NVCC is None, reason="nvcc (the CUDA toolkit) is not on PATH")
-KERNEL_MODULES = Path(cuda_source.__file__).parent
+KERNEL_MODULES = Path(cuda_source.__file__).parents[1]  # minitransformer/fast/
 
 
 def compile_ptx(path: Path, arch: str, out_dir: Path) -> tuple[bool, str, float]:
@@ -166,9 +166,9 @@ def test_kernel_references_are_found_in_python_source():
 def test_every_kernel_the_python_asks_for_is_an_entry_point_of_its_file():
     files = set(cuda_source.files())
     problems = []
-    for module in sorted(KERNEL_MODULES.glob("*.py")):
+    for module in sorted(KERNEL_MODULES.rglob("*.py")):  # fast/cupy/*.py and the rest
         for file, name, line in kernel_references(ast.parse(module.read_text("utf-8"))):
-            where = f"{module.name}:{line}"
+            where = f"{module.relative_to(KERNEL_MODULES).as_posix()}:{line}"
             if file not in files:
                 problems.append(f"{where}: no file fast/cuda/{file}")
                 continue

@@ -1,4 +1,4 @@
-"""fast/cuda_graph.py on the CPU: what a replay writes before it launches (the ids, the next
+"""fast/gpu/cuda_graph.py on the CPU: what a replay writes before it launches (the ids, the next
 dropout draws' keys, Adam's bias corrections at the next step) and the host-side counters it
 advances, checked against what the eager step computes. The capture and the replay
 themselves need a GPU: the GPU run compares a replayed Trainer with an eager one bit for bit
@@ -13,8 +13,8 @@ import minitransformer as mt
 from minitransformer import backend
 from minitransformer.backend.random import counter_keys
 from minitransformer.errors import TrainingError
-from minitransformer.fast import cupy_step
-from minitransformer.fast.cuda_graph import GraphedSteps, Recorder, _Graph
+from minitransformer.fast.cupy import adam as cupy_adam
+from minitransformer.fast.gpu.cuda_graph import GraphedSteps, Recorder, _Graph
 from minitransformer.optim import SGD, Adam
 
 
@@ -40,7 +40,7 @@ def test_a_replay_writes_what_the_eager_step_would_use():
     assert slot.dtype == np.uint32 and slot.shape == (2,) and threshold == round(0.1 * 2**32)
     rec.dropout_keys(gen_b, 0.1)
     rec.dropout_keys(gen_a, 0.1)
-    adam = rec.adam_slot(np.float32)
+    adam = rec.adam_slot(np.float32, cupy_adam.adam_scalars)
     assert adam.dtype == np.float32 and adam.shape == (2,)
     g.draws = rec.rewind()  # _capture puts the counters back
     assert g.draws == [(gen_a, 2), (gen_b, 1)] and (gen_a.counter, gen_b.counter) == (10, 3)
@@ -56,7 +56,7 @@ def test_a_replay_writes_what_the_eager_step_would_use():
     assert keys(rec.dropout[2][2]) == counter_keys(7, 11)
     assert (gen_a.counter, gen_b.counter) == (12, 4)  # as two and one eager draws leave them
     assert opt.step_count == 5 and opt.param_steps == [5, 5]
-    want = cupy_step.adam_scalars(np.float32, lr=0.005, betas=(0.9, 0.98), eps=1e-9,
+    want = cupy_adam.adam_scalars(np.float32, lr=0.005, betas=(0.9, 0.98), eps=1e-9,
                                   weight_decay=0.0, t=5)[6:]  # fmt: skip
     got = g.host[rec.adam[0][0] : rec.adam[0][0] + 8].view(np.float32)
     assert got.tolist() == [float(v) for v in want]

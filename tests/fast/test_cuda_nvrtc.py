@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from minitransformer.fast import cuda_source
+from minitransformer.fast.gpu import cuda_source
 
 ARCHS = ("compute_90", "compute_80")
 

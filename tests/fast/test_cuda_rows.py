@@ -1,5 +1,6 @@
-"""The fused row kernels of ``fast/cupy.py`` (``fast/cuda/layer_norm.cu``,
-``cross_entropy.cu``, ``attention_softmax.cu``) against the reference ops.
+"""The fused row kernels of ``fast/cupy/`` (``layernorm.py``, ``loss.py``, ``attention.py``,
+``softmax.py``; ``fast/cuda/layer_norm.cu``, ``cross_entropy.cu``, ``attention_softmax.cu``)
+against the reference ops.
 
 (a) On every machine: each kernel's math transcribed once more in NumPy, in the kernel's
     order (per-thread partial sums over the columns k, k + blockDim, ..., then the warp's
@@ -24,8 +25,13 @@ import pytest
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import fast
-from minitransformer.fast import cuda_source, cupy_elementwise
-from minitransformer.fast import cupy as kc
+from minitransformer.fast import cupy as fast_cupy
+from minitransformer.fast.cupy import attention as cupy_attention
+from minitransformer.fast.cupy import embedding as cupy_embedding
+from minitransformer.fast.cupy import layernorm as cupy_layernorm
+from minitransformer.fast.cupy import loss as cupy_loss
+from minitransformer.fast.cupy import softmax as cupy_softmax
+from minitransformer.fast.gpu import cuda_source
 from minitransformer.ops.attention import ScaledDotProductAttention
 from minitransformer.ops.layernorm import LayerNorm
 from minitransformer.ops.loss import CrossEntropy
@@ -57,7 +63,7 @@ def row_reduce(v: np.ndarray, op) -> np.ndarray:
     """(R, n) -> (R,) as a block of block_size(n) threads reduces a row: thread k folds
     v[k], v[k + B], ... into its partial (starting from the identity), then block_reduce."""
     R, n = v.shape
-    B = kc.block_size(n)
+    B = cuda_source.block_size(n)
     ident = -np.inf if op is np.fmax else 0.0
     acc = np.full((R, B), ident, dtype=v.dtype)
     for k0 in range(0, n, B):
@@ -87,7 +93,7 @@ def layer_norm_backward_model(g, x_hat, rstd, gamma):
     mean_g = row_reduce(gh, np.add)[:, None] / T(D)
     mean_gx = row_reduce(gh * x_hat, np.add)[:, None] / T(D)
     dx = rstd * (g * gamma - mean_g - x_hat * mean_gx)
-    rows, chunks = kc.param_chunks(g.shape[0])  # sequential sums over each chunk of rows
+    rows, chunks = cupy_layernorm.param_chunks(g.shape[0])  # sums over each chunk of rows
     part = np.zeros((2, chunks, D), dtype=g.dtype)
     for i in range(g.shape[0]):
         part[0, i // rows] += g[i] * x_hat[i]
@@ -124,12 +130,12 @@ def cross_entropy_backward_model(e, s, t, w, eps):
 
 
 def attention_softmax_model(s, mask, scale, log=False):
-    """The forward kernel on scores s (..., T, S), mask read through kc.mask_strides."""
+    """The forward kernel on scores s (..., T, S), mask read through mask_strides."""
     T = s.dtype.type
     L0, L1, Tq, S = (1,) * (4 - s.ndim) + s.shape
     v = T(scale) * s.reshape(-1, S)
     if mask is not None:
-        st = kc.mask_strides(mask.shape, mask.strides, mask.itemsize)
+        st = cupy_attention.mask_strides(mask.shape, mask.strides, mask.itemsize)
         full = np.lib.stride_tricks.as_strided(
             mask, (L0, L1, Tq, S), tuple(k * mask.itemsize for k in st), writeable=False
         )
@@ -304,9 +310,8 @@ def test_row_softmax_kernel_math_matches_the_reference(dtype, log, rng):
 
 
 def test_every_kernel_the_wrapper_asks_for_exists_in_float32_and_float64():
-    from minitransformer.fast import cupy_loss
-
-    text = "".join(open(m.__file__, encoding="utf-8").read() for m in (kc, cupy_loss))
+    modules = (cupy_layernorm, cupy_softmax, cupy_attention, cupy_loss)
+    text = "".join(open(m.__file__, encoding="utf-8").read() for m in modules)
     used = set(re.findall(r'kernel_for\(\s*"(\w+\.cu)",\s*"(\w+)"', text))
     for file, name in used:
         names = cuda_source.entry_points(cuda_source.source(file))
@@ -314,33 +319,42 @@ def test_every_kernel_the_wrapper_asks_for_exists_in_float32_and_float64():
     assert len(used) == 9 and {file for file, _ in used} == set(ROW_FILES), used
 
 
-TWIN_MODULES = {"cupy", "cupy_grads", "cupy_step", "cupy_elementwise", "cupy_loss"}
+# a twin's file is named after its reference's (ops/layernorm.py: fast/cupy/layernorm.py), but
+# for the Linear layer's, named after the layer (ops/matmul.py: fast/cupy/linear.py)
+FILE_OF = {"matmul": "linear"}
 
 
 def test_the_cupy_twins_replace_their_references_and_import_without_cupy():
-    """fast.cupy imports without CuPy; each twin it registers for cupy.ndarray is a subclass
-    of the reference Function it replaces (or a function in place of a plain one), takes
-    float32 and float64 (float16 runs the reference), and every kernel the Function twins
-    call is defined in the module."""
-    for ref, twin in kc.TWINS.items():
-        if twin is not cupy_elementwise.Embedding:  # keyed by its integer ids: any table
-            assert twin.dtypes == kc.DTYPES == frozenset(cuda_source.SUFFIX), twin
+    """fast/cupy/ imports without CuPy; each twin it registers for cupy.ndarray is a
+    subclass of the reference Function it replaces (or a function in place of a plain one),
+    lives in the file named after its reference, takes float32 and float64 (float16 runs
+    the reference), and every kernel the Function twins call is defined."""
+    for ref, twin in fast_cupy.TWINS.items():
+        if twin is not cupy_embedding.Embedding:  # keyed by its integer ids: any table
+            assert twin.dtypes == fast_cupy.DTYPES == frozenset(cuda_source.SUFFIX), twin
+        package, name = twin.__module__.rsplit(".", 1)
+        reference = ref.__module__.rsplit(".", 1)[1]
+        assert package == "minitransformer.fast.cupy", twin
+        assert name == FILE_OF.get(reference, reference), (twin, ref)
         if isinstance(ref, type):
             assert issubclass(twin, ref), twin
-            assert twin.__module__.rsplit(".", 1)[1] in TWIN_MODULES, twin
         else:
             assert callable(twin) and twin.__name__ == ref.__name__, twin
-    for name in ("layer_norm_forward", "layer_norm_backward", "softmax", "log_softmax",
-                 "cross_entropy_forward", "cross_entropy_backward",
-                 "attention_softmax_forward", "attention_softmax_backward"):  # fmt: skip
-        assert callable(getattr(kc, name)), name
+    for module, names in [
+        (cupy_layernorm, ("layer_norm_forward", "layer_norm_backward")),
+        (cupy_softmax, ("softmax", "log_softmax")),
+        (cupy_loss, ("cross_entropy_forward", "cross_entropy_backward")),
+        (cupy_attention, ("attention_softmax_forward", "attention_softmax_backward")),
+    ]:
+        for name in names:
+            assert callable(getattr(module, name)), name
 
 
 def test_block_sizes_are_whole_warps_and_chunks_cover_every_row():
     for n in (1, 31, 512, 513, 4096, 4097, 50_000):
-        assert kc.block_size(n) % 32 == 0
+        assert cuda_source.block_size(n) % 32 == 0
     for N in (1, 31, 32, 33, 1000, 4096, 100_000):
-        rows, chunks = kc.param_chunks(N)
+        rows, chunks = cupy_layernorm.param_chunks(N)
         assert rows * chunks >= N > rows * (chunks - 1) and chunks <= 64
 
 
@@ -358,9 +372,9 @@ def test_gpu_layer_norm_kernels_match_the_reference(dtype, rng):
     gamma, beta = (rng.standard_normal(x.shape[1]).astype(dtype) for _ in range(2))
     g = rng.standard_normal(x.shape).astype(dtype)
     _, x_hat, rstd, dx, dgamma, dbeta = ln_reference(x, gamma, beta, 1e-5, g)
-    got = kc.layer_norm_forward(*(cp.asarray(a) for a in (x, gamma, beta)), 1e-5)
+    got = cupy_layernorm.layer_norm_forward(*(cp.asarray(a) for a in (x, gamma, beta)), 1e-5)
     check_layer_norm_forward([cp.asnumpy(a) for a in got], x, gamma, beta, g)
-    back = kc.layer_norm_backward(
+    back = cupy_layernorm.layer_norm_backward(
         *(cp.asarray(a) for a in (g, x_hat, rstd, gamma)), (True, True, True)
     )
     close(cp.asnumpy(back[0]) / rstd, dx / rstd, dtype, 10.0)  # per row, in units of rstd
@@ -378,11 +392,11 @@ def test_gpu_cross_entropy_kernels_match_the_reference(dtype, eps, rng):
     x[1] += 1e4
     t = rng.integers(0, 5003, size=9)
     loss, e, s, dx = ce_reference(x, t, eps, "none")
-    got = kc.cross_entropy_forward(cp.asarray(x), cp.asarray(t), eps)
+    got = cupy_loss.cross_entropy_forward(cp.asarray(x), cp.asarray(t), eps)
     for a, b, sc in zip(got, (loss, e, s), (1e4, 1.0, 5003.0), strict=True):
         close(cp.asnumpy(a), b, dtype, sc)
     w = cp.ones((9, 1), dtype=dtype)
-    d = kc.cross_entropy_backward(cp.asarray(e), cp.asarray(s), cp.asarray(t), w, eps)
+    d = cupy_loss.cross_entropy_backward(cp.asarray(e), cp.asarray(s), cp.asarray(t), w, eps)
     close(cp.asnumpy(d), dx, dtype)
 
 
@@ -399,12 +413,13 @@ def test_gpu_attention_softmax_kernels_match_the_reference(dtype, mask_kind, rng
     scale = 1 / math.sqrt(d)
     cq, ck, cv, cdo = (cp.asarray(a) for a in (q, k, v, dout))
     cmask = None if mask is None else cp.asarray(mask)
-    cp_ = kc.attention_softmax_forward(cq @ cp.swapaxes(ck, -1, -2), cmask, scale)
+    cp_ = cupy_attention.attention_softmax_forward(cq @ cp.swapaxes(ck, -1, -2), cmask, scale)
     close(cp.asnumpy(cp_), p, dtype, 2.0)
-    ds = kc.attention_softmax_backward(cdo @ cp.swapaxes(cv, -1, -2), cp.asarray(p), scale)
+    dp = cdo @ cp.swapaxes(cv, -1, -2)
+    ds = cupy_attention.attention_softmax_backward(dp, cp.asarray(p), scale)
     close(cp.asnumpy(ds @ ck), dq, dtype, 10.0)
     close(cp.asnumpy(cp.swapaxes(ds, -1, -2) @ cq), dk, dtype, 10.0)
     x = cp.asarray(5 * rng.standard_normal((4, 300)).astype(dtype))
     with fast.reference_only():
         want = F.softmax(mt.tensor(cp.asnumpy(x)), axis=-1).data
-    close(cp.asnumpy(kc.softmax(x, -1)), want, dtype)
+    close(cp.asnumpy(cupy_softmax.softmax(x, -1)), want, dtype)

@@ -1,12 +1,13 @@
-"""The training step's GPU kernels (fast/cupy_step.py, fast/cuda/{dropout,adam,
-grad_norm}.cu) against the references they replace.
+"""The training step's GPU kernels (fast/cupy/{dropout,adam,clip}.py, fast/cuda/{dropout,
+adam,grad_norm}.cu) against the references they replace.
 
 On the CPU each kernel's math is transcribed once more in NumPy, in the kernel's order of
 operations (uint32 hash, per-element roundings, the fixed reduction tree), and compared with
-the library's reference: the dropout bits exactly, Adam exactly against fast.numpy's
-update (and to rtol 1e-12 / 1e-5 against optim.adam's), the norm to a stated tolerance. The same
-transcriptions drive fast.cupy's Dropout and DropoutAdd twins end to end (registered for the
-strict backend). On a GPU the kernels themselves run against the references.
+the library's reference: the dropout bits exactly, Adam exactly against
+fast/numpy/adam.py's update (and to rtol 1e-12 / 1e-5 against optim.adam's), the norm to a
+stated tolerance. The same transcriptions drive fast/cupy/dropout.py's Dropout and
+DropoutAdd twins end to end (registered for the strict backend). On a GPU the kernels
+themselves run against the references.
 """
 
 from __future__ import annotations
@@ -19,8 +20,11 @@ import pytest
 import minitransformer as mt
 from minitransformer.backend.random import Generator, counter_bits, counter_keys
 from minitransformer.fast import cupy as fast_cupy
-from minitransformer.fast import cupy_step
-from minitransformer.fast import numpy as numpy_twins
+from minitransformer.fast.cupy import adam as cupy_adam
+from minitransformer.fast.cupy import clip as cupy_clip
+from minitransformer.fast.cupy import dropout as cupy_dropout
+from minitransformer.fast.gpu import cuda_source
+from minitransformer.fast.numpy import adam as numpy_adam
 from minitransformer.function import TWINS
 from minitransformer.ops import dropout as ops_dropout
 from minitransformer.ops.dropout import dropout, dropout_add
@@ -56,7 +60,7 @@ def kernel_dropout(x, keys, scale, r=None):
 
 
 def kernel_adam(p, g, m, v, scalars, ok=True):
-    """adam.cu's loop body for every element (in place), scalars = cupy_step.adam_scalars."""
+    """adam.cu's loop body for every element (in place), scalars = cupy_adam.adam_scalars."""
     if not ok:
         return
     b1, omb1, b2, omb2, eps, wd, neg_step, bc2 = scalars
@@ -80,7 +84,7 @@ def tree32(a: np.ndarray) -> np.ndarray:
 def block_sum(v: np.ndarray) -> np.ndarray:
     """grad_norm.cu's block_sum of (..., 256) thread values: 8 warp trees, then warp 0's
     tree over the 8 warp sums and 24 zeros."""
-    warps = tree32(v.reshape(*v.shape[:-1], cupy_step.BLOCK // 32, 32))
+    warps = tree32(v.reshape(*v.shape[:-1], cuda_source.BLOCK // 32, 32))
     pad = np.zeros((*warps.shape[:-1], 32 - warps.shape[-1]))
     return tree32(np.concatenate([warps, pad], axis=-1))
 
@@ -97,11 +101,11 @@ def strided_sums(values: np.ndarray, threads: int) -> np.ndarray:
 
 def kernel_norm(g: np.ndarray, max_norm: float = np.inf) -> tuple:
     """(norm, coef) as grad_sumsq_partial + grad_norm_finish compute them."""
-    blocks = cupy_step.norm_grid(g.size)
+    blocks = cupy_clip.norm_grid(g.size)
     x = g.astype(np.float64)
-    acc = strided_sums(x * x, blocks * cupy_step.BLOCK)
-    partial = block_sum(acc.reshape(blocks, cupy_step.BLOCK))
-    total = block_sum(strided_sums(partial, cupy_step.BLOCK))
+    acc = strided_sums(x * x, blocks * cuda_source.BLOCK)
+    partial = block_sum(acc.reshape(blocks, cuda_source.BLOCK))
+    total = block_sum(strided_sums(partial, cuda_source.BLOCK))
     T = g.dtype.type
     norm = T(np.sqrt(total))
     coef = T(1)
@@ -145,22 +149,22 @@ def test_keep_threshold_and_index_wrap():
 # ----------------------------------------------------------------------------- the ops' keyed path
 
 
-class _KeyedDropout(fast_cupy.Dropout):
-    """fast.cupy's Dropout twin, for the strict stand-in (every dtype)."""
+class _KeyedDropout(cupy_dropout.Dropout):
+    """fast/cupy/dropout.py's Dropout twin, for the strict stand-in (every dtype)."""
 
     dtypes = None
 
 
-class _KeyedDropoutAdd(fast_cupy.DropoutAdd):
+class _KeyedDropoutAdd(cupy_dropout.DropoutAdd):
     dtypes = None
 
 
 def _transcribed(monkeypatch):
-    """cupy_step's dropout launches replaced by their NumPy transcriptions (strict arrays)."""
+    """fast/cupy/dropout.py's launches replaced by their NumPy transcriptions (strict arrays)."""
     forward = lambda x, keys, scale: _on(x, kernel_dropout(_np(x), keys, scale))  # noqa: E731
-    monkeypatch.setattr(cupy_step, "dropout_forward", forward)
-    monkeypatch.setattr(cupy_step, "dropout_backward", forward)
-    monkeypatch.setattr(cupy_step, "dropout_add_forward", lambda x, r, keys, scale: _on(
+    monkeypatch.setattr(cupy_dropout, "dropout_forward", forward)
+    monkeypatch.setattr(cupy_dropout, "dropout_backward", forward)
+    monkeypatch.setattr(cupy_dropout, "dropout_add_forward", lambda x, r, keys, scale: _on(
         x, kernel_dropout(_np(x), keys, scale, _np(r))))  # fmt: skip
 
 
@@ -174,9 +178,9 @@ def _on(like, a):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_the_keyed_path_of_the_ops_equals_the_reference(rng, dtype, monkeypatch):
-    """fast.cupy's Dropout and DropoutAdd twins (their launches transcribed in NumPy): keys
-    saved (no mask), the mask made again in backward; forward and gradients equal the
-    reference ops exactly."""
+    """fast/cupy/dropout.py's Dropout and DropoutAdd twins (their launches transcribed in
+    NumPy): keys saved (no mask), the mask made again in backward; forward and gradients
+    equal the reference ops exactly."""
     strict = pytest.importorskip("array_api_strict")
     dev = "strict:device1"
     xs, rs, gs = (rng.standard_normal((5, 33)) for _ in range(3))
@@ -215,14 +219,14 @@ def test_adams_kernel_math_equals_the_reference(rng, dtype, weight_decay):
     for t in (1, 2, 50):
         g = rng.standard_normal(1000).astype(dtype)
         adam_reference(*ref[:1], g, *ref[1:], t=t, **kw)
-        numpy_twins.adam_update(fused[0], g, *fused[1:], t=t, **kw)
-        kernel_adam(kern[0], g, *kern[1:], cupy_step.adam_scalars(dtype, t=t, **kw))
+        numpy_adam.adam_update(fused[0], g, *fused[1:], t=t, **kw)
+        kernel_adam(kern[0], g, *kern[1:], cupy_adam.adam_scalars(dtype, t=t, **kw))
         for a, b, c in zip(ref, fused, kern, strict=True):
             np.testing.assert_array_equal(c, b)  # the kernel's roundings are fast.numpy's
             tol = (1e-12, 1e-15) if dtype == "float64" else (1e-5, 1e-6)  # rtol, atol
             np.testing.assert_allclose(c, a, rtol=tol[0], atol=tol[1])
     before = [a.copy() for a in kern]
-    kernel_adam(kern[0], g, *kern[1:], cupy_step.adam_scalars(dtype, t=51, **kw), ok=False)
+    kernel_adam(kern[0], g, *kern[1:], cupy_adam.adam_scalars(dtype, t=51, **kw), ok=False)
     for a, b in zip(before, kern, strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -252,9 +256,8 @@ def test_the_norm_kernels_clip_factor_is_1_for_a_nan_or_inf_norm():
 
 
 def test_every_kernel_used_is_an_entry_point_of_its_file():
-    from minitransformer.fast import cuda_source
-
-    text = open(cupy_step.__file__, encoding="utf-8").read()
+    modules = (cupy_dropout, cupy_adam, cupy_clip)
+    text = "".join(open(m.__file__, encoding="utf-8").read() for m in modules)
     used = set(re.findall(r'kernel_for\(\s*"(\w+\.cu)",\s*"(\w+)"', text))  # literal names
     dropout = set(re.findall(r'_dropout_launch\("(\w+)"', text))
     used |= {("dropout.cu", n + tail) for n in dropout for tail in ("", "_graph")}
@@ -266,16 +269,22 @@ def test_every_kernel_used_is_an_entry_point_of_its_file():
 
 
 def test_the_module_names_and_grids():
-    """Importable without CuPy; every kernel the twins call is exported, and the step's
-    twins are registered for CuPy (fast.cupy.TWINS)."""
-    for name in ("dropout_forward", "dropout_backward", "dropout_add_forward", "grad_norm",
-                 "clip_grad_norm", "step_ok", "adam_update"):  # fmt: skip
-        assert name in cupy_step.__all__
+    """Importable without CuPy; every kernel launch is a function of its twin's file, and
+    the step's twins are registered for CuPy (fast/cupy/__init__.py's TWINS)."""
+    for module, names in [
+        (cupy_dropout, ("dropout_forward", "dropout_backward", "dropout_add_forward")),
+        (cupy_clip, ("grad_norm", "clip_grad_norm", "step_ok", "clip_flat")),
+        (cupy_adam, ("adam_update", "adam_scalars")),
+    ]:
+        for name in names:
+            assert callable(getattr(module, name)), name
     twins = fast_cupy.TWINS.values()
-    assert cupy_step.adam_update in twins and cupy_step.step_ok in twins
-    assert fast_cupy.Dropout in twins and fast_cupy.DropoutAdd in twins
-    assert cupy_step.elementwise_grid(0) == 1 and cupy_step.elementwise_grid(10**12) == 65536
-    assert cupy_step.norm_grid(257) == 2 and cupy_step.norm_grid(10**9) == 1024
+    assert cupy_adam.adam_update in twins and cupy_clip.step_ok in twins
+    assert cupy_clip.clip_flat in twins
+    assert cupy_dropout.Dropout in twins and cupy_dropout.DropoutAdd in twins
+    assert cuda_source.elementwise_grid(0) == 1
+    assert cuda_source.elementwise_grid(10**12) == 65536
+    assert cupy_clip.norm_grid(257) == 2 and cupy_clip.norm_grid(10**9) == 1024
 
 
 # ----------------------------------------------------------------------------- on a GPU
@@ -293,9 +302,9 @@ def test_gpu_dropout_kernels_are_bit_exact(rng, dtype):
     keep = Generator(9, "cuda:0").keep_mask(x.shape, 0.2)
     keys = Generator(9, "cuda:0").dropout_keys(0.2)
     expect = cp.where(keep, x * (1 / 0.8), 0.0)
-    cp.testing.assert_array_equal(cupy_step.dropout_forward(x, keys, 1 / 0.8), expect)
-    cp.testing.assert_array_equal(cupy_step.dropout_backward(x, keys, 1 / 0.8), expect)
-    cp.testing.assert_array_equal(cupy_step.dropout_add_forward(x, r, keys, 1 / 0.8), r + expect)
+    cp.testing.assert_array_equal(cupy_dropout.dropout_forward(x, keys, 1 / 0.8), expect)
+    cp.testing.assert_array_equal(cupy_dropout.dropout_backward(x, keys, 1 / 0.8), expect)
+    cp.testing.assert_array_equal(cupy_dropout.dropout_add_forward(x, r, keys, 1 / 0.8), r + expect)
 
 
 @gpu
@@ -307,12 +316,12 @@ def test_gpu_adam_kernel_equals_numpy_and_skips_when_not_ok(rng, dtype):
     host = [rng.standard_normal(5000).astype(dtype) for _ in range(4)]
     host[3] = np.abs(host[3])
     dev = [cp.asarray(a) for a in host]
-    numpy_twins.adam_update(host[0], host[1], host[2], host[3], **kw)
-    cupy_step.adam_update(*dev, ok=cp.asarray(True), **kw)
+    numpy_adam.adam_update(host[0], host[1], host[2], host[3], **kw)
+    cupy_adam.adam_update(*dev, ok=cp.asarray(True), **kw)
     for a, b in zip(host, dev, strict=True):
         np.testing.assert_array_equal(cp.asnumpy(b), a)
     before = [a.copy() for a in dev]
-    cupy_step.adam_update(*dev, ok=cp.asarray(False), **kw)
+    cupy_adam.adam_update(*dev, ok=cp.asarray(False), **kw)
     for a, b in zip(before, dev, strict=True):
         cp.testing.assert_array_equal(a, b)
 
@@ -324,13 +333,13 @@ def test_gpu_norm_clip_and_flag_stay_on_the_device(rng, dtype):
 
     g_host = (rng.standard_normal(300_000) * 3).astype(dtype)
     g = cp.asarray(g_host)
-    norm = cupy_step.clip_grad_norm(g, 1.0)
+    norm = cupy_clip.clip_grad_norm(g, 1.0)
     assert isinstance(norm, cp.ndarray) and norm.shape == ()
     expect_norm, coef = kernel_norm(g_host, 1.0)
     assert cp.asnumpy(norm) == expect_norm  # the transcription is bit-exact
     np.testing.assert_array_equal(cp.asnumpy(g), g_host * coef)
-    assert cp.asnumpy(cupy_step.grad_norm(cp.asarray(g_host))) == expect_norm
-    ok = cupy_step.step_ok(cp.asarray(1.5, dtype=dtype), norm)
+    assert cp.asnumpy(cupy_clip.grad_norm(cp.asarray(g_host))) == expect_norm
+    ok = cupy_clip.step_ok(cp.asarray(1.5, dtype=dtype), norm)
     assert isinstance(ok, cp.ndarray) and ok.shape == () and bool(ok)
-    bad = cupy_step.step_ok(cp.asarray(np.nan, dtype=dtype), norm, prev=ok)
+    bad = cupy_clip.step_ok(cp.asarray(np.nan, dtype=dtype), norm, prev=ok)
     assert not bool(bad)

@@ -1,5 +1,5 @@
-"""The CuPy twins of ReLU, the embedding (``fast/cupy_elementwise.py``) and the
-cross-entropy's reduction (``fast/cupy_loss.py``) against their references, on a GPU: the
+"""The CuPy twins of ReLU, the embedding (``fast/cupy/elementwise.py``, ``embedding.py``) and
+the cross-entropy's reduction (``fast/cupy/loss.py``) against their references, on a GPU: the
 same values and gradients, the corners included (NaN gradients, an embedding weight under
 an optimizer, ignored rows, every row ignored, "sum")."""
 

@@ -1,4 +1,4 @@
-"""The lean CuPy namespace (fast/cupy_namespace.py) and the switch MT_CUDA_KERNELS, on the
+"""The lean CuPy namespace (fast/gpu/namespace.py) and the switch MT_CUDA_KERNELS, on the
 CPU: the shim runs on a stand-in "cupy" made of NumPy's functions (CI has no CuPy) and must
 give what array_api_compat gives (its NumPy namespace: the same wrappers compat puts over
 CuPy), with ``device=`` accepted and checked; every ``xp.NAME`` the library calls must be
@@ -16,7 +16,7 @@ import pytest
 from minitransformer import backend, fast
 from minitransformer.backend import namespaces
 from minitransformer.fast import cupy as fast_cupy
-from minitransformer.fast import cupy_namespace
+from minitransformer.fast.gpu import namespace as cupy_namespace
 from minitransformer.function import TWINS, implementation
 from minitransformer.ops.layernorm import LayerNorm
 
@@ -241,7 +241,7 @@ def test_a_switch_value_it_does_not_know_names_the_fix(monkeypatch, value):
 
 @pytest.fixture
 def fake_gpu(monkeypatch):
-    """A fake CuPy behind the backend (fast.cupy imports without the real one)."""
+    """A fake CuPy behind the backend (fast/cupy/ imports without the real one)."""
     cp = fake_cupy()
     monkeypatch.setattr(namespaces, "cupy_module", lambda: cp)
     monkeypatch.setattr(namespaces, "_cupy_ns", None)

@@ -1,5 +1,5 @@
-"""The wiring of the CuPy Linear and LayerNorm twins (``fast/cupy_grads.py``,
-``fast/cupy.py``), run on the CPU: CuPy replaced by NumPy; cuBLASLt's product by its
+"""The wiring of the CuPy Linear and LayerNorm twins (``fast/cupy/linear.py``,
+``fast/cupy/layernorm.py``), run on the CPU: CuPy replaced by NumPy; cuBLASLt's product by its
 documented result in NumPy (the bias added; the bias gradient of our b as its column sums,
 of our a as its row sums), cuBLAS's by ``numpy.matmul``, LayerNorm's kernels by the NumPy
 twin's row kernels. What this checks is the twins' own code around the kernels: what forward
@@ -16,9 +16,10 @@ import pytest
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import fast
-from minitransformer.fast import cublas, cublaslt, cupy_grads
-from minitransformer.fast import cupy as kc
-from minitransformer.fast import numpy as numpy_twins
+from minitransformer.fast.cupy import layernorm as cupy_layernorm
+from minitransformer.fast.cupy import linear as cupy_linear
+from minitransformer.fast.gpu import cublas, cublaslt
+from minitransformer.fast.numpy import layernorm as numpy_layernorm
 from minitransformer.optim import Adam
 
 
@@ -44,7 +45,7 @@ def _lt(available):
 @pytest.fixture
 def on_numpy(monkeypatch):
     stand_in = types.SimpleNamespace(reshape=np.reshape, empty=np.empty, sum=np.sum)
-    monkeypatch.setattr(cupy_grads, "cp", stand_in)
+    monkeypatch.setattr(cupy_linear, "cp", stand_in)
     monkeypatch.setattr(cublas, "matmul", lambda a, b, cp=None, out=None: np.matmul(a, b, out=out))
 
     def use(available):
@@ -66,7 +67,7 @@ def _step(linear, x_shape, transposed, optimizer):
 
 
 def _twin(x, w, b, transposed):
-    return cupy_grads.Linear.apply(x, w, b, transpose_weight=transposed)
+    return cupy_linear.Linear.apply(x, w, b, transpose_weight=transposed)
 
 
 def _reference(x, w, b, transposed):
@@ -97,16 +98,16 @@ def test_the_cupy_layer_norm_twin_computes_the_references_gradients(
     monkeypatch, x_shape, optimizer
 ):
     def backward_kernel(g, x_hat, rstd, gamma, needs, outs=(None, None, None)):
-        dx, dgamma, dbeta = numpy_twins.layer_norm_backward(g, x_hat, rstd, gamma, needs)
+        dx, dgamma, dbeta = numpy_layernorm.layer_norm_backward(g, x_hat, rstd, gamma, needs)
         for out, d in zip(outs[1:], (dgamma, dbeta), strict=True):
             if out is not None and d is not None:
                 out[...] = d
         return dx, *(d if o is None else o for o, d in zip(outs[1:], (dgamma, dbeta), strict=True))
 
-    monkeypatch.setattr(kc, "cp", types.SimpleNamespace(reshape=np.reshape))
-    monkeypatch.setattr(kc, "layer_norm_backward", backward_kernel)
+    monkeypatch.setattr(cupy_layernorm, "cp", types.SimpleNamespace(reshape=np.reshape))
+    monkeypatch.setattr(cupy_layernorm, "layer_norm_backward", backward_kernel)
     monkeypatch.setattr(
-        kc.LayerNorm, "forward_kernel", staticmethod(numpy_twins.layer_norm_forward)
+        cupy_layernorm.LayerNorm, "forward_kernel", staticmethod(numpy_layernorm.layer_norm_forward)
     )
 
     def run(twin):
@@ -116,8 +117,9 @@ def test_the_cupy_layer_norm_twin_computes_the_references_gradients(
         beta = mt.tensor(rng.standard_normal(6), requires_grad=True)
         opt = Adam([gamma, beta]) if optimizer else None
         with fast.reference_only():
-            y = kc.LayerNorm.apply(x, gamma, beta) if twin else F.layer_norm(x, gamma, beta)
-        assert (y._ctx.fn is kc.LayerNorm) == twin
+            twin_ln = cupy_layernorm.LayerNorm
+            y = twin_ln.apply(x, gamma, beta) if twin else F.layer_norm(x, gamma, beta)
+        assert (y._ctx.fn is cupy_layernorm.LayerNorm) == twin
         (y * mt.tensor(rng.standard_normal(x_shape))).sum().backward()
         return y.numpy(), x.grad, gamma.grad, beta.grad, opt, (gamma, beta)
 

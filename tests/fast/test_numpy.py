@@ -16,6 +16,8 @@ import minitransformer.functional as F
 from minitransformer import fast
 from minitransformer.backend import host
 from minitransformer.fast import numpy as numpy_twins
+from minitransformer.fast.numpy import layernorm as layernorm_twin
+from minitransformer.fast.numpy import loss as loss_twin
 from minitransformer.function import TWINS
 
 
@@ -107,11 +109,11 @@ def _forward_backward(case, dtype, seed=0):
     return y.numpy(), [x.grad.copy() for x in xs]
 
 
-KERNEL_OF = {  # kernel -> (the twin that calls it, the class attribute that holds it)
-    "layer_norm_forward": (numpy_twins.LayerNorm, "forward_kernel"),
-    "layer_norm_backward": (numpy_twins.LayerNorm, "backward_kernel"),
-    "cross_entropy_forward": (numpy_twins.CrossEntropy, "forward_kernel"),
-    "cross_entropy_backward": (numpy_twins.CrossEntropy, "backward_kernel"),
+KERNEL_OF = {  # kernel -> (its module, the twin that calls it, the class attribute)
+    "layer_norm_forward": (layernorm_twin, layernorm_twin.LayerNorm, "forward_kernel"),
+    "layer_norm_backward": (layernorm_twin, layernorm_twin.LayerNorm, "backward_kernel"),
+    "cross_entropy_forward": (loss_twin, loss_twin.CrossEntropy, "forward_kernel"),
+    "cross_entropy_backward": (loss_twin, loss_twin.CrossEntropy, "backward_kernel"),
 }
 
 
@@ -128,8 +130,8 @@ def test_each_numpy_twin_matches_its_reference(case, dtype, monkeypatch):
         return kernel
 
     for name in CASES[case][2]:  # count the kernel's calls: the twin must be what runs
-        twin, attribute = KERNEL_OF[name]
-        kernel = counted(name, getattr(numpy_twins, name))
+        module, twin, attribute = KERNEL_OF[name]
+        kernel = counted(name, getattr(module, name))
         monkeypatch.setattr(twin, attribute, staticmethod(kernel))
     with fast.switched_on():
         y, grads = _forward_backward(case, dtype)
@@ -150,10 +152,10 @@ def test_the_tier_is_off_by_default_and_switches_on_off_and_for_a_block():
     key = (mt.ops.layernorm.LayerNorm, np.ndarray)
     assert not fast.enabled() and key not in TWINS  # what a notebook gets
     with fast.switched_on():
-        assert fast.enabled() and TWINS[key] is numpy_twins.LayerNorm
+        assert fast.enabled() and TWINS[key] is layernorm_twin.LayerNorm
         with fast.reference_only():
             assert not fast.enabled() and key not in TWINS
-        assert TWINS[key] is numpy_twins.LayerNorm
+        assert TWINS[key] is layernorm_twin.LayerNorm
     assert not fast.enabled() and key not in TWINS
 
 
@@ -199,12 +201,12 @@ def test_kernels_leave_their_inputs_and_saved_arrays_intact():
     t = np.array([0, 4, 2, 1, 3, 0])
     gamma, beta = rng.standard_normal(5), rng.standard_normal(5)
     before = [a.copy() for a in (x, t, gamma, beta)]
-    _, x_hat, rstd = numpy_twins.layer_norm_forward(x, gamma, beta, 1e-5)
+    _, x_hat, rstd = layernorm_twin.layer_norm_forward(x, gamma, beta, 1e-5)
     saved = [x_hat.copy(), rstd.copy()]
-    numpy_twins.layer_norm_backward(x, x_hat, rstd, gamma, (True, True, True))
-    _, e, s = numpy_twins.cross_entropy_forward(x, t, 0.1)
+    layernorm_twin.layer_norm_backward(x, x_hat, rstd, gamma, (True, True, True))
+    _, e, s = loss_twin.cross_entropy_forward(x, t, 0.1)
     saved += [e.copy(), s.copy()]
-    numpy_twins.cross_entropy_backward(e, s, t, np.float64(0.5), 0.1)
+    loss_twin.cross_entropy_backward(e, s, t, np.float64(0.5), 0.1)
     for a, b in zip((x, t, gamma, beta, x_hat, rstd, e, s), (*before, *saved), strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -240,7 +242,7 @@ def test_by_default_a_step_runs_the_reference_and_no_function_of_the_fast_tier()
         if event == "call":
             code = frame.f_code
             if code.co_filename.startswith(tier):
-                in_tier.add(f"{Path(code.co_filename).name}:{code.co_name}")
+                in_tier.add(f"{Path(code.co_filename).relative_to(tier).as_posix()}:{code.co_name}")
             elif code.co_filename.startswith(ops):
                 in_ops.add(f"{Path(code.co_filename).name}:{code.co_name}")
 
@@ -260,7 +262,11 @@ def test_by_default_a_step_runs_the_reference_and_no_function_of_the_fast_tier()
             _tiny_step()
         finally:
             sys.setprofile(None)
-    assert {"numpy.py:layer_norm_forward", "numpy.py:adam_update", "numpy.py:_row_sums"} <= in_tier
+    assert {
+        "numpy/layernorm.py:layer_norm_forward",
+        "numpy/adam.py:adam_update",
+        "numpy/attention.py:_row_sums",
+    } <= in_tier
 
 
 def test_a_learners_edit_of_a_reference_op_changes_the_model(monkeypatch):

@@ -1,4 +1,4 @@
-"""The NumPy twin of scaled dot-product attention (``fast/numpy.py``): the reference's
+"""The NumPy twin of scaled dot-product attention (``fast/numpy/attention.py``): the reference's
 numbers without the row max where every score lies in [-SAFE_SCORE, SAFE_SCORE], and the
 reference itself (with its row max) where a score does not, or is NaN; masks (padding with
 fully masked rows, causal), forward and backward, float32 and float64, gradcheck, a second
@@ -9,7 +9,7 @@ import pytest
 
 import minitransformer as mt
 from minitransformer import fast
-from minitransformer.fast import numpy as numpy_twins
+from minitransformer.fast.numpy import attention as numpy_twins
 from minitransformer.ops.attention import ScaledDotProductAttention
 
 B, H, T, S, D = 2, 3, 4, 5, 6

@@ -1,5 +1,5 @@
-"""The NumPy twins of dropout and dropout_add (``fast/numpy_dropout.py``): the generator's own mask
-(the same draw as the reference's) applied as a product, x * scale * keep, instead of
+"""The NumPy twins of dropout and dropout_add (``fast/numpy/dropout.py``): the generator's own
+mask (the same draw as the reference's) applied as a product, x * scale * keep, instead of
 ``where``: the reference's numbers for finite inputs, forward and backward, every float
 dtype and several p, the residual's gradient passed through, gradcheck; what differs (a
 dropped inf) is the documented NaN."""
@@ -10,7 +10,7 @@ import pytest
 import minitransformer as mt
 from minitransformer import fast
 from minitransformer.backend import Generator
-from minitransformer.fast import numpy_dropout as numpy_twins
+from minitransformer.fast.numpy import dropout as numpy_twins
 from minitransformer.functional import dropout, dropout_add
 
 SHAPE = (4, 5, 6)

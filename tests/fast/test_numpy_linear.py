@@ -1,4 +1,4 @@
-"""The NumPy twin of Linear's backward (``fast/numpy.py``): the reference's dx, dW and db,
+"""The NumPy twin of Linear's backward (``fast/numpy/linear.py``): the reference's dx, dW and db,
 with dW and db written straight into the optimizer's gradient buffer when the engine offers
 it (``Tensor.take_grad_buffer``: no copy), db as a product with ones; every input shape
 (a vector, rows, a batch of sequences, no rows at all), the weight stored either way, with
@@ -11,7 +11,7 @@ import pytest
 import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import fast
-from minitransformer.fast import numpy as numpy_twins
+from minitransformer.fast.numpy import linear as numpy_twins
 from minitransformer.optim import Adam
 
 D_IN, D_OUT = 5, 3

@@ -1,7 +1,7 @@
 // Adam over the optimizer's flat buffers in ONE launch: p, m and v updated in place.
 //
-// Replaces: optim/adam.py adam_update (the reference) and fast/numpy.py adam_update (the
-// same update with one temporary), whose order of operations this kernel follows exactly:
+// Replaces: optim/adam.py adam_update (the reference) and fast/numpy/adam.py adam_update
+// (the same update with one temporary), whose order of operations this kernel follows exactly:
 //
 //     g  = g + wd p                              (only when wd != 0: L2 as PyTorch's Adam)
 //     m  = b1 m + (1 - b1) g
@@ -12,8 +12,8 @@
 //     step_size = lr / (1 - b1^t),   bc2_sqrt = sqrt(1 - b2^t)      (t: the update count).
 // Every operation is rounded on its own (__fmul_rn, __fadd_rn, __fdiv_rn, __fsqrt_rn and the
 // double versions), never contracted into a fused multiply-add, so each element gets the
-// bits fast/numpy.py's adam_update gets on the CPU, for normal numbers: CuPy compiles
-// every kernel with -ftz=true (cuda_source.CUPY_APPENDS), so a float32 subnormal (a tiny
+// bits fast/numpy/adam.py's adam_update gets on the CPU, for normal numbers: CuPy compiles
+// every kernel with -ftz=true (gpu/cuda_source.CUPY_APPENDS), so a float32 subnormal (a tiny
 // m, v or g^2) is flushed to zero here, as CuPy's own float32 ufuncs flush it.
 //
 // The skip flag: `ok` points to a 0-d bool on the device (the trainer's "every step so far
@@ -22,10 +22,10 @@
 //
 // Shapes: p, g, m, v (n,) contiguous, the same dtype T (float or double).
 // Launch: a 1-D grid-stride loop, 256 threads per block, grid = min(ceil(n / 256), 65536)
-// (fast/cupy_step.py). Each element is read and written once: memory-bound.
+// (fast/cupy/adam.py). Each element is read and written once: memory-bound.
 //
-// In a captured CUDA graph (fast/cuda_graph.py) a value passed to a kernel is frozen into the
-// graph, so adam_update_graph_* read the two per-step scalars from device memory instead:
+// In a captured CUDA graph (fast/gpu/cuda_graph.py) a value passed to a kernel is frozen into
+// the graph, so adam_update_graph_* read the two per-step scalars from device memory instead:
 // step[0] = -step_size, step[1] = bc2_sqrt, written there before each replay.
 //
 // kernels: adam_update_f32 adam_update_f64 adam_update_graph_f32 adam_update_graph_f64

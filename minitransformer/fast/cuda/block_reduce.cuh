@@ -1,6 +1,7 @@
 // Block-wide reductions shared by the row kernels (layer_norm.cu, cross_entropy.cu,
 // attention_softmax.cu): included by them with #include "block_reduce.cuh", which nvcc
-// resolves next to the file and fast/cuda_source.py inlines for NVRTC (CuPy's compiler).
+// resolves next to the file and fast/gpu/cuda_source.py inlines for NVRTC (CuPy's
+// compiler).
 //
 // warp_sum / warp_max: the 32 lanes of a warp combine their values by the xor butterfly
 // (__shfl_xor_sync with offsets 16, 8, 4, 2, 1); every lane ends with the warp's result.

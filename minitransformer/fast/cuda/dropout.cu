@@ -23,11 +23,11 @@
 // normal numbers (float32 subnormals are flushed: CuPy compiles with -ftz=true).
 //
 // Launch: a 1-D grid-stride loop, 256 threads per block, grid = min(ceil(n / 256), 65536)
-// (chosen in fast/cupy_step.py). n is 64-bit; past 2^32 elements the index i wraps
+// (chosen in fast/cupy/dropout.py). n is 64-bit; past 2^32 elements the index i wraps
 // (i mod 2^32 is hashed), as the reference's uint32 arange does, so the bits still match.
 //
-// In a captured CUDA graph (fast/cuda_graph.py) a value passed to a kernel is frozen into the
-// graph (the same mask at every replay), so the *_graph_* kernels read the draw's two keys
+// In a captured CUDA graph (fast/gpu/cuda_graph.py) a value passed to a kernel is frozen into
+// the graph (the same mask at every replay), so the *_graph_* kernels read the draw's two keys
 // from device memory, keys[0] = k1 and keys[1] = k2, written there before each replay.
 //
 // kernels: dropout_apply_f32 dropout_apply_f64 dropout_add_f32 dropout_add_f64

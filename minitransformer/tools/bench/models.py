@@ -45,10 +45,10 @@ def ours_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple[
 
 def ours_graph_step(cfg: Any, src: np.ndarray, tgt: np.ndarray,
                     device: str) -> tuple[Callable, dict]:  # fmt: skip
-    """Our step as ``ours_step`` times it, replayed from a CUDA graph (fast/cuda_graph.py;
+    """Our step as ``ours_step`` times it, replayed from a CUDA graph (fast/gpu/cuda_graph.py;
     a GPU with the fast tier on): the ids are checked on the host and copied in, the loss
     read back as ``.item()`` reads it."""
-    from ...fast.cuda_graph import GraphedSteps
+    from ...fast.gpu.cuda_graph import GraphedSteps
 
     if not device.startswith("cuda"):
         raise ValueError("ours-graph needs --device cuda (CUDA graphs need a GPU)")
@@ -74,7 +74,7 @@ def ours_graph_step(cfg: Any, src: np.ndarray, tgt: np.ndarray,
         step()
     if not steps.graphs:  # say why (CuPy's error), rather than time eager steps as a graph
         raise RuntimeError(f"the step could not be captured: {steps.failed}")
-    return step, {**host.blas_info(), "graph": "fast.cuda_graph.GraphedSteps (whole step)"}
+    return step, {**host.blas_info(), "graph": "fast.gpu.cuda_graph.GraphedSteps (whole step)"}
 
 
 def torch_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple[Callable, dict]:

@@ -8,7 +8,7 @@ Why not ``cupy.matmul``:
    (its ``op`` flags).
 2. CuPy's cuBLAS wrappers call ``cublasSetStream`` before every product, and refuse while
    the stream is being captured into a CUDA graph (cupy issue #6290), so a training step
-   that multiplies matrices cannot be captured (``fast/cuda_graph.py``).
+   that multiplies matrices cannot be captured (``fast/gpu/cuda_graph.py``).
 
 Here one cuBLAS handle per GPU (made once) gets CuPy's current stream only when it changes,
 and a workspace of ours (cuBLAS asks for one under graph capture); each product is planned

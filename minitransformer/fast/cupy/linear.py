@@ -2,7 +2,7 @@
 the bias inside them, and the weight's and the bias's gradients written straight into the
 optimizer's gradient buffer.
 
-Forward: y = x W + b is one cuBLASLt product whose epilogue adds b (``fast/cublaslt.py``),
+Forward: y = x W + b is one cuBLASLt product whose epilogue adds b (``fast/gpu/cublaslt.py``),
 where the reference launches the product and then the add. Backward: dW = x^T g and
 db = the column sums of g are one cuBLASLt product whose epilogue sums g's columns into db,
 where the reference launches the product and then a sum. Where cuBLASLt offers no algorithm
@@ -12,21 +12,21 @@ Why: an optimizer keeps every gradient in one flat buffer (``optim/flatbuffer.py
 gradient that backward makes as a new array is then copied there, one launch per parameter
 (64 of a tiny step's 85 parameters are a Linear's). The engine offers each parameter's
 buffer for its first gradient (``grad_buffers.offered``); this twin's
-backward computes dW with ``fast/cublas.py``'s product into it and db with CuPy's sum into
+backward computes dW with ``fast/gpu/cublas.py``'s product into it and db with CuPy's sum into
 it (or both at once, above), so no copy follows. Where no buffer is offered (a second
-gradient, no optimizer) it makes new arrays, as the reference does. ``side_by_side`` finds
-gamma's and beta's buffers side by side for the LayerNorm twin (``fast/cupy.py``), which
-sums into both. Registered by ``fast/cupy.py``'s ``TWINS``.
+gradient, no optimizer) it makes new arrays, as the reference does. Registered by
+``fast/cupy/__init__.py``'s ``TWINS``; its wiring tested on the CPU in
+tests/fast/test_cupy_wiring.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..ops.matmul import Linear as _Linear
-from . import cublas, cublaslt
-from .cuda_source import DTYPES
-from .grad_buffers import offered
+from ...ops.matmul import Linear as _Linear
+from ..gpu import cublas, cublaslt
+from ..gpu.cuda_source import DTYPES
+from ..grad_buffers import offered
 
 try:
     import cupy as cp
@@ -41,23 +41,6 @@ def _into(buffer: Any, like: Any) -> Any:
     if buffer is None or buffer.dtype != like.dtype or not buffer.flags.c_contiguous:
         return None
     return buffer
-
-
-def side_by_side(dgamma: Array | None, dbeta: Array | None, like: Array) -> Array | None:
-    """A (2, D) array over the buffers ``dgamma`` and ``dbeta`` (D,) when beta's follows
-    gamma's in memory (C-contiguous, ``like``'s dtype), else None."""
-    if dgamma is None or dbeta is None:
-        return None
-    D = like.shape[1]
-    if dgamma.shape != (D,) or dbeta.shape != (D,):
-        return None
-    if dgamma.dtype != like.dtype or dbeta.dtype != like.dtype:
-        return None
-    if dbeta.data.ptr != dgamma.data.ptr + D * like.itemsize:
-        return None
-    if not (dgamma.flags.c_contiguous and dbeta.flags.c_contiguous):
-        return None
-    return cp.ndarray((2, D), dtype=like.dtype, memptr=dgamma.data)
 
 
 class Linear(_Linear):

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-SOURCES = Path(__file__).parent / "cuda"
+SOURCES = Path(__file__).parents[1] / "cuda"  # fast/cuda/
 
 # the C++ standard NVRTC and nvcc compile the sources with (the same for both)
 OPTIONS = ("--std=c++17",)
@@ -98,6 +98,30 @@ def block_size(n: int) -> int:
     """Threads per block for a row of n elements: 128 up to 512 elements, 256 up to 4096,
     else 1024 (each thread then handles at most ~4 elements before the larger blocks)."""
     return 128 if n <= 512 else 256 if n <= 4096 else 1024
+
+
+BLOCK = 256  # threads per block of the elementwise grid-stride loops (dropout, Adam, clip)
+MAX_GRID = 65536  # blocks of those loops at most
+
+
+def elementwise_grid(n: int) -> int:
+    """Blocks for a grid-stride loop over n elements: ceil(n / BLOCK), 1..MAX_GRID."""
+    return max(1, min((n + BLOCK - 1) // BLOCK, MAX_GRID))
+
+
+_TRUE: dict[int, Any] = {}  # device id -> a 0-d True on it (the "no flag" flag)
+
+
+def true_on(like: Any) -> Any:
+    """A 0-d bool True on ``like``'s device (made once per device): the flag of a kernel
+    that takes one, where the caller gave none."""
+    dev = like.device.id
+    t = _TRUE.get(dev)
+    if t is None:
+        import cupy
+
+        t = _TRUE[dev] = cupy.ones((), dtype=cupy.bool_)
+    return t
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """The NumPy twins of dropout and dropout_add (``ops/dropout.py``): the generator's own mask,
-applied as a product. Registered with the other NumPy twins (``fast/numpy.py``'s ``TWINS``);
-tested against the reference in ``tests/fast/test_numpy_dropout.py``; its measured worth
-is in ``fast/numpy.py``'s docstring.
+applied as a product. Registered with the other NumPy twins (``fast/numpy/__init__.py``'s
+``TWINS``); tested against the reference in ``tests/fast/test_numpy_dropout.py``; its
+measured worth: docs/measurements.md.
 
 Dropout as a product with its mask: x * scale, then times the bool mask in place (two
 passes at memory speed), where NumPy's ``where(keep, x * scale, 0)`` branches on every
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..ops.dropout import Dropout as _Dropout
-from ..ops.dropout import DropoutAdd as _DropoutAdd
+from ...ops.dropout import Dropout as _Dropout
+from ...ops.dropout import DropoutAdd as _DropoutAdd
 
 
 class Dropout(_Dropout):
@@ -64,5 +64,5 @@ class DropoutAdd(_DropoutAdd):
         return grad, dx
 
 
-# reference -> twin, for numpy.ndarray (``fast/numpy.py`` adds them to its table)
+# reference -> twin, for numpy.ndarray (``fast/numpy/__init__.py`` adds them to its table)
 TWINS = {_Dropout: Dropout, _DropoutAdd: DropoutAdd}

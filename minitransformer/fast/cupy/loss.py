@@ -14,7 +14,8 @@ row weights of backward (w = grad / count, 0 on an ignored row). Here:
 
 The same math in the same order within a row; the sum over rows is one block's fixed-order
 tree instead of CuPy's reduction, so the loss may differ from the reference's in its last
-bits. Registered for cupy.ndarray by ``fast/cupy.py``'s ``TWINS``. Importable without CuPy.
+bits. Registered for cupy.ndarray by ``fast/cupy/__init__.py``'s ``TWINS``. Importable
+without CuPy.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ..ops.loss import CrossEntropy as _CrossEntropy
-from . import cuda_source
-from .cuda_source import DTYPES, block_size, elementwise, launch_rows
-from .rows import CrossEntropyRows
+from ...ops.loss import CrossEntropy as _CrossEntropy
+from ..gpu import cuda_source
+from ..gpu.cuda_source import DTYPES, block_size, elementwise, launch_rows
+from ..rows import CrossEntropyRows
 
 try:
     import cupy as cp

@@ -5,8 +5,8 @@ Why: ``array_api_compat.cupy`` wraps many functions (``zeros`` is four Python ca
 ``get_xp`` wrapper, the alias, its device check, then CuPy), and on a GPU every Python call
 is time the GPU waits for its next launch. Here a name is CuPy's own object wherever CuPy 14
 already matches the array API, and a one-call shim where it does not, so a CuPy call is one
-Python call (two through a shim). Like ``fast.numpy.lean_namespace``, the namespace is a
-copy of CuPy's module dict; CuPy itself is not modified.
+Python call (two through a shim). Like the backend's NumPy namespace
+(``backend/namespaces.py``), it is a copy of CuPy's module dict; CuPy itself is not modified.
 
 Compared name by name with ``array_api_compat.cupy`` 1.16 against CuPy 14.2 (introspected
 without a GPU):

@@ -14,7 +14,7 @@ What a graph freezes, and how each is kept right:
   below) into device buffers the graph reads.
 - **Per-step values.** A kernel argument is frozen at capture. Dropout's keys (a fresh draw
   each call) and Adam's bias corrections (a function of the step count) are therefore read
-  by the ``*_graph`` kernels from device slots (``cupy_step.recorder``), which every replay
+  by the ``*_graph`` kernels from device slots (``recorder``, below), which every replay
   refills with what the eager step would compute: keys of the generator's next draws
   (``counter_keys``), ``adam_scalars`` at the optimizer's next step and learning rate. So a
   replayed step gives the eager step's numbers (the same kernels on the same values).
@@ -25,7 +25,7 @@ What a graph freezes, and how each is kept right:
   the optimizer's counts, the generators' counters and the flag are put back after it, and
   each replay advances them as an eager step would.
 - **Matrix products.** CuPy refuses cuBLAS under capture (cupy issue #6290); ``xp.matmul`` is
-  ``fast/cublas.py``, which calls cuBLAS's C API itself and may be captured.
+  ``fast/gpu/cublas.py``, which calls cuBLAS's C API itself and may be captured.
 
 A shape is captured at its third step (two eager steps first: every kernel compiled, the
 optimizer's state made); at most ``max_graphs`` shapes are kept, others run eagerly. Needs a
@@ -40,20 +40,22 @@ from typing import Any
 
 import numpy as np
 
-from ..backend.random import counter_keys
-from . import cupy_step
+from ...backend.random import counter_keys
 
 SLOT_BYTES = 64 * 1024  # per-step values of one graph: dropout keys (8 B) and Adam (16 B) each
 
 
 class Recorder:
-    """The device slots of one capture (``cupy_step.recorder`` while it runs)."""
+    """The device slots of one capture (``recorder`` while it runs): the CuPy twins ask it
+    for their per-step values (``fast/cupy/dropout.py``, ``fast/cupy/adam.py``)."""
 
     def __init__(self, device_buffer: Any, start: int):
         self.buf, self.start, self.used = device_buffer, start, start
         # (generator, k, byte offset) per dropout slot: the generator's k-th draw of a step
         self.dropout: list[tuple[Any, int, int]] = []
-        self.adam: list[tuple[int, Any]] = []  # (byte offset, dtype) of the Adam slots
+        # (byte offset, dtype, scalars) of the Adam slots; scalars(dtype, lr=..., t=...):
+        # the launch's scalar arguments, whose last two a replay writes into the slot
+        self.adam: list[tuple[int, Any, Any]] = []
         self.first: dict[int, tuple[Any, int]] = {}  # id -> (generator, counter at capture)
 
     def _slot(self, nbytes: int) -> int:
@@ -71,10 +73,10 @@ class Recorder:
         self.dropout.append((generator, k, offset))
         return self.buf[offset : offset + 8].view(np.uint32), threshold
 
-    def adam_slot(self, dtype: Any) -> Any:
+    def adam_slot(self, dtype: Any, scalars: Callable[..., tuple]) -> Any:
         dtype = np.dtype(dtype)
         offset = self._slot(2 * dtype.itemsize)
-        self.adam.append((offset, dtype))
+        self.adam.append((offset, dtype, scalars))
         return self.buf[offset : offset + 2 * dtype.itemsize].view(dtype)
 
     def rewind(self) -> list[tuple[Any, int]]:
@@ -85,6 +87,12 @@ class Recorder:
             draws.append((gen, gen.counter - first))
             gen.counter = first
         return draws
+
+
+# While GraphedSteps captures a step, ``recorder`` is its Recorder: the per-step values a
+# kernel would take by value (a dropout draw's keys, Adam's bias corrections), which a graph
+# would freeze, are then read from device slots that each replay refills.
+recorder: Recorder | None = None
 
 
 class _Graph:
@@ -113,10 +121,10 @@ class GraphedSteps:
 
     def __init__(self, body: Callable[..., tuple[Any, ...]], optimizer: Any,
                  warmup: int = 2, max_graphs: int = 16):  # fmt: skip
-        from ..optim import Adam
+        from ...optim import Adam
 
         if type(optimizer) is not Adam:
-            raise TypeError("GraphedSteps: the captured update is Adam's (fast/cupy_step.py)")
+            raise TypeError("GraphedSteps: the captured update is Adam's (fast/cupy/adam.py)")
         self.body, self.optimizer = body, optimizer
         self.warmup, self.max_graphs = warmup, max_graphs
         self.graphs: dict[tuple, _Graph] = {}
@@ -156,10 +164,10 @@ class GraphedSteps:
         opt.step_count += 1
         for i in range(len(opt.param_steps)):
             opt.param_steps[i] += 1
-        for (offset, dtype), gi in zip(rec.adam, range(len(opt.groups)), strict=True):
+        for (offset, dtype, scalars), gi in zip(rec.adam, range(len(opt.groups)), strict=True):
             t = opt.param_steps[opt._members[gi][0]]
-            values = cupy_step.adam_scalars(dtype, lr=opt.lr, betas=opt.betas, eps=opt.eps,
-                                            weight_decay=opt.weight_decay, t=t)[6:]  # fmt: skip
+            values = scalars(dtype, lr=opt.lr, betas=opt.betas, eps=opt.eps,
+                             weight_decay=opt.weight_decay, t=t)[6:]  # fmt: skip
             host[offset : offset + 2 * dtype.itemsize] = np.array(values, dtype).view(np.uint8)
         for gen, k, offset in rec.dropout:  # the k-th draw from the generator's counter now
             k1, k2 = counter_keys(gen.seed, gen.counter + k)
@@ -189,15 +197,16 @@ class GraphedSteps:
         stream = cp.cuda.Stream(non_blocking=True)
         cp.cuda.Device().synchronize()
         error = None
+        global recorder
         with cp.cuda.using_allocator(g.pool.malloc), stream:
-            cupy_step.recorder = g.recorder
+            recorder = g.recorder
             stream.begin_capture()
             try:
                 g.outputs = tuple(self.body(*g.inputs))
             except Exception as err:  # noqa: BLE001 - reported in failed[], then eager
                 error = f"{type(err).__name__}: {err}"
             finally:
-                cupy_step.recorder = None
+                recorder = None
                 try:
                     graph = stream.end_capture()
                 except Exception as err:  # noqa: BLE001

@@ -9,7 +9,7 @@ inside the product that is there anyway (one kernel each):
 - backward, epilogue ``BGRADA`` / ``BGRADB``: D = op(A) op(B), and into the bias buffer the
   sums of op(A)'s rows / op(B)'s columns over the product's k axis.
 
-Row-major to column-major as in ``fast/cublas.py`` (whose ``plan`` this reuses): C = a @ b
+Row-major to column-major as in ``fast/gpu/cublas.py`` (whose ``plan`` this reuses): C = a @ b
 (m, n) is asked for as C^T = b^T a^T, so cuBLAS's A is our b and its B our a, and the rows
 of its column-major D are our C's columns. So for y = x W + b the bias (d_out,) is one per
 row of D: ``BIAS``. For the weight's gradient the bias gradient is the column sums of g

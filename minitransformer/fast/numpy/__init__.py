@@ -1,0 +1,48 @@
+"""The fast tier for NumPy arrays on the CPU: twins of reference ops, each measured, each
+tested against its reference (tests/fast/test_numpy*.py). Off unless ``fast.enable()``.
+
+What is fast here is mostly *fewer Python calls and fewer temporaries*: at the model sizes
+of the lessons a step's time on a CPU is interpreter time and memory traffic as much as
+arithmetic. Each twin earns its place, measured on a training step with and without it
+(docs/measurements.md); the twins that did not (softmax and log-softmax, 1.00) were
+deleted, and the one-call ``reshape`` and ``sum`` (no math) moved to the backend's NumPy
+namespace, where every op gets them.
+
+One file per reference, named after it:
+
+    layernorm.py   ops/layernorm.py   LayerNorm's row math (``vecdot`` means, fewer buffers)
+    loss.py        ops/loss.py        CrossEntropy's row math (one reused (N, V) buffer)
+    attention.py   ops/attention.py   ScaledDotProductAttention (no row max where safe)
+    linear.py      ops/matmul.py      Linear's backward (dW, db into the gradient buffer)
+    dropout.py     ops/dropout.py     Dropout, DropoutAdd (the mask as a product)
+    adam.py        optim/adam.py      adam_update (one temporary, in cached chunks)
+
+``TWINS`` lists what this package registers for ``numpy.ndarray`` (``fast/__init__.py``
+installs it).
+"""
+
+from __future__ import annotations
+
+from ...ops.attention import ScaledDotProductAttention as _Attention
+from ...ops.layernorm import LayerNorm as _LayerNorm
+from ...ops.loss import CrossEntropy as _CrossEntropy
+from ...ops.matmul import Linear as _Linear
+from ...optim.adam import adam_update as _adam_update
+from .adam import adam_update
+from .attention import ScaledDotProductAttention
+from .dropout import TWINS as _DROPOUT_TWINS
+from .layernorm import LayerNorm
+from .linear import Linear
+from .loss import CrossEntropy
+
+# reference -> twin: what ``fast.enable()`` registers for numpy.ndarray
+TWINS = {
+    **_DROPOUT_TWINS,  # dropout.py's: Dropout, DropoutAdd
+    _Linear: Linear,
+    _Attention: ScaledDotProductAttention,
+    _LayerNorm: LayerNorm,
+    _CrossEntropy: CrossEntropy,
+    _adam_update: adam_update,
+}
+
+__all__ = ["TWINS"]
