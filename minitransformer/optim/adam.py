@@ -29,8 +29,8 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
                 betas: tuple[float, float], eps: float, weight_decay: float, t: int,
                 ok: Any = None) -> None:  # fmt: skip
     """One Adam update of ``p``, ``m`` and ``v`` (in place) with gradient ``g``, at the
-    parameter's ``t``-th update: the module doc's formulas, as PyTorch rounds them (m moves
-    a fraction 1 − β1 of the way to g, which is β1 m + (1 − β1) g). Nothing changes where
+    parameter's ``t``-th update: the module doc's formulas (m moves a fraction 1 − β1 of
+    the way to g, as PyTorch's ``lerp`` does: β1 m + (1 − β1) g). Nothing changes where
     ``ok`` (a 0-d bool on the device; None: always apply) is False, see ``assign``.
 
     Each line makes a new array as large as ``p`` (often every parameter of the model, an
@@ -42,7 +42,8 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
         g = g + weight_decay * p  # L2, as in PyTorch's Adam
     m_new = m + (1 - b1) * (g - m)  # β1 m + (1 − β1) g
     v_new = v + (1 - b2) * (g * g - v)  # β2 v + (1 − β2) g²
-    step = (lr / (1 - b1**t)) * m_new / (xp.sqrt(v_new) / math.sqrt(1 - b2**t) + eps)
+    denom = xp.sqrt(v_new) / math.sqrt(1 - b2**t) + eps  # √v / √(1 − β2^t) + ε
+    step = (lr / (1 - b1**t)) * (m_new / denom)  # lr / (1 − β1^t) · m / denom
     assign(ok, (m, m_new), (v, v_new), (p, p - step))
 
 
