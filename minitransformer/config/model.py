@@ -3,6 +3,11 @@
     cfg = TransformerConfig(src_vocab=V, tgt_vocab=V)              # the paper's base sizes
     cfg = TransformerConfig.preset("tiny", src_vocab=V, tgt_vocab=V)
     cfg.to_dict()  ->  JSON-friendly dict;  TransformerConfig.from_dict(d)  ->  the same config
+    dataclasses.replace(cfg, dropout=0.3)  ->  a changed copy, validated in turn
+
+A config is frozen: it is validated once, when it is made (``__post_init__``), and cannot
+change afterwards, so whatever holds one (the model and every layer it builds) reads it
+without checking it again.
 
 Presets (d_model, h, N, d_ff, dropout):
 
@@ -54,9 +59,9 @@ def head_split_problem(d_model: int, h: int) -> str | None:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class TransformerConfig:
-    """Sizes and switches of an encoder-decoder Transformer.
+    """Sizes and switches of an encoder-decoder Transformer; frozen, validated when made.
 
     Attributes:
         src_vocab, tgt_vocab: vocabulary sizes of source and target token ids.
@@ -136,7 +141,8 @@ class TransformerConfig:
     )  # fmt: skip
 
     def __post_init__(self) -> None:
-        self.validate()  # a bad field fails here, not later inside a layer or after training
+        self.validate()  # a bad field fails here, once: not later inside a layer or after
+        # training. Frozen, the config stays as validated; dataclasses.replace validates anew
 
     @property
     def d_k(self) -> int:
@@ -365,6 +371,21 @@ class TransformerConfig:
         if missing:
             raise ConfigError(f"from_dict: required key(s) {missing} are missing")
         return cls(**d)  # validated by __post_init__
+
+
+def _refuse_change(self: TransformerConfig, name: str, *value: Any) -> None:
+    """A frozen config's answer to ``cfg.name = value`` and ``del cfg.name``: the error of
+    ``dataclass(frozen=True)``, with the way to a changed config."""
+    raise dataclasses.FrozenInstanceError(
+        f"TransformerConfig is frozen (validated once, when it was made), so {name!r} cannot "
+        f"be {'set' if value else 'deleted'}; make a changed copy, validated in turn, with "
+        f"dataclasses.replace(cfg, {name}=...)"
+    )
+
+
+# Set after the class: dataclass(frozen=True) refuses a class that defines its own.
+TransformerConfig.__setattr__ = _refuse_change
+TransformerConfig.__delattr__ = _refuse_change
 
 
 def _field_names() -> set[str]:

@@ -4,11 +4,13 @@
 the model; ``model(src, tgt_in)`` maps int ids (B, S), (B, T) to logits (B, T, V).
 ``mt.nn.TransformerLM(vocab=V, d_model=64, h=4, N=2, d_ff=256)`` is the decoder-only language
 model on the same blocks; ``lm(ids)`` maps (B, T) ids to next-token logits (B, T, V).
+``mt.nn.Block`` is ``EncoderLayer``: the layer that both the encoder and the language model
+stack.
 """
 
 from ..config import TransformerConfig
 from .attention import KVCache, MultiHeadAttention
-from .blocks import CausalStack, Decoder, DecoderLayer, Encoder, EncoderLayer
+from .blocks import Block, CausalStack, Decoder, DecoderLayer, Encoder, EncoderLayer
 from .language_model import TransformerLM
 from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward
 from .masks import causal_mask, padding_mask, target_mask
@@ -34,6 +36,7 @@ def build_model(cfg: TransformerConfig, seed: int = 0) -> Transformer | Transfor
 
 __all__ = [
     "AdditiveAttention",
+    "Block",
     "CausalStack",
     "Decoder",
     "DecoderCache",

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import backend, checks
 from .. import functional as F
-from ..config.model import head_split_problem
+from ..config.model import TransformerConfig, head_split_problem
 from ..errors import DeviceError, DTypeError, ShapeError
 from ..ops.attention import ScaledDotProductAttention
 from ..ops.attention_checks import check_mask, check_sizes
@@ -71,6 +71,11 @@ class MultiHeadAttention(Module):
     pays nothing for it. Storing weights needs them formed, so it runs the fused op even
     when ``block_size`` is set.
 
+    ``MultiHeadAttention(cfg, h, generator=None)``: a layer's attention, given its
+    TransformerConfig (read as it is: cfg.d_model, cfg.key_dim, cfg.scale_attention,
+    cfg.attention_block_size) and its stack's heads h (``cfg.sizes``); the layers build
+    theirs so. Otherwise each argument is checked here (``check_attention``).
+
     ``head_mask`` (None: every head on) gates the heads: a (H,) float Tensor, or numbers,
     that multiplies each head's output before the heads are merged,
     ``MergeHeads(head_h * m_h)``, so m_h = 0 switches head h off (it then contributes
@@ -82,17 +87,19 @@ class MultiHeadAttention(Module):
 
     def __init__(
         self,
-        d_model: int,
+        d_model: int | TransformerConfig,
         h: int,
         generator: backend.Generator | None = None,
         d_k: int | None = None,
         scale: bool = True,
         block_size: int | None = None,
-        *,
-        _checked: bool = False,
     ):
         super().__init__()
-        if not _checked:
+        if isinstance(d_model, TransformerConfig):  # validated when made, frozen since
+            cfg = d_model
+            d_model, d_k, scale = cfg.d_model, cfg.key_dim, cfg.scale_attention
+            block_size = cfg.attention_block_size
+        else:
             d_model, h, d_k, scale, block_size = check_attention(
                 "MultiHeadAttention", d_model, h, d_k, scale, block_size
             )
@@ -162,28 +169,25 @@ class MultiHeadAttention(Module):
         cache: KVCache | None = None,
     ) -> Tensor:
         for name, x in (("query", query), ("key", key), ("value", value)):
-            if (x is query and name != "query") or (x is key and name == "value"):
-                continue  # self-attention (or key is value): the same tensor, checked once
-            if type(x) is not Tensor and not isinstance(x, Tensor):
+            if not isinstance(x, Tensor):
                 raise not_a_tensor("MultiHeadAttention", name, x)
-            xs, xd = x.data.shape, x.data.dtype  # attribute reads: no calls
-            if (type(xd), xd) not in backend.FLOAT_DTYPES and not backend.is_float_dtype(xd):
+            if not backend.is_float_dtype(x.dtype):
                 raise DTypeError(
-                    f"MultiHeadAttention: {name} has dtype {backend.dtype_name(xd)}, need "
+                    f"MultiHeadAttention: {name} has dtype {backend.dtype_name(x.dtype)}, need "
                     "a float dtype; embed token ids first (nn.Embedding), or use x.astype(...)"
                 )
-            if len(xs) != 3:
+            if x.ndim != 3:
                 raise ShapeError(
-                    f"MultiHeadAttention: {name} has shape {tuple(xs)}, expected 3 axes "
+                    f"MultiHeadAttention: {name} has shape {tuple(x.shape)}, expected 3 axes "
                     f"(B, L, d_model = {self.d_model}); add a batch axis with x[None]"
                 )
-            if xs[-1] != self.d_model:
+            if x.shape[-1] != self.d_model:
                 raise ShapeError(
-                    f"MultiHeadAttention: {name} has width {xs[-1]}, expected d_model = "
-                    f"{self.d_model} (shape {tuple(xs)}); project it to {self.d_model} "
+                    f"MultiHeadAttention: {name} has width {x.shape[-1]}, expected d_model = "
+                    f"{self.d_model} (shape {tuple(x.shape)}); project it to {self.d_model} "
                     "features or build the layer with that d_model"
                 )
-        qs, ks, vs = query.data.shape, key.data.shape, value.data.shape
+        qs, ks, vs = query.shape, key.shape, value.shape
         if ks[:2] != vs[:2] or ks[0] != qs[0]:
             raise ShapeError(
                 f"MultiHeadAttention: query {tuple(query.shape)}, key {tuple(key.shape)} and "
@@ -195,8 +199,8 @@ class MultiHeadAttention(Module):
         if not self.scale:  # the op divides by √d_k: pre-multiply so the logits are q kᵀ
             q = q * math.sqrt(self.d_k)
         k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
-        B, H, T, _ = q.data.shape
-        S = k.data.shape[2]
+        B, H, T, _ = q.shape
+        S = k.shape[2]
         if S == 0:  # no keys: nothing to attend to (the op would reduce over none)
             check_sizes("MultiHeadAttention", self.d_k, 0)
         if mask is not None:  # the scores' shape
@@ -207,7 +211,7 @@ class MultiHeadAttention(Module):
             out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
             if self.store_weights:
                 self.last_weights = ctx.probs  # (B, H, T, S)
-        gates = self.__dict__["_head_mask"]
+        gates = self.head_mask
         if gates is not None:  # each head's output times its gate m_h (class doc)
             out = out * F.reshape(gates, (1, H, 1, 1))
         out = MergeHeads.apply(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)

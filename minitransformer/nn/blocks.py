@@ -11,7 +11,17 @@ Each sublayer sits in a residual block:
 
 A decoder layer without its cross-attention has exactly an encoder layer's sublayers: what
 makes it a decoder is the mask it is given (causal: position t sees 0..t) and the key/value
-cache of cached decoding. So the language model's ``CausalStack`` stacks EncoderLayers.
+cache of cached decoding. So the language model's ``CausalStack`` stacks EncoderLayers
+(``Block``, the name a language model's readers know them by, is EncoderLayer itself).
+
+The config flows down once. A model hands its TransformerConfig, validated when it was made
+and frozen since, to its stacks, ``Encoder(cfg)``; a stack hands it to each layer,
+``EncoderLayer(cfg)``; a layer to its sublayers. Each reads the fields it needs and checks
+none of them again (the basic layers at the bottom, Linear, LayerNorm and Dropout, take
+plain numbers: ``_checked=True`` tells them these were read from the config). Built by hand
+from loose numbers, ``EncoderLayer(d_model, h, d_ff, ...)`` or ``Encoder(N, d_model, h,
+d_ff, ...)``, a layer or stack checks them once, where they enter (``layer_config``), and
+makes them the config that its layers read.
 """
 
 from __future__ import annotations
@@ -35,16 +45,47 @@ from .layers import (
 )
 from .module import Module, ModuleList, Parameter
 
+NO_VOCAB = 3  # a layer built by hand reads no vocabulary: its config holds the smallest one
+# a TransformerConfig accepts (the ids pad 0, bos 1, eos 2)
+
+
+def layer_config(
+    where: str,
+    d_model: int,
+    h: int,
+    d_ff: int,
+    dropout: float = 0.0,
+    pre_norm: bool = False,
+    d_k: int | None = None,
+    scale: bool = True,
+    activation: str = "relu",
+    block_size: int | None = None,
+    N: int = 1,
+) -> TransformerConfig:
+    """The loose arguments of a layer or stack built by hand, each checked here, where it
+    enters (a library error that names ``where``, the argument and the fix), made the
+    TransformerConfig its layers read: the fields of the same names, and key_dim = d_k,
+    scale_attention = scale, attention_block_size = block_size (N: a stack's layers). The
+    config validates itself as every config does, a second look at numbers that passed."""
+    d_model, h, d_k, scale, block_size = check_attention(where, d_model, h, d_k, scale, block_size)
+    _, d_ff, dropout, activation = check_feed_forward(where, d_model, d_ff, dropout, activation)
+    pre_norm = checks.flag(where, "pre_norm", pre_norm)
+    return TransformerConfig(
+        src_vocab=NO_VOCAB, tgt_vocab=NO_VOCAB, d_model=d_model, h=h, N=N, d_ff=d_ff,
+        dropout=dropout, pre_norm=pre_norm, key_dim=d_k, scale_attention=scale,
+        activation=activation, attention_block_size=block_size,
+    )  # fmt: skip
+
 
 class _Residual(Module):
-    """One residual block around a sublayer, post-LN or pre-LN (see the module doc).
-    Built by a layer from its checked arguments."""
+    """One residual block around a sublayer, post-LN or pre-LN (see the module doc):
+    cfg.d_model wide, cfg.dropout on the sublayer's output, cfg.pre_norm."""
 
-    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.norm = LayerNorm(d_model, _checked=True)
-        self.dropout = Dropout(dropout, _checked=True)
-        self.pre_norm = pre_norm
+        self.norm = LayerNorm(cfg.d_model, _checked=True)
+        self.dropout = Dropout(cfg.dropout, _checked=True)
+        self.pre_norm = cfg.pre_norm
 
     def forward(self, x: Tensor, sublayer: Any) -> Tensor:
         if self.pre_norm:  # x + dropout(sublayer(norm(x)))
@@ -53,25 +94,28 @@ class _Residual(Module):
 
 
 class _Layer(Module):
-    """What EncoderLayer and DecoderLayer share: their sublayers, built from one list of
-    arguments. Each attention in ``ATTENTIONS`` (self-attention; the decoder adds
-    cross-attention), then the feed-forward, each in a residual block (block1, block2, ...).
+    """What EncoderLayer and DecoderLayer share: their sublayers, read from one config. Each
+    attention in ``ATTENTIONS`` (self-attention; the decoder adds cross-attention), then the
+    feed-forward, each in a residual block (block1, block2, ...).
 
-    d_model, h, d_ff: the sizes (TransformerConfig's); dropout: P_drop of each sublayer
+    ``EncoderLayer(cfg, generator=None)``: a layer of a TransformerConfig (its ``STACK``'s
+    heads and d_ff, ``cfg.sizes``), read as it is: the models and stacks build theirs so.
+    ``EncoderLayer(d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None, d_k=None,
+    scale=True, activation="relu", block_size=None)``: by hand, each argument checked once,
+    here (``layer_config``). d_model, h, d_ff: the sizes; dropout: P_drop of each sublayer
     output; pre_norm: pre-LN instead of the paper's post-LN; generator: draws the weights;
     d_k (None = d_model / h), scale (1/√d_k) and block_size (None = the fused op) of each
-    attention; activation: the feed-forward's nonlinearity. The arguments are checked here,
-    once, and the sublayers trust them (``_checked=True`` skips even that: the
-    Transformer's come from a validated TransformerConfig).
+    attention; activation: the feed-forward's nonlinearity.
     """
 
+    STACK: str  # whose sizes the layer reads from a config: "encoder" or "decoder"
     ATTENTIONS: tuple[str, ...]
 
     def __init__(
         self,
-        d_model: int,
-        h: int,
-        d_ff: int,
+        d_model: int | TransformerConfig,
+        h: int | None = None,
+        d_ff: int | None = None,
         dropout: float = 0.0,
         pre_norm: bool = False,
         generator: backend.Generator | None = None,
@@ -79,39 +123,33 @@ class _Layer(Module):
         scale: bool = True,
         activation: str = "relu",
         block_size: int | None = None,
-        *,
-        _checked: bool = False,
     ):
         super().__init__()
-        if not _checked:
+        if isinstance(d_model, TransformerConfig):  # validated when made, frozen since
+            cfg = d_model
+        else:
             where = type(self).__name__
-            d_model, h, d_k, scale, block_size = check_attention(
-                where, d_model, h, d_k, scale, block_size
-            )
-            _, d_ff, dropout, activation = check_feed_forward(
-                where, d_model, d_ff, dropout, activation
-            )
-            pre_norm = checks.flag(where, "pre_norm", pre_norm)
-        self.d_model, self.pre_norm = d_model, pre_norm
+            cfg = layer_config(where, d_model, h, d_ff, dropout, pre_norm, d_k, scale,
+                               activation, block_size)  # fmt: skip
+        _, h, d_ff = cfg.sizes(self.STACK)
+        self.d_model, self.pre_norm = cfg.d_model, cfg.pre_norm
         for name in self.ATTENTIONS:
-            attention = MultiHeadAttention(
-                d_model, h, generator, d_k, scale, block_size, _checked=True
-            )
-            setattr(self, name, attention)
-        self.ffn = PositionwiseFeedForward(
-            d_model, d_ff, generator=generator, activation=activation, _checked=True
-        )
+            setattr(self, name, MultiHeadAttention(cfg, h, generator))
+        self.ffn = PositionwiseFeedForward(cfg, d_ff, generator=generator)
         for i in range(1, len(self.ATTENTIONS) + 2):
-            setattr(self, f"block{i}", _Residual(d_model, dropout, pre_norm))
+            setattr(self, f"block{i}", _Residual(cfg))
 
 
 class EncoderLayer(_Layer):
     """Self-attention then feed-forward, each in a residual block. x (B, S, D) -> (B, S, D).
 
-    ``EncoderLayer(d_model, h, d_ff, dropout=0.0, pre_norm=False, generator=None,
-    d_k=None, scale=True, activation="relu", block_size=None)``: see ``_Layer``.
+    ``EncoderLayer(cfg, generator=None)`` or ``EncoderLayer(d_model, h, d_ff, dropout=0.0,
+    pre_norm=False, generator=None, d_k=None, scale=True, activation="relu",
+    block_size=None)``: see ``_Layer``. ``Block`` is this class: a language model's stack
+    (``CausalStack``) is made of these layers, given the causal mask.
     """
 
+    STACK = "encoder"
     ATTENTIONS = ("self_attn",)
 
     def forward(self, x: Tensor, mask: Any = None, cache: KVCache | None = None) -> Tensor:
@@ -122,14 +160,18 @@ class EncoderLayer(_Layer):
         return self.block2(x, self.ffn)
 
 
+Block = EncoderLayer  # a language model's name for its layer (GPT's "block"): CausalStack's
+
+
 class DecoderLayer(_Layer):
     """Masked self-attention, cross-attention over memory, feed-forward; each residual.
 
     x (B, T, D), memory (B, S, D), tgt_mask (B|1, 1, T, T'), src_mask (B, 1, 1, S).
     ``cache``: (self-attention KVCache, cross-attention KVCache) for cached decoding.
-    The arguments are EncoderLayer's (see ``_Layer``).
+    The arguments are EncoderLayer's (see ``_Layer``); from a config, the decoder's sizes.
     """
 
+    STACK = "decoder"
     ATTENTIONS = ("self_attn", "cross_attn")
 
     def forward(
@@ -149,22 +191,40 @@ class DecoderLayer(_Layer):
 class _Stack(Module):
     """N copies of one layer class (plus a final LayerNorm when pre-LN).
 
-    ``Encoder(N, d_model, h, d_ff, ...)``: the number of layers N, then the arguments of
-    the layer class (EncoderLayer's, see ``_Layer``). The first layer checks them; its
-    N - 1 copies take them as checked.
+    ``Encoder(cfg, generator=None)``: the layers of a TransformerConfig (N, or decoder_N
+    for the Decoder), each given the config. ``Encoder(N, d_model, h, d_ff, dropout=0.0,
+    pre_norm=False, generator=None, d_k=None, scale=True, activation="relu",
+    block_size=None)``: by hand, the number of layers N, then the arguments of the layer
+    class (EncoderLayer's, see ``_Layer``), checked once however many layers there are.
     """
 
     layer_class: type[_Layer]
 
-    def __init__(self, N: int, *args: Any, _checked: bool = False, **kwargs: Any):
+    def __init__(
+        self,
+        N: int | TransformerConfig,
+        d_model: int | None = None,
+        h: int | None = None,
+        d_ff: int | None = None,
+        dropout: float = 0.0,
+        pre_norm: bool = False,
+        generator: backend.Generator | None = None,
+        d_k: int | None = None,
+        scale: bool = True,
+        activation: str = "relu",
+        block_size: int | None = None,
+    ):
         super().__init__()
-        if not _checked:
-            where = type(self).__name__
-            N = checks.positive_int(where, "N", N, "N is the number of layers, e.g. 6")
-        first = self.layer_class(*args, _checked=_checked, **kwargs)
-        copies = [self.layer_class(*args, _checked=True, **kwargs) for _ in range(N - 1)]
-        self.layers = ModuleList([first, *copies])
-        self.norm = LayerNorm(first.d_model, _checked=True) if first.pre_norm else None
+        if isinstance(N, TransformerConfig):  # validated when made, frozen since
+            cfg = N
+        else:
+            fix = "N is the number of layers, e.g. 6"
+            N = checks.positive_int(type(self).__name__, "N", N, fix)
+            cfg = layer_config(self.layer_class.__name__, d_model, h, d_ff, dropout, pre_norm,
+                               d_k, scale, activation, block_size, N=N)  # fmt: skip
+        N = cfg.sizes(self.layer_class.STACK)[0]
+        self.layers = ModuleList([self.layer_class(cfg, generator=generator) for _ in range(N)])
+        self.norm = LayerNorm(cfg.d_model, _checked=True) if cfg.pre_norm else None
 
 
 class Encoder(_Stack):
@@ -210,19 +270,6 @@ class Decoder(_Stack):
         return self.norm(x) if self.norm is not None else x
 
 
-def layer_arguments(cfg: TransformerConfig, generator: backend.Generator) -> dict[str, Any]:
-    """A validated config's arguments of every layer (``_Layer``'s, after the sizes)."""
-    return dict(
-        dropout=cfg.dropout,
-        pre_norm=cfg.pre_norm,
-        generator=generator,
-        d_k=cfg.key_dim,
-        scale=cfg.scale_attention,
-        activation=cfg.activation,
-        block_size=cfg.attention_block_size,
-    )
-
-
 class TokenModel(Module):
     """What the encoder-decoder and the language model share around their stacks: the
     logits from the last hidden states, the training loss, the attention switch. A subclass
@@ -243,9 +290,8 @@ class TokenModel(Module):
         embedding scale √d_model; then the whole model in cfg.dtype."""
         D, V = cfg.d_model, cfg.tgt_vocab
         self.out_proj = (
-            None if cfg.tie_embeddings else Linear(D, V, bias=False, generator=generator,
-                                                   _checked=True)
-        )  # fmt: skip
+            None if cfg.tie_embeddings else Linear(D, V, False, generator, _checked=True)
+        )
         zeros = backend.namespace_for_device("cpu").zeros(V)
         self.logits_bias = Parameter(zeros, dtype="float32") if cfg.logits_bias else None
         self.scale = math.sqrt(D) if cfg.scale_embedding else None  # None: no multiply

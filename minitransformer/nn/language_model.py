@@ -6,11 +6,13 @@ next token of one sequence (the models after the paper, GPT among them, are this
     ids (B, T) ─ embed·√d_model + PE ─ dropout ─ N × [masked self-attention, feed-forward]
                ─ (final LayerNorm when pre-LN) ─ h Eᵀ ─► logits (B, T, V)
 
-The N layers are EncoderLayers (blocks.py) given the causal mask: position t attends to
-positions 0..t only, so logits[:, t] depends on ids[:, :t+1] alone, and one forward pass
-trains all T predictions at once (the loss at t is -log p(ids[t+1] | ids[:t+1])). Nothing
-else tells the model which way the sequence runs: the mask is the whole story. The
-embedding E is tied with the output projection (paper 3.4) unless tie_embeddings=False.
+The LM's stack is made of the same layers as the encoder-decoder's encoder: N EncoderLayers
+(blocks.py; ``nn.Block``, the name a GPT reader knows, is that class), each given the
+model's config as the encoder's are, and the causal mask: position t attends to positions
+0..t only, so logits[:, t] depends on ids[:, :t+1] alone, and one forward pass trains all T
+predictions at once (the loss at t is -log p(ids[t+1] | ids[:t+1])). Nothing else tells the
+model which way the sequence runs: the mask is the whole story. The embedding E is tied
+with the output projection (paper 3.4) unless tie_embeddings=False.
 
     lm = TransformerLM(vocab=V, d_model=64, h=4, N=2, d_ff=256, max_len=128, dropout=0.0)
     lm = TransformerLM.preset("tiny", vocab=V)          # TransformerConfig's presets
@@ -33,7 +35,7 @@ from ..config import TransformerConfig
 from ..errors import ArgumentError, ShapeError
 from ..tensor import Tensor, no_grad
 from .attention import KVCache
-from .blocks import CausalStack, TokenModel, layer_arguments
+from .blocks import CausalStack, TokenModel
 from .inputs import check_ids
 from .layers import Embedding
 from .masks import causal_mask
@@ -64,16 +66,13 @@ class TransformerLM(TokenModel):
         **fields: Any,
     ):
         super().__init__()
-        self.cfg = cfg = _config(vocab, config, fields)  # validated: the layers trust it
+        self.cfg = cfg = _config(vocab, config, fields)  # validated when made, frozen since
         seed = checks.non_negative_int("TransformerLM", "seed", seed, "pass e.g. seed=0")
         gen = backend.Generator(seed, "cpu")
         D, V = cfg.d_model, cfg.tgt_vocab
         self.embed = Embedding(V, D, generator=gen, _checked=True)
-        self.positions = PositionalEncoding(
-            D, cfg.max_len, cfg.dropout, cfg.learned_positions, cfg.position_layout, _checked=True
-        )
-        self.decoder = CausalStack(cfg.N, D, cfg.h, cfg.d_ff, **layer_arguments(cfg, gen),
-                                   _checked=True)  # fmt: skip
+        self.positions = PositionalEncoding(cfg)
+        self.decoder = CausalStack(cfg, generator=gen)  # cfg.N Blocks (EncoderLayers)
         self._build_output(cfg, gen)  # W (unless tied), the logits bias, √d_model
 
     @classmethod
@@ -212,7 +211,7 @@ def _config(vocab: Any, config: Any, fields: dict[str, Any]) -> TransformerConfi
                 f"TransformerLM: config must be a TransformerConfig with decoder_only=True, "
                 f"got {checks.short(config)}; or pass vocab=V and the sizes"
             )
-        return config.validate()
+        return config  # validated when it was made, frozen since
     if vocab is None:
         raise ArgumentError(
             "TransformerLM: vocab is required (the number of token ids), e.g. "

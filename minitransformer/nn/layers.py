@@ -7,9 +7,11 @@ float64 first means a float32 and a float64 model built from one seed hold the s
 weights up to rounding.
 
 Every constructor checks its arguments where they enter (a library error naming the
-argument and the fix). A layer that builds others from values it has checked already, or
-the Transformer from a validated ``TransformerConfig``, passes the private ``_checked=True``
-so those values are not checked a second time on the way down.
+argument and the fix). PositionwiseFeedForward may be given a layer's TransformerConfig
+instead of d_model (the layers' way, see blocks.py): validated when it was made and frozen
+since, the config is read, not checked again. Linear, Embedding, LayerNorm and Dropout take
+plain numbers only; a layer that builds them from numbers it read from a config, or checked
+where they entered, passes the private ``_checked=True`` so they are not checked twice.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import math
 
 from .. import backend, checks
 from .. import functional as F
+from ..config import TransformerConfig
 from ..errors import ConfigError
 from ..ops.checks import not_a_tensor
 from ..tensor import Tensor
@@ -129,7 +132,7 @@ class Dropout(Module):
         self.generator = generator  # None: the default generator of the input's device
 
     def forward(self, x: Tensor) -> Tensor:
-        if type(x) is not Tensor and not isinstance(x, Tensor):  # eval passes x through
+        if not isinstance(x, Tensor):  # checked here: eval mode passes x through
             raise not_a_tensor("Dropout", "x", x)
         if not self.training or self.p == 0.0:
             return x
@@ -139,7 +142,7 @@ class Dropout(Module):
         """residual + self(x), as one op (``F.dropout_add``: the same numbers and the same
         draw, one fused kernel on a GPU); residual + x in eval mode."""
         if not self.training or self.p == 0.0:
-            if type(x) is not Tensor and not isinstance(x, Tensor):
+            if not isinstance(x, Tensor):
                 raise not_a_tensor("Dropout.add", "x", x)
             return residual + x
         return F.dropout_add(x, residual, self.p, training=True, generator=self.generator)
@@ -158,25 +161,29 @@ class PositionwiseFeedForward(Module):
     ``dropout`` is an optional dropout on the hidden activations (PyTorch's
     nn.Transformer and the Annotated Transformer use one); the default 0.0 is the paper's
     formula, and the model uses that.
+
+    ``PositionwiseFeedForward(cfg, d_ff, generator=None)``: a layer's feed-forward, given
+    its TransformerConfig (read as it is: cfg.d_model, cfg.activation) and its stack's d_ff
+    (``cfg.sizes``), with no hidden dropout; the layers build theirs so. Given numbers, it
+    checks each where it enters.
     """
 
     FUNCTIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu"}  # name -> F.<function>
 
     def __init__(
         self,
-        d_model: int,
+        d_model: int | TransformerConfig,
         d_ff: int,
         dropout: float = 0.0,
         generator: backend.Generator | None = None,
         activation: str = "relu",
-        *,
-        _checked: bool = False,
     ):
         super().__init__()
-        if not _checked:
-            where = "PositionwiseFeedForward"
+        if isinstance(d_model, TransformerConfig):  # validated when made, frozen since
+            d_model, activation = d_model.d_model, d_model.activation
+        else:
             d_model, d_ff, dropout, activation = check_feed_forward(
-                where, d_model, d_ff, dropout, activation
+                "PositionwiseFeedForward", d_model, d_ff, dropout, activation
             )
         self.activation = activation
         self.act = getattr(F, self.FUNCTIONS[activation])

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 
 from .. import backend, checks
+from ..config import TransformerConfig
 from ..errors import ConfigError, ShapeError, TokenIdError
 from ..tensor import Tensor
 from .layers import Dropout
@@ -48,29 +49,35 @@ class PositionalEncoding(Module):
     """x (B, T, D) -> dropout(x + PE[offset : offset + T]) (B, T, D).
 
     ``offset`` is the position of x's first token (nonzero during cached decoding, where
-    one new token arrives at a time). ``_checked=True``: the arguments come from a validated
-    TransformerConfig (the Transformer's), so they are not checked again.
+    one new token arrives at a time).
+
+    ``PositionalEncoding(cfg)``: a model's, given its TransformerConfig (validated when it
+    was made, frozen since: read, not checked again): cfg.d_model, cfg.max_len, cfg.dropout,
+    cfg.learned_positions, cfg.position_layout. Given numbers, it checks each where it
+    enters.
     """
 
     def __init__(
         self,
-        d_model: int,
-        max_len: int,
+        d_model: int | TransformerConfig,
+        max_len: int | None = None,
         dropout: float = 0.0,
         learned: bool = False,
         layout: str = "interleaved",
-        *,
-        _checked: bool = False,
     ):
         super().__init__()
-        if not _checked:
+        if isinstance(d_model, TransformerConfig):
+            cfg = d_model
+            d_model, max_len, dropout = cfg.d_model, cfg.max_len, cfg.dropout
+            learned, layout = cfg.learned_positions, cfg.position_layout
+        else:
             where = "PositionalEncoding"
             d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
             max_len = checks.positive_int(
                 where, "max_len", max_len, "the longest sequence the model accepts, e.g. 256"
             )
             learned = checks.flag(where, "learned", learned)
-            checks.probability(where, "dropout", dropout)
+            dropout = checks.probability(where, "dropout", dropout)
         self.d_model, self.max_len, self.learned = d_model, max_len, learned
         table = sinusoid_table(max_len, d_model, layout)  # checks layout
         self.layout = layout

@@ -27,7 +27,7 @@ from ..config import TransformerConfig
 from ..errors import ArgumentError
 from ..tensor import Tensor
 from .attention import KVCache
-from .blocks import Decoder, Encoder, TokenModel, layer_arguments
+from .blocks import Decoder, Encoder, TokenModel
 from .inputs import check_ids, check_memory
 from .layers import Embedding
 from .marian_weights import read_marian, write_marian
@@ -71,20 +71,16 @@ class Transformer(TokenModel):
                 "TransformerConfig.from_dict(d)"
             )
         seed = checks.non_negative_int("Transformer", "seed", seed, "pass e.g. seed=0")
-        self.cfg = cfg.validate()  # checked once, here: the layers below trust its values
+        self.cfg = cfg  # validated when it was made, frozen since: read, not checked again
         gen = backend.Generator(seed, "cpu")
         D, V = cfg.d_model, cfg.tgt_vocab
         self.src_embed = Embedding(cfg.src_vocab, D, generator=gen, _checked=True)
         self.tgt_embed = (
             self.src_embed if cfg.tie_embeddings else Embedding(V, D, gen, _checked=True)
         )
-        self.positions = PositionalEncoding(
-            D, cfg.max_len, cfg.dropout, cfg.learned_positions, cfg.position_layout, _checked=True
-        )
-        layer_args = layer_arguments(cfg, gen)
-        for name, stack in (("encoder", Encoder), ("decoder", Decoder)):
-            N, h, d_ff = cfg.sizes(name)  # cfg.decoder_* where the decoder differs
-            setattr(self, name, stack(N, D, h, d_ff, **layer_args, _checked=True))
+        self.positions = PositionalEncoding(cfg)  # each reads what it needs from cfg: the
+        self.encoder = Encoder(cfg, generator=gen)  # stacks their sizes (the decoder's are
+        self.decoder = Decoder(cfg, generator=gen)  # cfg.decoder_* where set)
         self._build_output(cfg, gen)  # W (unless tied), the logits bias, √d_model
 
     @property

@@ -34,8 +34,10 @@ def run_decode(
     p = PRESETS[preset]
     cfg = p.config(max_len=max(256, length + 1))
     model = nn.Transformer(cfg, seed=0).to(device)
+    # EOS id -1 (see above) is not a valid config: set on the model's own copy, past the
+    # frozen config's refusal of assignment
     model.cfg = dataclasses.replace(cfg)
-    model.cfg.eos_id = -1  # never stop early (see above); not a valid config, set after it
+    object.__setattr__(model.cfg, "eos_id", -1)
     rng = np.random.default_rng(1)
     src = backend.asarray(rng.integers(3, p.vocab, size=(batch, length)), device=device)
     greedy_decode(model, src, max_len=4, use_cache=True)  # warm-up
