@@ -414,6 +414,26 @@ def test_params_without_grad_are_skipped():
     assert opt.state["m"][1] is None and opt.param_steps == [1, 0, 0]
 
 
+def test_advance_counts_a_step_as_step_does_and_uncounted_puts_the_counts_back():
+    """``advance`` is ``step``'s counting (what a CUDA graph's replay calls): the step count,
+    and each parameter's where it has a gradient (all: None), each group's t returned;
+    inside ``uncounted`` (a capture) steps leave the counts as they were, updates done."""
+    params = _params()
+    stepped, advanced = Adam(params, lr=0.1), Adam(_params(), lr=0.1)
+    params[0].grad = np.ones(SHAPES[0])
+    stepped.step()
+    assert advanced.advance([[True, False, False]]) == [1]
+    assert (stepped.step_count, stepped.param_steps) == (advanced.step_count, [1, 0, 0])
+    assert advanced.param_steps == [1, 0, 0] and advanced.advance() == [2]
+    assert advanced.step_count == 2 and advanced.param_steps == [2, 1, 1]
+    before = params[0].numpy().copy()
+    with stepped.uncounted():
+        stepped.step()
+        assert stepped.step_count == 2
+    assert stepped.step_count == 1 and stepped.param_steps == [1, 0, 0]
+    assert not np.array_equal(params[0].numpy(), before)  # the update itself was made
+
+
 # ----------------------------------------------------------------------------- devices and dtypes
 
 

@@ -89,6 +89,14 @@ class Generator:
         k1, k2 = counter_keys(self.seed, c)
         return k1, k2, keep_threshold(p)
 
+    def advance(self, draws: int) -> None:
+        """Move the draw counter by ``draws`` (negative: back), as that many draws would
+        move it, without drawing: for a step whose draws are made elsewhere. A CUDA graph's
+        replay (``fast/gpu/cuda_graph.py``) writes the keys of draws ``counter + k`` into its
+        dropout kernels' slots, then advances past them; its capture, which ran the step's
+        Python but not its kernels, takes its draws back."""
+        self.counter += int(draws)
+
     def state(self) -> dict:
         """A JSON-serialisable snapshot: device, seed, the draw counter and the host
         stream's state."""

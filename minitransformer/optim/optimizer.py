@@ -46,8 +46,9 @@ uninterrupted run's updates bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from .. import backend
@@ -236,31 +237,50 @@ class Optimizer:
         """Update every parameter that has a gradient (parameters without one are skipped).
 
         ``apply_if``: a 0-d bool array; where it is False nothing changes (parameters,
-        state), decided on the device without a host read. ``step_count`` and the
-        per-parameter step counts advance either way (on a device the host cannot know).
+        state), decided on the device without a host read. The step counts advance either
+        way (``advance``; on a device the host cannot know).
         """
-        self.step_count += 1
         self.gather_grads()
+        self.advance(self._has_grad)
         flag = _host_flag(apply_if)
+        if flag is False:  # counted; nothing changes
+            return
         ok = None if flag else apply_if  # a device flag stays on the device
         for gi, (group, has) in enumerate(zip(self.groups, self._has_grad, strict=True)):
             rule = implementation(self.rule, group.data)  # the math, or its fast twin
             members = self._members[gi]
-            steps = {self.param_steps[i] for i in members}
-            whole = all(has) and len(steps) == 1  # the fast path: the whole group at once
+            if not all(has) or len({self.param_steps[i] for i in members}) > 1:
+                for j, i in enumerate(members):  # one parameter at a time, the same math
+                    if has[j]:
+                        views, grad = self._state_views(gi, j), group.grad_views[j]
+                        self._update(rule, group.views[j], grad, views, self.param_steps[i], ok)
+                continue  # else the fast path: the whole group at once
+            flat = {name: self._flat_state(gi, name) for name in self.state_names}
+            if self.state_names and self.state[self.state_names[0]][members[-1]] is None:
+                for j in range(len(members)):  # the per-parameter views, made once
+                    self._state_views(gi, j)
+            self._update(rule, group.data, group.grad, flat, self.param_steps[members[0]], ok)
+
+    def advance(self, has_grad: list[list[bool]] | None = None) -> list[int]:
+        """Count one step as ``step`` does: ``step_count`` + 1, and + 1 for each parameter
+        with a gradient (``has_grad`` per group, from ``gather_grads``; None: all). Returns
+        each group's count t. A CUDA graph's replay counts its step so (fast/gpu/cuda_graph.py)."""
+        self.step_count += 1
+        for gi, members in enumerate(self._members):
             for j, i in enumerate(members):
-                if has[j]:
+                if has_grad is None or has_grad[gi][j]:
                     self.param_steps[i] += 1
-                    if not whole and flag is not False:  # one parameter at a time, same math
-                        views = self._state_views(gi, j)
-                        data, grad = group.views[j], group.grad_views[j]
-                        self._update(rule, data, grad, views, self.param_steps[i], ok)
-            if whole and flag is not False:
-                flat = {name: self._flat_state(gi, name) for name in self.state_names}
-                if self.state_names and self.state[self.state_names[0]][members[-1]] is None:
-                    for j in range(len(members)):  # the per-parameter views, made once
-                        self._state_views(gi, j)
-                self._update(rule, group.data, group.grad, flat, self.param_steps[members[0]], ok)
+        return [self.param_steps[members[0]] for members in self._members]
+
+    @contextlib.contextmanager
+    def uncounted(self) -> Iterator[None]:
+        """Steps inside this block are not counted (the counts are put back after it): a
+        step's Python run without its arithmetic, a CUDA graph's capture (fast/gpu/)."""
+        saved = self.step_count, list(self.param_steps)
+        try:
+            yield
+        finally:
+            self.step_count, self.param_steps = saved
 
     rule: Any = None  # the update's math, a plain function (adam_update, sgd_update)
 

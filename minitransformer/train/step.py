@@ -1,6 +1,6 @@
-"""One training step of ``Trainer`` (trainer.py): the batch's ids checked and uploaded, the
-device work (forward, loss, backward, clip, the guarded Adam update), the losses read back
-at log lines, and the step replayed from CUDA graphs (``capture_steps``, a GPU).
+"""One training step of ``Trainer`` (trainer.py): the batch's ids checked on the host, then
+the device work (forward, loss, backward, clip, the guarded Adam update), the losses read
+back at log lines. ``capture_steps`` (a GPU) replays the device work from CUDA graphs.
 
 A base class of ``Trainer``, apart so that each file holds one concept: this one is the step,
 trainer.py the loop around it (logging, checkpoints, signals, evaluation).
@@ -21,21 +21,6 @@ from ..nn.inputs import check_ids
 from ..optim import step_ok
 from ..runtime import checkpoint, runs
 
-BUCKET = 16  # with CUDA graphs, batches are padded to a multiple of this length
-
-
-def bucketed(ids: tuple[Any, Any, Any], pad_id: int, max_len: int) -> tuple[Any, Any, Any]:
-    """(src (B, S), tgt_in (B, T), tgt_out (B, T)) host ids padded on the right with
-    ``pad_id`` to one length L, max(S, T) rounded up to a multiple of BUCKET (at most
-    max_len), so that a run has a few batch shapes and each shape's captured step is
-    replayed. The loss and the gradients are those of the unpadded batch: padded source
-    keys are masked, padded targets ignored, and no real position attends to a later one."""
-    S, T = ids[0].shape[1], ids[1].shape[1]
-    L = min(max_len, -(-max(S, T) // BUCKET) * BUCKET)
-    return tuple(  # type: ignore[return-value]
-        np.pad(a, ((0, 0), (0, L - a.shape[1])), constant_values=pad_id) for a in ids
-    )
-
 
 class TrainingStep:
     """The step's methods; the attributes they use are made by ``Trainer.__init__``."""
@@ -54,14 +39,14 @@ class TrainingStep:
     checkpoint_step: int | None
     _pending: list
     _healthy: Any
-    _graphs: Any
 
     def train_step(self, batch: Batch) -> Any:
-        """Forward, backward, clip, update; returns the loss (per non-pad target token) as a
-        0-d array on the device. Nothing in it waits for the device (no host read):
+        """Check the ids, then forward, loss, backward, clip, step (``device_step``); returns
+        the loss (per non-pad target token) as a 0-d array on the device. Nothing in it
+        waits for the device (no host read):
 
         - the batch's token ids are checked on the host, where they are made, then uploaded
-          (``_device_step`` trusts them);
+          (``device_step`` trusts them);
         - the loss and the gradient norm stay on the device until ``read_back()`` (at each
           log line and before each checkpoint) turns them into numbers;
         - the NaN/Inf guard is decided on the device: the update is applied only while
@@ -69,7 +54,8 @@ class TrainingStep:
           ...)``), so a bad step never changes the weights, and ``read_back()`` raises
           TrainingError naming it.
 
-        After ``capture_steps()`` (a GPU), the device part is replayed from a CUDA graph.
+        The device part runs through ``self.run_step``, the one hook: after
+        ``capture_steps()`` (a GPU) it is replayed from CUDA graphs.
         """
         if not self.model.training:
             self.model.train()
@@ -79,46 +65,52 @@ class TrainingStep:
             check_ids("tgt_in", batch.tgt_in, cfg.tgt_vocab, cfg.max_len, None),
             check_ids("tgt_out", batch.tgt_out, cfg.tgt_vocab, cfg.max_len, None),
         )  # on the host, where the batch was made: free
-        if self._graphs is not None:  # a few shapes, so that each shape's graph is replayed
-            ids = bucketed(ids, cfg.pad_id, cfg.max_len)
-            loss, norm = self._graphs(*ids)  # host arrays, copied in with the step's values
-        else:
-            loss, norm = self._device_step(*(backend.asarray(a, device=self.cfg.device)
-                                             for a in ids))  # fmt: skip
+        loss, norm = self.run_step(*ids)  # forward, loss, backward, clip, step: device_step
         self.schedule.step()  # the n-th update used lr_at(n); the schedule sets the next
         self._pending.append((loss, norm))
         return loss
 
-    def _device_step(self, src: Any, tgt_in: Any, tgt_out: Any) -> tuple[Any, Any]:
-        """The step's device work on checked ids already on the device: (loss, norm)."""
+    def run_step(self, *ids: np.ndarray) -> tuple[Any, Any]:
+        """The device part of a step on checked host ids: uploaded, then ``device_step``
+        with the flag "every step so far was finite" kept in ``self._healthy``; (loss,
+        norm). ``capture_steps()`` replaces it on the trainer by the step's CUDA graphs."""
+        arrays = (backend.asarray(a, device=self.cfg.device) for a in ids)
+        loss, norm, self._healthy = self.device_step(self._healthy, *arrays)
+        return loss, norm
+
+    def device_step(self, healthy: Any, src: Any, tgt_in: Any,
+                    tgt_out: Any) -> tuple[Any, Any, Any]:  # fmt: skip
+        """Forward, loss, backward, clip and the guarded update on checked ids already on
+        the device: (loss, gradient norm, healthy). ``healthy`` is True while every step so
+        far had a finite loss and norm (a 0-d bool on the device; None before the first):
+        the update is applied only where it, and this step, are (sticky: after a bad step no
+        update is ever applied)."""
         inputs = (tgt_in,) if self.model_cfg.decoder_only else (src, tgt_in)  # an LM: no src
-        loss = self.model.loss(self.model(*inputs, checked=True), tgt_out, checked=True)
+        logits = self.model(*inputs, checked=True)  # forward
+        loss = self.model.loss(logits, tgt_out, checked=True)  # loss
         if self.loss_scale != 1.0:
             loss = loss * self.loss_scale
         self.optimizer.zero_grad()
-        loss.backward()
+        loss.backward()  # backward
         grads = self.optimizer.gather_grads()
         if self.grad_hook is not None:
             self.grad_hook(grads, loss.data)
-        if self.cfg.clip_norm:
+        if self.cfg.clip_norm:  # clip
             norm = self.optimizer.clip_grad_norm(self.cfg.clip_norm)
         else:
             norm = self.optimizer.grad_norm()
         ok = implementation(step_ok, norm)  # the math, or its fused twin on a GPU (fast/)
-        healthy = ok(loss.data, norm, self._healthy)  # finite now and at every step so far
-        if self._graphs is not None:  # one flag the graphs read and write in place
-            self._healthy[...] = healthy
-            healthy = self._healthy
-        self._healthy = healthy  # sticky: after a bad step no update is ever applied
-        self.optimizer.step(apply_if=healthy)
-        return loss.data, norm
+        healthy = ok(loss.data, norm, healthy)  # finite now and at every step so far
+        self.optimizer.step(apply_if=healthy)  # step
+        return loss.data, norm, healthy
 
     def capture_steps(self, warmup: int = 2, max_graphs: int = 16) -> Any:
         """Replay each batch shape's training step from a CUDA graph, captured at its
-        ``warmup + 1``-th step (fast/gpu/cuda_graph.py): the step's Python runs once per shape,
-        not once per step. A GPU with the fast tier on (``MT_CUDA_KERNELS`` not 0), one
-        process (not data parallel), Adam. Returns the ``GraphedSteps`` (its ``failed``
-        says which shapes run eagerly, and why)."""
+        ``warmup + 1``-th step (fast/gpu/cuda_graph.py): the step's Python runs once per
+        shape, not once per step. A GPU with the fast tier on (``MT_CUDA_KERNELS`` not 0),
+        one process (not data parallel), Adam. The ``GraphedSteps`` become this trainer's
+        ``run_step`` (batches padded to a few shapes, the finite flag kept in a buffer of
+        theirs) and are returned (``failed`` says which shapes run eagerly, and why)."""
         from ..fast import cuda_kernels_enabled
         from ..fast.gpu.cuda_graph import GraphedSteps
 
@@ -129,11 +121,14 @@ class TrainingStep:
             )
         if self.world is not None or self.grad_hook is not None:
             raise TrainingError("capture_steps: a data-parallel step cannot be captured")
-        if self._healthy is None:
+        healthy = self._healthy
+        if healthy is None:
             xp = backend.namespace_for_device(self.cfg.device)
-            self._healthy = xp.ones((), dtype=xp.bool)
-        self._graphs = GraphedSteps(self._device_step, self.optimizer, warmup, max_graphs)
-        return self._graphs
+            healthy = xp.ones((), dtype=xp.bool)
+        pad = (self.model_cfg.pad_id, self.model_cfg.max_len)
+        self.run_step = GraphedSteps(self.device_step, self.optimizer, warmup, max_graphs,
+                                     pad=pad, carry=healthy)  # fmt: skip
+        return self.run_step
 
     def read_back(self) -> list[float]:
         """Bring the losses of the steps since the last read-back to the host (one sync) and

@@ -81,8 +81,7 @@ class Trainer(TrainingStep):
         self._stop_requested: str | None = None  # "SIGINT" / "SIGTERM" once one arrived
         self._finishing = False  # after the loop's last save: a signal stops at once
         self._pending: list[tuple[Any, Any]] = []  # (loss, grad norm) on the device, per step
-        self._healthy: Any = None  # device flag: every step so far was finite
-        self._graphs: Any = None  # capture_steps(): the step replayed from CUDA graphs
+        self._healthy: Any = None  # device flag: every step so far was finite (run_step)
         self.grad_hook: Any = None  # hook(flat gradient buffers, loss) after backward
         self.loss_scale = 1.0  # the loss is multiplied by this before backward
         self.world: Any = None  # distributed.World.attach: sharded batches, rank 0 writes

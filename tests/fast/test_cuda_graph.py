@@ -1,10 +1,18 @@
-"""fast/gpu/cuda_graph.py on the CPU: what a replay writes before it launches (the ids, the next
-dropout draws' keys, Adam's bias corrections at the next step) and the host-side counters it
-advances, checked against what the eager step computes. The capture and the replay
-themselves need a GPU: the GPU run compares a replayed Trainer with an eager one bit for bit
-(README, GPU section)."""
+"""fast/gpu/cuda_graph.py on the CPU: what a replay writes before it launches (the ids, the
+next dropout draws' keys, Adam's bias corrections at the next step) and the host-side
+counters it advances through the optimizer's and the generator's public methods, checked
+against what the eager step computes; a capture and its replays with CuPy's capture calls
+stood in for (what is counted and taken back, what makes a capture fail); the eager path of
+``GraphedSteps`` (buckets, the carried finite flag) against the trainer's own eager steps,
+bit for bit, and after a bad step. The capture and the replay themselves need a GPU: the GPU
+run compares a replayed Trainer with an eager one bit for bit (README, GPU section)."""
 
 from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import types
 
 import numpy as np
 import pytest
@@ -14,8 +22,10 @@ from minitransformer import backend
 from minitransformer.backend.random import counter_keys
 from minitransformer.errors import TrainingError
 from minitransformer.fast.cupy import adam as cupy_adam
+from minitransformer.fast.cupy import dropout as cupy_dropout
+from minitransformer.fast.gpu import cuda_graph
 from minitransformer.fast.gpu.cuda_graph import GraphedSteps, Recorder, _Graph
-from minitransformer.optim import SGD, Adam
+from minitransformer.optim import SGD, Adam, Optimizer
 
 
 def _params():
@@ -26,9 +36,12 @@ def _params():
 
 def test_a_replay_writes_what_the_eager_step_would_use():
     opt = Adam(_params(), lr=0.01, betas=(0.9, 0.98), eps=1e-9)
-    opt.step_count, opt.param_steps = 4, [4, 4]
+    for _ in range(4):
+        opt.advance()  # four steps counted, as Optimizer.step counts them
+    assert opt.step_count == 4 and opt.param_steps == [4, 4]
     gen_a, gen_b = backend.Generator(7, "cpu"), backend.Generator(9, "cpu")
-    gen_a.counter, gen_b.counter = 10, 3
+    gen_a.advance(10)
+    gen_b.advance(3)
     ids = (np.arange(6, dtype=np.int64).reshape(2, 3), np.ones((2, 2), dtype=np.int64))
     g = _Graph()
     start = 48 + 32  # the two id arrays, 8-byte aligned
@@ -40,9 +53,9 @@ def test_a_replay_writes_what_the_eager_step_would_use():
     assert slot.dtype == np.uint32 and slot.shape == (2,) and threshold == round(0.1 * 2**32)
     rec.dropout_keys(gen_b, 0.1)
     rec.dropout_keys(gen_a, 0.1)
-    adam = rec.adam_slot(np.float32, cupy_adam.adam_scalars)
+    adam = rec.adam_slot(opt.groups[0].data, cupy_adam.adam_scalars)
     assert adam.dtype == np.float32 and adam.shape == (2,)
-    g.draws = rec.rewind()  # _capture puts the counters back
+    g.draws = rec.rewind()  # _capture takes the draws back
     assert g.draws == [(gen_a, 2), (gen_b, 1)] and (gen_a.counter, gen_b.counter) == (10, 3)
     steps = GraphedSteps(lambda *a: a, opt)
     opt.lr = 0.005  # the schedule's value for the coming step
@@ -90,11 +103,12 @@ def test_capture_steps_needs_a_gpu(tmp_path):
 
 
 def test_bucketed_batches_give_the_unpadded_loss_and_gradients(tmp_path):
-    """With CUDA graphs a batch is padded to a multiple of BUCKET (a few shapes): padded
-    source keys are masked and padded targets ignored, so nothing changes but the shape."""
+    """With CUDA graphs a batch is padded to a multiple of BUCKET (a few shapes; the
+    trainer's GraphedSteps pad it): padded source keys are masked and padded targets
+    ignored, so nothing changes but the shape."""
     from minitransformer.config import TrainConfig
+    from minitransformer.fast.gpu.cuda_graph import BUCKET, bucketed
     from minitransformer.train import Trainer
-    from minitransformer.train.step import BUCKET, bucketed
 
     trainer = Trainer(TrainConfig(task="copy", steps=2, dropout=0.0, out=str(tmp_path / "r"),
                                   progress=False))  # fmt: skip
@@ -117,3 +131,190 @@ def test_bucketed_batches_give_the_unpadded_loss_and_gradients(tmp_path):
     np.testing.assert_allclose(l1, l0, rtol=1e-6)
     for a, b in zip(g0, g1, strict=True):
         np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+
+
+def test_a_generator_advances_and_takes_back_its_draws():
+    """``Generator.advance(n)`` moves the counter as n draws would, without drawing; a
+    negative n takes draws back (what a capture, whose kernels did not run, does)."""
+    drawn, skipped = backend.Generator(3, "cpu"), backend.Generator(3, "cpu")
+    for _ in range(3):
+        drawn.keep_mask((4, 5), 0.3)
+    skipped.advance(3)
+    np.testing.assert_array_equal(skipped.keep_mask((4, 5), 0.3), drawn.keep_mask((4, 5), 0.3))
+    assert skipped.dropout_keys(0.3) == drawn.dropout_keys(0.3)
+    skipped.advance(-5)
+    assert skipped.counter == 0 and skipped.dropout_keys(0.1)[:2] == counter_keys(3, 0)
+
+
+# ----------------------------------------------------------------------------- capture, stood in
+
+
+class _DeviceArray(np.ndarray):
+    """A NumPy array with CuPy's ``set`` (a host-to-device copy)."""
+
+    def set(self, a):
+        self[...] = a
+
+
+def _fake_cupy(launches: list) -> types.SimpleNamespace:
+    """CuPy's calls that GraphedSteps makes, on NumPy: a capture runs the body's Python (here
+    its arithmetic too: there are no kernels to record), a graph's launch is counted."""
+
+    class Stream:
+        def __init__(self, non_blocking=False):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def begin_capture(self):
+            pass
+
+        def end_capture(self):
+            return types.SimpleNamespace(launch=lambda: launches.append(1))
+
+    cuda = types.SimpleNamespace(
+        MemoryPool=lambda: types.SimpleNamespace(malloc=None), Stream=Stream,
+        Device=lambda: types.SimpleNamespace(synchronize=lambda: None),
+        using_allocator=lambda malloc: contextlib.nullcontext(),
+    )  # fmt: skip
+    zeros = lambda shape, dtype: np.zeros(shape, dtype).view(_DeviceArray)  # noqa: E731
+    return types.SimpleNamespace(zeros=zeros, uint8=np.uint8, asarray=np.asarray, cuda=cuda)
+
+
+def _body(opt, gen, whole=True):
+    """A step as the CuPy twins make it: a dropout draw (``fast/cupy/dropout.py``'s keys),
+    Adam's launch per flat group (asking the recorder for its slot while captured), the
+    optimizer's step; body(flag, x) -> (loss, flag)."""
+
+    def body(flag, x):
+        cupy_dropout.dropout_keys(gen, 0.1)
+        for p in opt.params:
+            p.grad = np.ones(p.shape, dtype=np.float32)
+        if cuda_graph.recorder is not None:
+            for group in opt.groups:
+                p = group.data if whole else group.views[0]
+                cuda_graph.recorder.adam_slot(p, cupy_adam.adam_scalars)
+        opt.step(apply_if=flag)
+        return x.sum(), flag
+
+    return body
+
+
+def test_a_capture_counts_nothing_and_each_replay_counts_its_step(monkeypatch):
+    launches = []
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(launches))
+    opt, gen = Adam(_params(), lr=0.01), backend.Generator(5, "cpu")
+    steps = GraphedSteps(_body(opt, gen), opt, warmup=2, carry=np.ones((), dtype=bool))
+    ids = np.arange(6, dtype=np.int64).reshape(2, 3)
+    for n in (1, 2):  # eager: the body counts its step and draws
+        (loss,) = steps(ids)
+        assert loss == 15 and opt.step_count == n and gen.counter == n and not steps.graphs
+    steps(ids)  # captured (its Python ran once, uncounted), then replayed
+    (g,) = steps.graphs.values()
+    assert launches == [1] and steps.replays == 1 and not steps.failed
+    assert opt.step_count == 3 and opt.param_steps == [3, 3] and gen.counter == 3
+    assert g.draws == [(gen, 1)]
+    offset = g.recorder.dropout[0][2]
+    assert tuple(g.host[offset : offset + 8].view(np.uint32)) == counter_keys(5, 2)
+    slot, scalars = g.recorder.adam[0][0], cupy_adam.adam_scalars
+    want = scalars(np.float32, lr=0.01, betas=opt.betas, eps=opt.eps, weight_decay=0.0, t=3)[6:]
+    assert g.host[slot : slot + 8].view(np.float32).tolist() == [float(v) for v in want]
+    steps(ids)  # a replay: the next step's values
+    assert launches == [1, 1] and opt.step_count == 4 and gen.counter == 4
+    assert tuple(g.host[offset : offset + 8].view(np.uint32)) == counter_keys(5, 3)
+
+
+def test_a_step_that_does_not_update_whole_groups_is_not_captured(monkeypatch):
+    launches = []
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(launches))
+    opt, gen = Adam(_params(), lr=0.01), backend.Generator(5, "cpu")
+    steps = GraphedSteps(_body(opt, gen, whole=False), opt, warmup=0, carry=np.ones((), bool))
+    steps(np.zeros((2, 2), dtype=np.int64))  # the capture fails: the step runs eagerly
+    assert not steps.graphs and launches == []
+    assert "not each flat group whole" in next(iter(steps.failed.values()))
+    assert opt.step_count == 1 and gen.counter == 1  # counted once: the eager run
+
+
+# ----------------------------------------------------------------------------- the trainer's
+
+
+def _trainer(tmp_path, name):
+    from minitransformer.config import TrainConfig
+    from minitransformer.train import Trainer
+
+    cfg = TrainConfig(task="copy", steps=12, dropout=0.1, out=str(tmp_path / name),
+                      progress=False, batch_size=8, preset="tiny",
+                      task_knobs=dict(n_train=64, n_valid=4, n_test=4, max_len=9))  # fmt: skip
+    return Trainer(cfg)
+
+
+def _graphed(trainer):
+    """What ``capture_steps`` installs, on the CPU: GraphedSteps as the trainer's run_step,
+    never capturing (its eager path: buckets, the carried flag)."""
+    cfg = trainer.model_cfg
+    return GraphedSteps(trainer.device_step, trainer.optimizer, warmup=10**9,
+                        pad=(cfg.pad_id, cfg.max_len), carry=np.ones((), dtype=bool))  # fmt: skip
+
+
+def _run(tmp_path, name, graphed, batches, poison=None):
+    """A trainer over ``batches`` (eager: fed them padded, as the graphs pad them); with
+    ``poison``, that step's gradient norm is NaN. (losses or the error, weights, flag)."""
+    from minitransformer.data.batching import Batch
+
+    trainer = _trainer(tmp_path, name)
+    cfg = trainer.model_cfg
+    if graphed:
+        trainer.run_step = steps = _graphed(trainer)
+    weights, error, norm = [], None, Optimizer.clip_grad_norm
+    for i, batch in enumerate(batches):
+        if not graphed:
+            p = cuda_graph.bucketed((batch.src, batch.tgt_in, batch.tgt_out), cfg.pad_id,
+                                    cfg.max_len)  # fmt: skip
+            batch = Batch(p[0], p[1], p[2], batch.n_tokens, batch.indices)
+        if i == poison:
+            trainer.optimizer.clip_grad_norm = lambda *a: norm(trainer.optimizer, *a) * math.nan
+        trainer.train_step(batch)
+        trainer.step += 1  # as train()'s loop counts
+        trainer.optimizer.__dict__.pop("clip_grad_norm", None)
+        weights.append([p.data.copy() for p in trainer.model.parameters()])
+    try:
+        result = trainer.read_back()
+    except TrainingError as err:
+        result = error = str(err)
+    flag = steps.carry if graphed else trainer._healthy
+    return result, weights, bool(flag), error
+
+
+def test_graphed_steps_give_the_trainers_own_numbers_bit_for_bit(tmp_path, monkeypatch):
+    """The trainer's step through GraphedSteps (run eagerly on the CPU: the ids uploaded by
+    ``upload``, here NumPy's; padded to a bucket; the finite flag in GraphedSteps' buffer)
+    gives, with dropout, the losses and weights of the trainer's own steps fed the same
+    padded batches."""
+    monkeypatch.setattr(cuda_graph, "upload", np.asarray)
+    source = _trainer(tmp_path, "source")
+    batches = [next(source.stream) for _ in range(6)]
+    assert len({cuda_graph.bucketed((b.src, b.tgt_in), 0, 99)[0].shape for b in batches}) < 6
+    eager = _run(tmp_path, "eager", False, batches)
+    graphed = _run(tmp_path, "graphed", True, batches)
+    assert eager[0] == graphed[0] and all(math.isfinite(x) for x in eager[0])
+    for a, b in zip(eager[1], graphed[1], strict=True):
+        assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert eager[2] is graphed[2] is True
+
+
+def test_after_a_bad_graphed_step_no_update_is_applied(tmp_path, monkeypatch):
+    """Step 3's gradient norm is NaN: from it on no update is applied (the carried flag
+    stays False), and read_back() names step 3, as for eager steps."""
+    monkeypatch.setattr(cuda_graph, "upload", np.asarray)
+    source = _trainer(tmp_path, "source")
+    batches = [next(source.stream) for _ in range(5)]
+    for graphed in (False, True):
+        _, weights, flag, error = _run(tmp_path, f"bad{graphed}", graphed, batches, poison=2)
+        assert flag is False and error is not None and "step 3:" in error, error
+        assert not all(np.array_equal(x, y) for x, y in zip(weights[0], weights[1], strict=True))
+        for later in weights[2:]:  # steps 3, 4, 5 changed nothing
+            assert all(np.array_equal(x, y) for x, y in zip(weights[1], later, strict=True))

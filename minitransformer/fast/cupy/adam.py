@@ -35,7 +35,7 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
     scalars = adam_scalars(p.dtype, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, t=t)
     name = "adam_update"
     if cuda_graph.recorder is not None:  # captured: the two per-step scalars from a slot
-        slot = cuda_graph.recorder.adam_slot(p.dtype, adam_scalars)
+        slot = cuda_graph.recorder.adam_slot(p, adam_scalars)
         scalars, name = (*scalars[:6], slot), "adam_update_graph"
     args = (p, g, m, v, np.uint64(p.size), flag, *scalars)
     kernel = cuda_source.kernel_for("adam.cu", name, p.dtype)

@@ -8,6 +8,18 @@ all from one call, so the Python of the step runs once, at capture.
     steps = GraphedSteps(body, optimizer)         # body(*ids) -> (loss, norm), device work only
     loss, norm = steps(src, tgt_in, tgt_out)      # host ids (checked); one graph per shape
 
+The trainer (``Trainer.capture_steps``, train/step.py) installs one as the device part of
+its step, with the two things a graph needs and an eager step does not, both kept here:
+
+- **Buckets** (``pad=(pad_id, max_len)``): the ids padded on the right to a multiple of
+  ``BUCKET`` (``bucketed``), so that a run has a few batch shapes and each shape's graph is
+  replayed; the loss and the gradients are those of the unpadded batch.
+- **A flag carried from step to step** (``carry=``, the trainer's "every step so far was
+  finite"): body(flag, *ids) -> (*outputs, flag). A graph reads and writes fixed
+  addresses, so the flag lives in one device buffer here, which every step, eager or
+  replayed, reads and overwrites in place (the copy is captured with the graph): after a
+  bad step no update is ever applied, as in an eager run.
+
 What a graph freezes, and how each is kept right:
 
 - **Inputs.** The ids are copied (one host-to-device copy per step, with the per-step values
@@ -16,21 +28,24 @@ What a graph freezes, and how each is kept right:
   each call) and Adam's bias corrections (a function of the step count) are therefore read
   by the ``*_graph`` kernels from device slots (``recorder``, below), which every replay
   refills with what the eager step would compute: keys of the generator's next draws
-  (``counter_keys``), ``adam_scalars`` at the optimizer's next step and learning rate. So a
+  (``counter_keys``), Adam's scalars at the optimizer's next step and learning rate. So a
   replayed step gives the eager step's numbers (the same kernels on the same values).
 - **Memory.** Arrays made during capture come from a memory pool of the graph's own (CuPy's
   ``MemoryPool``, never handed to anything else), as PyTorch's graph pools: a replay writes
   the same addresses, which no later array may be given.
-- **Host-side counters.** Capture runs the step's Python once without running its kernels;
-  the optimizer's counts, the generators' counters and the flag are put back after it, and
-  each replay advances them as an eager step would.
+- **Host-side counters.** Capture runs the step's Python once without running its kernels:
+  the optimizer does not count it (``Optimizer.uncounted``) and the generators' draws are
+  taken back (``Generator.advance``); each replay counts its step as ``Optimizer.step``
+  would (``Optimizer.advance``) and advances the generators past its draws. Only these
+  public methods are used: the optimizer's and the generator's bookkeeping stay theirs.
 - **Matrix products.** CuPy refuses cuBLAS under capture (cupy issue #6290); ``xp.matmul`` is
   ``fast/gpu/cublas.py``, which calls cuBLAS's C API itself and may be captured.
 
 A shape is captured at its third step (two eager steps first: every kernel compiled, the
 optimizer's state made); at most ``max_graphs`` shapes are kept, others run eagerly. Needs a
-step whose update is the whole flat group (every parameter has a gradient): anything else
-runs eagerly, as does everything when capture fails (``failed`` says why).
+step whose update is the whole flat group (every parameter has a gradient: one Adam launch
+per group, over all of it): anything else runs eagerly, as does everything when capture
+fails (``failed`` says why).
 """
 
 from __future__ import annotations
@@ -43,6 +58,24 @@ import numpy as np
 from ...backend.random import counter_keys
 
 SLOT_BYTES = 64 * 1024  # per-step values of one graph: dropout keys (8 B) and Adam (16 B) each
+BUCKET = 16  # with ``pad``, the ids are padded to a multiple of this length
+
+
+def bucketed(ids: tuple[Any, ...], pad_id: int, max_len: int) -> tuple[Any, ...]:
+    """(src (B, S), tgt_in (B, T), tgt_out (B, T)) host ids padded on the right with
+    ``pad_id`` to one length L, max(S, T) rounded up to a multiple of BUCKET (at most
+    max_len), so that a run has a few batch shapes and each shape's captured step is
+    replayed. The loss and the gradients are those of the unpadded batch: padded source
+    keys are masked, padded targets ignored, and no real position attends to a later one."""
+    L = min(max_len, -(-max(a.shape[1] for a in ids) // BUCKET) * BUCKET)
+    return tuple(np.pad(a, ((0, 0), (0, L - a.shape[1])), constant_values=pad_id) for a in ids)
+
+
+def upload(a: np.ndarray) -> Any:
+    """A host array copied to the current GPU: the ids of a step run eagerly."""
+    import cupy
+
+    return cupy.asarray(a)
 
 
 class Recorder:
@@ -56,6 +89,7 @@ class Recorder:
         # (byte offset, dtype, scalars) of the Adam slots; scalars(dtype, lr=..., t=...):
         # the launch's scalar arguments, whose last two a replay writes into the slot
         self.adam: list[tuple[int, Any, Any]] = []
+        self.adam_sizes: list[int] = []  # the elements each Adam launch updated
         self.first: dict[int, tuple[Any, int]] = {}  # id -> (generator, counter at capture)
 
     def _slot(self, nbytes: int) -> int:
@@ -73,20 +107,31 @@ class Recorder:
         self.dropout.append((generator, k, offset))
         return self.buf[offset : offset + 8].view(np.uint32), threshold
 
-    def adam_slot(self, dtype: Any, scalars: Callable[..., tuple]) -> Any:
-        dtype = np.dtype(dtype)
+    def adam_slot(self, p: Any, scalars: Callable[..., tuple]) -> Any:
+        """The slot of Adam's two per-step scalars for the update of ``p`` (its flat group,
+        if the update is whole); ``scalars(dtype, lr=..., t=...)``: all the launch's scalars
+        (``fast/cupy/adam.py``'s ``adam_scalars``), the last two of which a replay writes."""
+        dtype = np.dtype(p.dtype)
         offset = self._slot(2 * dtype.itemsize)
         self.adam.append((offset, dtype, scalars))
+        self.adam_sizes.append(p.size)
         return self.buf[offset : offset + 2 * dtype.itemsize].view(dtype)
 
     def rewind(self) -> list[tuple[Any, int]]:
-        """Put each generator's counter back where capture found it; return (generator,
-        its draws per step), what each replay advances it by."""
+        """Take back each generator's draws of the capture (``Generator.advance``: the
+        kernels that would use them did not run); return (generator, its draws per step),
+        what each replay advances it by."""
         draws = []
         for gen, first in self.first.values():
             draws.append((gen, gen.counter - first))
-            gen.counter = first
+            gen.advance(first - gen.counter)
         return draws
+
+
+# While GraphedSteps captures a step, ``recorder`` is its Recorder: the per-step values a
+# kernel would take by value (a dropout draw's keys, Adam's bias corrections), which a graph
+# would freeze, are then read from device slots that each replay refills.
+recorder: Recorder | None = None
 
 
 # While GraphedSteps captures a step, ``recorder`` is its Recorder: the per-step values a
@@ -115,18 +160,22 @@ class GraphedSteps:
 
     ``body(*device_ids)`` runs one whole step on the device (forward, backward, clip,
     ``optimizer.step``) and returns device arrays (the loss and the gradient norm); it must
-    not read anything back to the host, and state it keeps from step to step (the trainer's
-    "every step so far was finite" flag) must be updated in place.
+    not read anything back to the host. ``pad=(pad_id, max_len)``: the ids are bucketed
+    first (``bucketed``). ``carry``: a 0-d device array, a flag carried from step to step;
+    body(flag, *device_ids) -> (*outputs, flag), the flag kept here (a copy of ``carry``,
+    in ``self.carry``) and overwritten in place by each step.
     """
 
     def __init__(self, body: Callable[..., tuple[Any, ...]], optimizer: Any,
-                 warmup: int = 2, max_graphs: int = 16):  # fmt: skip
+                 warmup: int = 2, max_graphs: int = 16, *, pad: tuple[int, int] | None = None,
+                 carry: Any = None):  # fmt: skip
         from ...optim import Adam
 
         if type(optimizer) is not Adam:
             raise TypeError("GraphedSteps: the captured update is Adam's (fast/cupy/adam.py)")
         self.body, self.optimizer = body, optimizer
-        self.warmup, self.max_graphs = warmup, max_graphs
+        self.warmup, self.max_graphs, self.pad = warmup, max_graphs, pad
+        self.carry = None if carry is None else carry.copy()  # one buffer, every step's
         self.graphs: dict[tuple, _Graph] = {}
         self.seen: dict[tuple, int] = {}
         self.failed: dict[tuple, str] = {}  # shape -> why it runs eagerly
@@ -134,8 +183,8 @@ class GraphedSteps:
 
     # ------------------------------------------------------------------ one step
     def __call__(self, *ids: np.ndarray) -> tuple[Any, ...]:
-        import cupy as cp
-
+        if self.pad is not None:  # a few shapes, so that each shape's graph is replayed
+            ids = bucketed(ids, *self.pad)
         ids = tuple(np.ascontiguousarray(a) for a in ids)
         key = tuple((a.shape, a.dtype.str) for a in ids)
         g = self.graphs.get(key)
@@ -144,8 +193,17 @@ class GraphedSteps:
             if n > self.warmup and key not in self.failed and len(self.graphs) < self.max_graphs:
                 g = self._capture(key, ids)
             if g is None:  # eagerly
-                return self.body(*(cp.asarray(a) for a in ids))
+                return self._run(*(upload(a) for a in ids))
         return self._replay(g, ids)
+
+    def _run(self, *device_ids: Any) -> tuple[Any, ...]:
+        """The body on device ids; with a carried flag, the flag read from its buffer and
+        the new one written back into it (in place: a graph keeps the buffer's address)."""
+        if self.carry is None:
+            return tuple(self.body(*device_ids))
+        *outputs, flag = self.body(self.carry, *device_ids)
+        self.carry[...] = flag
+        return tuple(outputs)
 
     def _replay(self, g: _Graph, ids: tuple[np.ndarray, ...]) -> tuple[Any, ...]:
         self._fill(g, ids)
@@ -155,17 +213,14 @@ class GraphedSteps:
         return tuple(out.copy() for out in g.outputs)
 
     def _fill(self, g: _Graph, ids: tuple[np.ndarray, ...]) -> None:
-        """Write this step's ids and per-step values into ``g.host`` and advance the host-side
-        counters (the optimizer's, the generators') as the eager step would."""
+        """Write this step's ids and per-step values into ``g.host``, and count the step on
+        the host as the eager one would: the optimizer's step (``Optimizer.advance``: each
+        group's t), the generators' draws (``Generator.advance``)."""
         opt, host, rec = self.optimizer, g.host, g.recorder
         for (offset, nbytes), a in zip(g.ids, ids, strict=True):
             host[offset : offset + nbytes] = a.reshape(-1).view(np.uint8)
-        # what Optimizer.step does on the host, then the values its kernels would take
-        opt.step_count += 1
-        for i in range(len(opt.param_steps)):
-            opt.param_steps[i] += 1
-        for (offset, dtype, scalars), gi in zip(rec.adam, range(len(opt.groups)), strict=True):
-            t = opt.param_steps[opt._members[gi][0]]
+        steps = opt.advance()  # every parameter: the capture updated whole groups
+        for (offset, dtype, scalars), t in zip(rec.adam, steps, strict=True):
             values = scalars(dtype, lr=opt.lr, betas=opt.betas, eps=opt.eps,
                              weight_decay=opt.weight_decay, t=t)[6:]  # fmt: skip
             host[offset : offset + 2 * dtype.itemsize] = np.array(values, dtype).view(np.uint8)
@@ -173,13 +228,14 @@ class GraphedSteps:
             k1, k2 = counter_keys(gen.seed, gen.counter + k)
             host[offset : offset + 8] = np.array([k1, k2], np.uint32).view(np.uint8)
         for gen, n in g.draws:
-            gen.counter += n
+            gen.advance(n)
 
     # ------------------------------------------------------------------ capture
     def _capture(self, key: tuple, ids: tuple[np.ndarray, ...]) -> _Graph | None:
         """Capture the body at these shapes; None (and ``failed[key]``) when it cannot be."""
         import cupy as cp
 
+        global recorder
         opt = self.optimizer
         g = _Graph()
         offset = 0
@@ -192,17 +248,16 @@ class GraphedSteps:
             g.inputs.append(g.device[o : o + nbytes].view(a.dtype).reshape(a.shape))
             g.inputs[-1].set(a)
         g.recorder = Recorder(g.device, offset)
-        saved = (opt.step_count, list(opt.param_steps), opt.lr)
         g.pool = cp.cuda.MemoryPool()
         stream = cp.cuda.Stream(non_blocking=True)
         cp.cuda.Device().synchronize()
         error = None
-        global recorder
-        with cp.cuda.using_allocator(g.pool.malloc), stream:
+        # the capture runs the step's Python, not its kernels: the optimizer does not count it
+        with opt.uncounted(), cp.cuda.using_allocator(g.pool.malloc), stream:
             recorder = g.recorder
             stream.begin_capture()
             try:
-                g.outputs = tuple(self.body(*g.inputs))
+                g.outputs = self._run(*g.inputs)
             except Exception as err:  # noqa: BLE001 - reported in failed[], then eager
                 error = f"{type(err).__name__}: {err}"
             finally:
@@ -212,13 +267,11 @@ class GraphedSteps:
                 except Exception as err:  # noqa: BLE001
                     error = error or f"{type(err).__name__}: {err}"
                     graph = None
-        # the capture ran the step's Python, not its kernels: put the counters back
-        opt.step_count, opt.param_steps, opt.lr = saved[0], saved[1], saved[2]
-        g.draws = g.recorder.rewind()
-        if error is None and not all(all(h) for h in opt._has_grad):
-            error = "some parameters had no gradient: the update is not the whole flat group"
-        if error is None and len(g.recorder.adam) != len(opt.groups):
-            error = f"{len(g.recorder.adam)} Adam launches for {len(opt.groups)} groups"
+        g.draws = g.recorder.rewind()  # ... nor do the generators
+        whole = [group.data.size for group in opt.groups]
+        if error is None and g.recorder.adam_sizes != whole:
+            error = (f"Adam's launches updated {g.recorder.adam_sizes} elements, not each "
+                     f"flat group whole ({whole}): some parameters had no gradient")  # fmt: skip
         if error is not None:
             self.failed[key] = error
             return None
