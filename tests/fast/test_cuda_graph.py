@@ -5,7 +5,7 @@ against what the eager step computes; a capture and its replays with CuPy's capt
 stood in for (what is counted and taken back, what makes a capture fail); the eager path of
 ``GraphedSteps`` (buckets, the carried finite flag) against the trainer's own eager steps,
 bit for bit, and after a bad step. The capture and the replay themselves need a GPU: the GPU
-run compares a replayed Trainer with an eager one bit for bit (README, GPU section)."""
+run compares a replayed Trainer with an eager one bit for bit (docs/gpu.md)."""
 
 from __future__ import annotations
 

@@ -142,6 +142,6 @@ def judge(steps: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
         _missing(
             "no regression on the CPU: bench --compare torch figures hold",
             "not part of this check: compare `minitransformer bench --compare torch` on the "
-            "CPU with the README's table",
+            "CPU with docs/speed.md's table",
         ),
     ]
