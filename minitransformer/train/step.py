@@ -1,6 +1,7 @@
 """One training step of ``Trainer`` (trainer.py): the batch's ids checked on the host, then
 the device work (forward, loss, backward, clip, the guarded Adam update), the losses read
-back at log lines. ``capture_steps`` (a GPU) replays the device work from CUDA graphs.
+back at log lines. The device part goes through one hook, ``run_step``, which
+``Trainer.capture_steps`` (a GPU) replaces by the step's CUDA graphs.
 
 A base class of ``Trainer``, apart so that each file holds one concept: this one is the step,
 trainer.py the loop around it (logging, checkpoints, signals, evaluation).
@@ -55,7 +56,7 @@ class TrainingStep:
           TrainingError naming it.
 
         The device part runs through ``self.run_step``, the one hook: after
-        ``capture_steps()`` (a GPU) it is replayed from CUDA graphs.
+        ``Trainer.capture_steps()`` (a GPU) it is replayed from CUDA graphs.
         """
         if not self.model.training:
             self.model.train()
@@ -73,7 +74,7 @@ class TrainingStep:
     def run_step(self, *ids: np.ndarray) -> tuple[Any, Any]:
         """The device part of a step on checked host ids: uploaded, then ``device_step``
         with the flag "every step so far was finite" kept in ``self._healthy``; (loss,
-        norm). ``capture_steps()`` replaces it on the trainer by the step's CUDA graphs."""
+        norm). ``Trainer.capture_steps()`` replaces it by the step's CUDA graphs."""
         arrays = (backend.asarray(a, device=self.cfg.device) for a in ids)
         loss, norm, self._healthy = self.device_step(self._healthy, *arrays)
         return loss, norm
@@ -103,32 +104,6 @@ class TrainingStep:
         healthy = ok(loss.data, norm, healthy)  # finite now and at every step so far
         self.optimizer.step(apply_if=healthy)  # step
         return loss.data, norm, healthy
-
-    def capture_steps(self, warmup: int = 2, max_graphs: int = 16) -> Any:
-        """Replay each batch shape's training step from a CUDA graph, captured at its
-        ``warmup + 1``-th step (fast/gpu/cuda_graph.py): the step's Python runs once per
-        shape, not once per step. A GPU with the fast tier on (``MT_CUDA_KERNELS`` not 0),
-        one process (not data parallel), Adam. The ``GraphedSteps`` become this trainer's
-        ``run_step`` (batches padded to a few shapes, the finite flag kept in a buffer of
-        theirs) and are returned (``failed`` says which shapes run eagerly, and why)."""
-        from ..fast import cuda_kernels_enabled
-        from ..fast.gpu.cuda_graph import GraphedSteps
-
-        if not self.cfg.device.startswith("cuda") or not cuda_kernels_enabled():
-            raise TrainingError(
-                "capture_steps: CUDA graphs need a GPU (--device cuda) with the fast tier on "
-                f"(MT_CUDA_KERNELS unset or 1); this run is on {self.cfg.device}"
-            )
-        if self.world is not None or self.grad_hook is not None:
-            raise TrainingError("capture_steps: a data-parallel step cannot be captured")
-        healthy = self._healthy
-        if healthy is None:
-            xp = backend.namespace_for_device(self.cfg.device)
-            healthy = xp.ones((), dtype=xp.bool)
-        pad = (self.model_cfg.pad_id, self.model_cfg.max_len)
-        self.run_step = GraphedSteps(self.device_step, self.optimizer, warmup, max_graphs,
-                                     pad=pad, carry=healthy)  # fmt: skip
-        return self.run_step
 
     def read_back(self) -> list[float]:
         """Bring the losses of the steps since the last read-back to the host (one sync) and

@@ -238,6 +238,32 @@ class Trainer(TrainingStep):
         return result
 
     # ------------------------------------------------------------------ evaluation
+    def capture_steps(self, warmup: int = 2, max_graphs: int = 16) -> Any:
+        """Replay each batch shape's training step from a CUDA graph, captured at its
+        ``warmup + 1``-th step (fast/gpu/cuda_graph.py): the step's Python runs once per
+        shape, not once per step. A GPU with the fast tier on (``MT_CUDA_KERNELS`` not 0),
+        one process (not data parallel), Adam. The ``GraphedSteps`` become this trainer's
+        ``run_step`` (batches padded to a few shapes, the finite flag kept in a buffer of
+        theirs) and are returned (``failed`` says which shapes run eagerly, and why)."""
+        from ..fast import cuda_kernels_enabled
+        from ..fast.gpu.cuda_graph import GraphedSteps
+
+        if not self.cfg.device.startswith("cuda") or not cuda_kernels_enabled():
+            raise TrainingError(
+                "capture_steps: CUDA graphs need a GPU (--device cuda) with the fast tier on "
+                f"(MT_CUDA_KERNELS unset or 1); this run is on {self.cfg.device}"
+            )
+        if self.world is not None or self.grad_hook is not None:
+            raise TrainingError("capture_steps: a data-parallel step cannot be captured")
+        healthy = self._healthy
+        if healthy is None:
+            xp = backend.namespace_for_device(self.cfg.device)
+            healthy = xp.ones((), dtype=xp.bool)
+        pad = (self.model_cfg.pad_id, self.model_cfg.max_len)
+        self.run_step = GraphedSteps(self.device_step, self.optimizer, warmup, max_graphs,
+                                     pad=pad, carry=healthy)  # fmt: skip
+        return self.run_step
+
     def evaluate(self, split: str = "valid", samples: int | None = None) -> dict[str, float]:
         """Loss and token accuracy (teacher forcing) and greedy exact-match / BLEU on
         ``samples`` pairs of ``split`` (see evaluation.py). Leaves the training run untouched

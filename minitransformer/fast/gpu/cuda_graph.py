@@ -8,7 +8,7 @@ all from one call, so the Python of the step runs once, at capture.
     steps = GraphedSteps(body, optimizer)         # body(*ids) -> (loss, norm), device work only
     loss, norm = steps(src, tgt_in, tgt_out)      # host ids (checked); one graph per shape
 
-The trainer (``Trainer.capture_steps``, train/step.py) installs one as the device part of
+The trainer (``Trainer.capture_steps``, train/trainer.py) installs one as the device part of
 its step, with the two things a graph needs and an eager step does not, both kept here:
 
 - **Buckets** (``pad=(pad_id, max_len)``): the ids padded on the right to a multiple of
