@@ -31,7 +31,6 @@ import.
 
 from .arrays import (
     DTYPES,
-    FLOAT_DTYPES,
     all_finite,
     asarray,
     check_dtype,
@@ -85,7 +84,6 @@ __all__ = [
     "device_of",
     "device_of_array_device",
     "dtype_name",
-    "FLOAT_DTYPES",
     "is_float_dtype",
     "erf",
     "get_default_device",

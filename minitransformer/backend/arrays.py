@@ -44,21 +44,9 @@ def resolve_dtype(xp: Any, dtype: Any) -> Any:
 _dtype_names: dict[Any, str] = {}
 
 
-# float dtypes seen so far, as (type(dtype), dtype): ``(type(dt), dt) in FLOAT_DTYPES`` costs
-# no call (and never compares dtypes of two libraries, which array-api-strict warns about)
-FLOAT_DTYPES: set[tuple[type, Any]] = set()
-
-
 def is_float_dtype(dtype: Any) -> bool:
-    """True for a real floating dtype of any backend (remembered in ``FLOAT_DTYPES``, so a
-    hot check can look there first and call this only on a miss)."""
-    if dtype_name(dtype).startswith("float"):
-        try:
-            FLOAT_DTYPES.add((type(dtype), dtype))
-        except TypeError:  # an unhashable dtype: not remembered
-            pass
-        return True
-    return False
+    """True for a real floating dtype of any backend."""
+    return dtype_name(dtype).startswith("float")
 
 
 def dtype_name(dtype: Any) -> str:

@@ -134,12 +134,6 @@ class Recorder:
 recorder: Recorder | None = None
 
 
-# While GraphedSteps captures a step, ``recorder`` is its Recorder: the per-step values a
-# kernel would take by value (a dropout draw's keys, Adam's bias corrections), which a graph
-# would freeze, are then read from device slots that each replay refills.
-recorder: Recorder | None = None
-
-
 class _Graph:
     """One captured step: its graph, pool, buffers and slots."""
 
