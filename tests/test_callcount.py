@@ -14,7 +14,7 @@ Two kinds of budget (issue 43, "the learner's house"):
   count (a heap over creation numbers instead of lesson 01's topological sort, ``type(x) in
   TENSOR_TYPES`` instead of ``isinstance``, arrays' shapes read past the Tensor's, a
   14-line in-place Adam, attention's query checked only when it is not the key); they are
-  gone. That raised the Python calls of a tiny step from 4,468 to 8,256 (tier on; cProfile
+  gone. That raised the Python calls of a tiny step from 4,468 to 8,205 (tier on; cProfile
   counts ``isinstance``, ``list.append`` and property reads too) at no cost the bench could
   tell from its noise (docs/speed.md), and the array calls stayed at about 1,260.
 """
@@ -30,8 +30,8 @@ import minitransformer as mt
 from minitransformer.optim import SGD, Adam
 from minitransformer.tools.callcount import count_step_calls
 
-PYTHON_CALLS_BUDGET = 8_700  # the fast tier on, as the CLI runs: measured 8,256
-PYTHON_CALLS_REFERENCE_BUDGET = 12_000  # the reference ops, as a notebook runs: 8,326
+PYTHON_CALLS_BUDGET = 8_700  # the fast tier on, as the CLI runs: measured 8,205
+PYTHON_CALLS_REFERENCE_BUDGET = 12_000  # the reference ops, as a notebook runs: 8,275
 ARRAY_CALLS_BUDGET = 1_900  # the reference on the strict stand-in: 1,258
 
 
