@@ -142,6 +142,30 @@ def task_size_problem(task: str, knobs: dict[str, Any]) -> str | None:
     return None
 
 
+def task_decides_problem(task: str, overrides: dict[str, Any]) -> str | None:
+    """What is wrong with model overrides that contradict the task, or None. The task
+    decides the vocabulary sizes (its tokenizer's) and the kind of model: the lm task trains
+    the decoder-only TransformerLM, every other task an encoder-decoder that reads a source.
+    (A max_len too short for the task's sequences is found by the Trainer, which knows them.)
+    """
+    for key in ("src_vocab", "tgt_vocab"):
+        if key in overrides:
+            return (
+                f"sets {key}, which task {task!r} decides (its tokenizer's vocabulary); "
+                "leave it out"
+            )
+    if "decoder_only" in overrides and overrides["decoder_only"] is not (task == "lm"):
+        kind = (
+            "trains a decoder-only language model"
+            if task == "lm"
+            else "trains an encoder-decoder that reads a source (the decoder-only model is "
+            "the lm task's)"
+        )
+        value = str(overrides["decoder_only"]).lower()
+        return f"sets decoder_only to {value}, but task {task!r} {kind}; leave decoder_only out"
+    return None
+
+
 def _knob_defaults(task: str) -> dict[str, Any]:
     """The task's own default for each knob (copy/reverse/sort pass theirs through)."""
     fn = tasks._sequence_task if task in ("copy", "reverse", "sort") else tasks.TASKS[task]
@@ -258,6 +282,9 @@ def _check_fields(cfg: TrainConfig) -> None:
     )
     if unknown:
         raise bad("model_overrides", f"a dict of TransformerConfig fields; unknown: {unknown}")
+    problem = task_decides_problem(cfg.task, cfg.model_overrides)
+    if problem:
+        raise ConfigError(f"TrainConfig: model_overrides {problem}")
     for key in ("progress", "plots"):
         if not isinstance(getattr(cfg, key), bool):
             raise bad(key, "True or False")

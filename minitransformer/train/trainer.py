@@ -32,7 +32,7 @@ from .. import backend
 from ..config import TrainConfig, TransformerConfig
 from ..data.batching import BatchStream
 from ..data.tasks import Task, make_task
-from ..errors import TrainingError
+from ..errors import ConfigError, TrainingError
 from ..nn import build_model
 from ..optim import Adam, NoamSchedule
 from ..runtime import checkpoint, runs
@@ -58,6 +58,13 @@ class Trainer(TrainingStep):
             overrides["dropout"] = cfg.dropout
         if self.task.name == "lm":  # the decoder-only model reads and predicts one sequence
             overrides["decoder_only"] = True
+        short = cfg.model_overrides.get("max_len")
+        if short is not None and short < self.task.max_len:  # found now, not at a long batch
+            raise ConfigError(
+                f"TrainConfig: model_overrides sets max_len to {short}, but task "
+                f"{self.task.name!r} has sequences of up to {self.task.max_len} positions; "
+                f"give max_len of at least {self.task.max_len}, or leave it out"
+            )
         overrides.update(cfg.model_overrides)
         self.model_cfg = TransformerConfig.preset(cfg.preset, **overrides)
         self.model = build_model(self.model_cfg, seed=cfg.seed).to(cfg.device)
