@@ -20,8 +20,10 @@ A run directory (``--out``) holds ``checkpoint.safetensors``, ``metrics.jsonl``,
   follows a link inside the run. ``out`` itself may be a link to a directory: where runs
   live is the user's choice.
 
-:func:`check_out` makes the refusals of :func:`open_run` (all but the lock) without changing
-anything: the CLI calls it before it builds a task and a model.
+:func:`check_out` makes the refusals of :func:`open_run` without changing anything or taking
+the lock: the CLI calls it before it builds a task and a model. It reads the lock first
+(:func:`check_not_in_use`), so a run that a live process writes is refused naming that
+process, never offered to be resumed or overwritten.
 
 :func:`resume_command` gives the shell command that continues a run, quoted so that it
 pastes into a POSIX shell and parses back to the same path (``./-name`` for a name that
@@ -33,6 +35,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import time
 from pathlib import Path
 
 from ...errors import CheckpointError
@@ -96,20 +99,61 @@ def holds_run(directory: str | os.PathLike[str]) -> bool:
 
 
 def check_out(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = False) -> None:
-    """Raise the RunDirectoryError that :func:`open_run` would raise for ``out`` (a file, an
-    entry the run writes that is a link, another run there), changing nothing and taking no
-    lock: a command calls it before it builds the data and the model, so a refusal comes
-    at once. ``open_run`` calls it again under the lock (the directory may change between)."""
+    """Raise the RunDirectoryError that :func:`open_run` would raise for ``out`` (a file, a
+    live process holding its lock, an entry the run writes that is a link, another run
+    there), changing nothing and taking no lock: a command calls it before it builds the
+    data and the model, so a refusal comes at once. The lock is read before the files: a
+    run that a live process writes is refused as in use (naming the process), never
+    offered to be resumed or overwritten. ``open_run`` checks the files again under the
+    lock (the directory may change between)."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise RunDirectoryError(f"out {str(out)!r} is a file; pass a directory for the run")
-    if overwrite or not out.is_dir():
+    if out.is_dir():
+        check_not_in_use(out)
+        _check_run_files(out, owned=owned, overwrite=overwrite)
+
+
+def _check_run_files(out: Path, *, owned: bool, overwrite: bool) -> None:
+    """The refusals of the files in existing directory ``out``: links, another run."""
+    if overwrite:
         return
     links = files.linked_entries(out, RUN_FILES)
     if links:
         raise RunDirectoryError(files.link_message(out, links))
     if not owned and holds_run(out):
         raise RunDirectoryError(_exists_message(out))
+
+
+def check_not_in_use(out: str | os.PathLike[str]) -> None:
+    """Raise the RunDirectoryError naming the process that holds the lock of run directory
+    ``out``, if a live one does; a lock file left by a dead process does not count.
+
+    The lock is tested, not taken: ``.lock`` is opened read-only (never through a link,
+    a plain file only) and a *shared* ``flock`` is tried and dropped at once; it fails
+    only while a holder keeps its exclusive one. Nothing is created or written.
+    """
+    out = Path(out)
+    if not os.path.lexists(out / LOCK_NAME):
+        return
+    if fcntl is None:  # pragma: no cover - Windows: the file is the lock
+        holder = _parse_pid((out / LOCK_NAME).read_bytes()[:32])
+        raise RunDirectoryError(
+            _busy_message(out, holder) + f"; if no training runs there any more, delete "
+            f"{out / LOCK_NAME}"
+        )
+    try:
+        fd = files.open_file(out, LOCK_NAME, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # released in between
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            raise RunDirectoryError(_busy_message(out, _read_pid(fd))) from None
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = False) -> RunLock:
@@ -132,7 +176,7 @@ def open_run(out: str | os.PathLike[str], *, owned: bool, overwrite: bool = Fals
     lock = RunLock.acquire(out)
     try:
         remove_stale_temp_files(out)
-        check_out(out, owned=owned, overwrite=overwrite)  # again: the lock is ours now
+        _check_run_files(out, owned=owned, overwrite=overwrite)  # again: the lock is ours
         for link in files.linked_entries(out, RUN_FILES):  # overwrite: the links go, what
             files.remove(out, link)  # they point to stays
         if overwrite and not owned and holds_run(out):
@@ -208,9 +252,7 @@ class RunLock:
             return cls._acquire_exclusive(path)
         for _ in range(100):  # a retry only when a holder unlinked the file in between
             fd = files.open_file(directory, LOCK_NAME, os.O_RDWR | os.O_CREAT)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+            if not _lock_now(fd):
                 holder = _read_pid(fd)
                 os.close(fd)
                 raise RunDirectoryError(_busy_message(directory, holder)) from None
@@ -264,6 +306,20 @@ class RunLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+def _lock_now(fd: int) -> bool:
+    """Take the exclusive ``flock`` of ``fd`` without waiting on a holder; False when one
+    holds it. Tried 5 times over about 40 ms: check_not_in_use in another process holds a
+    shared lock for an instant, which must not read as a run in progress."""
+    for attempt in range(5):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except OSError:
+            if attempt < 4:
+                time.sleep(0.01)
+    return False
 
 
 def _read_pid(fd: int) -> int | None:
