@@ -15,6 +15,7 @@ from typing import IO, Any
 
 from ...runtime import runs
 from ...runtime.runs import files
+from ...runtime.runs.outputs import check_output_dir
 from ..viz.figure import new_figure
 
 # The paper's Table 3 (newstest2013 dev set): (perplexity, BLEU) of the closest row.
@@ -175,12 +176,13 @@ def write_study(study: dict[str, Any], out: str | Path, overwrite: bool = False)
 
 
 def check_out(out: str | Path, overwrite: bool = False) -> None:
-    """Refuse an ``out`` that is a file, whose study files (or ``plots/``) are symbolic
-    links, or that holds a study (the last two unless ``overwrite``): called before any
-    training, so the refusal comes at the start, not after the study has run."""
+    """Refuse an ``out`` that cannot be written (a file, a path through one, a link to
+    nothing, a read-only place: ``outputs.check_output_dir``), whose study files (or
+    ``plots/``) are symbolic links, or that holds a study (the last two unless
+    ``overwrite``): called before any training, so the refusal comes at the start, not
+    after the study has run."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise runs.RunDirectoryError(f"--out {str(out)!r} is a file; pass a directory")
+    check_output_dir(out)
     links = files.linked_entries(out, OUTPUTS)
     if links and not overwrite:
         raise runs.RunDirectoryError(files.link_message(out, links))

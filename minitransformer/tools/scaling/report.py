@@ -1,6 +1,6 @@
 """Reporting the scaling study: the Markdown table, the log–log figure with the fitted lines,
-and the files a study writes into its folder (refusing a folder that holds anything unless
-asked to overwrite).
+and the files a study writes into its folder (refusing, before any training, a folder that
+cannot be written, or that holds anything unless asked to overwrite).
 
 The files go through runs/files.py, as a training run's do: each is written whole to a temp
 file and renamed over its name, and none is written through a symbolic link.
@@ -18,6 +18,7 @@ import numpy as np
 from ... import checks
 from ...runtime import runs
 from ...runtime.runs import files
+from ...runtime.runs.outputs import check_output_dir
 from ..viz.figure import SaveTo, decorate, finish, new_figure
 from .fit import PowerLaw, fit_study, fits_to_json
 
@@ -163,12 +164,13 @@ def write_study(study: dict[str, Any], out: str | Path, overwrite: bool = False,
 
 
 def check_out(out: str | Path, overwrite: bool = False) -> None:
-    """Refuse an ``out`` that is a file, or a folder that holds anything (unless
-    ``overwrite``: then the study's own files are replaced and nothing else is touched).
-    Called before any training, so a refusal comes at the start, not after minutes."""
+    """Refuse an ``out`` that cannot be written (a file, a path through one, a link to
+    nothing, a read-only place: ``outputs.check_output_dir``), or a folder that holds
+    anything (unless ``overwrite``: then the study's own files are replaced and nothing
+    else is touched). Called before any training, so a refusal comes at the start, not
+    after minutes; nothing is left behind."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise runs.RunDirectoryError(f"--out {str(out)!r} is a file; pass a directory")
+    check_output_dir(out)
     held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
     if held and not overwrite:
         raise runs.RunDirectoryError(
