@@ -158,7 +158,7 @@ def test_a_check_in_another_process_does_not_read_as_a_holder(tmp_path):
     (tmp_path / runs.LOCK_NAME).write_text("")
     fd = os.open(tmp_path / runs.LOCK_NAME, os.O_RDONLY)
     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    threading.Timer(0.015, fcntl.flock, (fd, fcntl.LOCK_UN)).start()
+    threading.Timer(0.03, fcntl.flock, (fd, fcntl.LOCK_UN)).start()
     try:
         with runs.RunLock.acquire(tmp_path):
             assert (tmp_path / runs.LOCK_NAME).read_text().strip() == str(os.getpid())

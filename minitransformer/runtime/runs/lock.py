@@ -310,15 +310,15 @@ class RunLock:
 
 def _lock_now(fd: int) -> bool:
     """Take the exclusive ``flock`` of ``fd`` without waiting on a holder; False when one
-    holds it. Tried 5 times over about 40 ms: check_not_in_use in another process holds a
+    holds it. Tried 10 times over about 0.2 s: check_not_in_use in another process holds a
     shared lock for an instant, which must not read as a run in progress."""
-    for attempt in range(5):
+    for attempt in range(10):
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except OSError:
-            if attempt < 4:
-                time.sleep(0.01)
+            if attempt < 9:
+                time.sleep(0.02)
     return False
 
 
