@@ -9,6 +9,13 @@ those input tokens: the row of ``<bos>`` is the state that chose the first word.
 
     data = attention_data(Translator.from_checkpoint("runs/translate-en-es"), "In the beginning")
     data["kinds"][2]["layers"][0][1]     # cross-attention, layer 0, head 1: T rows of S weights
+
+What is shown is what the model read, and its size is bounded whatever the input: the
+sentence is decoded by the project's rule (``data.text.readable_text``: bytes that are not
+UTF-8 and lone surrogates become U+FFFD), only its first ``max_len`` tokens are read (a
+longer one is cut, with one warning), and the texts shown are cut with "…" (the sentence to
+``SENTENCE_CHARS`` characters, the translation to ``TRANSLATION_CHARS``, a token to
+``TOKEN_CHARS``), so the page and the grid stay small for a sentence of any length.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import numpy as np
 
 from ... import backend
 from ...data.batching import pad
+from ...data.text import readable_text, shorten
 from ...decode import beam_search
 from ...errors import ArgumentError
 from ..heads import KINDS, STATS, attention_maps, model_head_stats
@@ -27,14 +35,24 @@ from ..heads import KINDS, STATS, attention_maps, model_head_stats
 DIGITS = 4
 """Weights and statistics are rounded to this many decimals (the page stays small)."""
 
+SENTENCE_CHARS = 500
+"""The most characters of the sentence the page and the grid show (then "…")."""
+
+TRANSLATION_CHARS = 1000
+"""The most characters of the translation they show (it has at most max_len tokens)."""
+
+TOKEN_CHARS = 24
+"""The most characters of one token they show."""
+
 SIDES = {"encoder self": ("source", "source"), "decoder self": ("target", "target"),
          "cross": ("target", "source")}  # fmt: skip
 """Each kind's (queries, keys): which token row its rows and columns are."""
 
 
 def check_sentence(sentence: Any) -> str:
-    """The sentence, stripped; an ArgumentError naming the fix when it is not a text or is
-    blank (there would be no token to attend to)."""
+    """The sentence, decoded by the project's rule (``data.text.readable_text``) and
+    stripped; an ArgumentError naming the fix when it is not a text or is blank (there would
+    be no token to attend to)."""
     if not isinstance(sentence, str):
         raise ArgumentError(
             f"the sentence must be a text, got {type(sentence).__name__}; give one "
@@ -45,7 +63,7 @@ def check_sentence(sentence: Any) -> str:
             f"the sentence is empty ({sentence!r}): there is nothing to attend to. "
             'Fix: give a sentence, e.g. "In the beginning God created the heaven and the earth."'
         )
-    return sentence.strip()
+    return readable_text(sentence).strip()
 
 
 def pieces(tokenizer: Any, ids: list[int]) -> list[str]:
@@ -56,8 +74,8 @@ def pieces(tokenizer: Any, ids: list[int]) -> list[str]:
         return [str(int(i)) for i in ids]
     out = []
     for i in ids:
-        piece = vocab.id_to_token(int(i))
-        out.append(piece.replace("</w>", "") or piece)
+        piece = readable_text(str(vocab.id_to_token(int(i))))
+        out.append(shorten(piece.replace("</w>", "") or piece, TOKEN_CHARS))
     return out
 
 
@@ -65,10 +83,19 @@ def attention_data(translator: Any, sentence: str, checkpoint: str = "") -> dict
     """Translate ``sentence`` with ``translator`` (a ``translator.Translator``) and gather
     what the page and the grid draw (module doc): the texts, the token rows ``source`` and
     ``target`` (the decoder's input), per kind its layers' weights ``[layer][head][query]
-    [key]``, and one row of statistics per head (``heads.STATS``)."""
+    [key]``, and one row of statistics per head (``heads.STATS``); ``sentence_tokens``: how
+    many tokens the whole sentence has (``source`` holds those the model read)."""
     sentence = check_sentence(sentence)
     model, tokenizer, cfg = translator.model, translator.tokenizer, translator.model.cfg
-    src_ids = translator.tokenize(sentence)
+    all_ids = tokenizer.tokenize(sentence)
+    src_ids = all_ids[: cfg.max_len]  # what the model reads
+    if len(all_ids) > len(src_ids):
+        warnings.warn(
+            f"the sentence has {len(all_ids):,} tokens, more than the model's max_len of "
+            f"{cfg.max_len:,}; it was truncated to its first {cfg.max_len:,} tokens (the "
+            "model reads those, and the page and the grid show them)",
+            stacklevel=2,
+        )
     unknown = src_ids.count(tokenizer.unk_id)
     if unknown:
         warnings.warn(
@@ -92,9 +119,10 @@ def attention_data(translator: Any, sentence: str, checkpoint: str = "") -> dict
     stats = [{k: (round(v, DIGITS) if isinstance(v, float) else v) for k, v in row.items()}
              for row in model_head_stats(model, src, tgt, maps)]  # fmt: skip
     return {
-        "checkpoint": str(checkpoint),
-        "sentence": sentence,
-        "translation": tokenizer.detokenize(out_ids),
+        "checkpoint": shorten(readable_text(str(checkpoint)), SENTENCE_CHARS),
+        "sentence": shorten(sentence, SENTENCE_CHARS),
+        "sentence_tokens": len(all_ids),
+        "translation": shorten(readable_text(tokenizer.detokenize(out_ids)), TRANSLATION_CHARS),
         "source": pieces(tokenizer, src_ids),
         "target": ["<bos>"] + pieces(tokenizer, tgt_ids[1:]),
         "kinds": kinds,

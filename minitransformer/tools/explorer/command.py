@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...data.text import readable_text
 from ...errors import ConfigError
 from ...runtime.runs import files
 from .collect import attention_data, check_sentence
@@ -52,7 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint", type=file_name, required=True, metavar="RUN",
                         help="a run directory or checkpoint file of a translation task "
                         "(train translate, translate-en-es, copy, ...)")  # fmt: skip
-    parser.add_argument("sentence", help="the source sentence; its translation is the model's")
+    parser.add_argument("sentence", type=readable_text,
+                        help="the source sentence; its translation is the model's (bytes that "
+                        "are not UTF-8 are read as U+FFFD, as translate reads them)")  # fmt: skip
     parser.add_argument("--html", type=file_name, metavar="FILE",
                         help="write the explorer page here (.html)")  # fmt: skip
     parser.add_argument("--png", type=file_name, metavar="FILE",

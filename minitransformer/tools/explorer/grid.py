@@ -5,6 +5,10 @@ then the cross-attention, each layer in order — and one column per head; each 
 head's weights, queries as rows and keys as columns, on one colour scale from 0 to 1 (the
 weights are probabilities), so the heads can be compared. Drawn headless (``viz.figure``:
 no pyplot state) from ``collect.attention_data``'s data.
+
+Its size depends on the model only (its layers and heads), never on the sentence: the
+panels are ``PANEL`` inches, the tokens are the at most max_len the model read, and the
+title (the sentence and the translation, one line each) is cut to ``TITLE_CHARS``.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...data.text import shorten
 from ..viz.figure import SaveTo, finish, new_figure
 
 if TYPE_CHECKING:
@@ -20,6 +25,9 @@ if TYPE_CHECKING:
 
 PANEL = (2.7, 2.5)
 """Inches per head's panel (width, height)."""
+
+TITLE_CHARS = 100
+"""The most characters of the sentence, and of the translation, in the title (then "…")."""
 
 
 def plot_grid(data: dict[str, Any], path: SaveTo | None = None) -> Figure:
@@ -50,5 +58,6 @@ def plot_grid(data: dict[str, Any], path: SaveTo | None = None) -> Figure:
             if h == 0:
                 ax.set_yticklabels(queries, fontsize=6, parse_math=False)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.5, label="attention weight")
-    fig.suptitle(f"{data['sentence']}  →  {data['translation']}", fontsize=10, parse_math=False)
+    source, translation = (shorten(data[key], TITLE_CHARS) for key in ("sentence", "translation"))
+    fig.suptitle(f"source: {source}\ntranslation: {translation}", fontsize=10, parse_math=False)
     return finish(fig, path)

@@ -217,7 +217,9 @@ SCRIPT = r"""
     stats();
   }
 
-  $("sentence").textContent = "source: " + D.sentence;
+  const cut = D.sentence_tokens > D.source.length ?
+    " (" + D.sentence_tokens + " tokens; the model read the first " + D.source.length + ")" : "";
+  $("sentence").textContent = "source: " + D.sentence + cut;
   $("translation").textContent = "translation: " + D.translation;
   $("meta").textContent = (D.checkpoint ? "checkpoint " + D.checkpoint + "; " : "") +
     D.kinds.map((k) => k.name + ": " + k.layers.length + " layers \u00d7 " + headsOf(k, 0) +

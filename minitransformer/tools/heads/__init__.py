@@ -10,6 +10,13 @@
   |dL/dm_h| for the gate m_h of ``MultiHeadAttention.head_mask``, summed over batches, with
   the library's own backward; ``importance.set_heads`` switches heads off.
 
+Every argument is checked where it enters (args.py), as ``nn`` checks its own: a mistake is
+an ArgumentError (or a ShapeError, a DTypeError, a TokenIdError for ids) naming the function,
+the argument and the fix. The model must be an encoder-decoder ``nn.Transformer`` (a
+``TransformerLM`` has one kind of attention and is refused); a head is ``(kind, layer,
+head)``, and a list ``[kind, layer, head]`` (as JSON gives a triple back) is the same head;
+NumPy integers are integers, bools and floats are not.
+
 Floors: above ``nn`` (it runs models), beside ``viz`` and ``decode``; nothing below imports it.
 """
 

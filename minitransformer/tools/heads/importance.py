@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from ... import backend
+from ... import backend, checks
 from ...errors import ArgumentError
 from ...nn.attention import MultiHeadAttention
 from ...tensor import Tensor
+from .args import EXAMPLE, check_batches, check_heads, check_model, check_scores, given
 from .collect import KINDS, _kind
 
 
@@ -39,7 +40,11 @@ def head_importance(model: Any, batches: Iterable[tuple[Any, Any, Any]],
     """{(kind, layer): I (H,)} for the Transformer ``model`` over ``batches`` of ids
     (src, tgt_in, tgt_out): the sum over batches of |dL/dm_h| (module doc), in evaluation
     mode (no dropout). The model's gates, mode and parameters' gradients are left as they
-    were (its parameters get no gradient from this)."""
+    were (its parameters get no gradient from this). ``batches``: a list (or a stream) of
+    triples, or of ``data.batching.Batch``; at least one."""
+    model = check_model("head_importance", model)
+    batches = check_batches("head_importance", model, batches)
+    normalize = checks.flag("head_importance", "normalize", normalize)
     layers = _layers(model)
     was_training, before = model.training, [m.head_mask for _, m in layers]
     params = list(model.parameters())
@@ -56,7 +61,7 @@ def head_importance(model: Any, batches: Iterable[tuple[Any, Any, Any]],
                 ones = backend.asarray(np.ones(m.h), dtype=backend.dtype_name(w.dtype),
                                        device=w.device)  # fmt: skip
                 m.head_mask = gates[key] = Tensor(ones, requires_grad=True)
-            model.loss(model(src, tgt_in), tgt_out).backward()
+            model.loss(model(src, tgt_in, checked=True), tgt_out).backward()
             for key, g in gates.items():
                 scores[key] += np.abs(backend.to_numpy(g.grad))
     finally:
@@ -72,7 +77,9 @@ def head_importance(model: Any, batches: Iterable[tuple[Any, Any, Any]],
 
 def prune_order(scores: dict[tuple[str, int], np.ndarray]) -> list[tuple[str, int, int]]:
     """Every head as (kind, layer, head), from the least to the most important (ties in
-    the order of ``scores``)."""
+    the order of ``scores``). ``scores``: ``head_importance``'s dict (a list of numbers
+    stands for an array; every score finite)."""
+    scores = check_scores("prune_order", scores)
     flat = []
     for i, ((kind, layer), v) in enumerate(scores.items()):
         flat += [(float(v[h]), i, h, (kind, layer, h)) for h in range(len(v))]
@@ -81,14 +88,22 @@ def prune_order(scores: dict[tuple[str, int], np.ndarray]) -> list[tuple[str, in
 
 def set_heads(model: Any, off: Iterable[tuple[str, int, int]] = ()) -> int:
     """Switch the heads in ``off`` ((kind, layer, head) triples) off and every other head
-    on (an empty ``off`` removes every gate). Returns how many heads are off."""
-    off = set(off)
+    on (an empty ``off`` removes every gate). Returns how many heads are off.
+
+    A head may be a list ``[kind, layer, head]`` (as JSON gives a triple back) and its
+    indices NumPy integers; a head the model does not have is an ArgumentError that says
+    which heads it has."""
+    model = check_model("set_heads", model)
+    off = check_heads("set_heads", off)
     layers = _layers(model)
     known = {(kind, layer, h) for (kind, layer), m in layers for h in range(m.h)}
-    if unknown := sorted(off - known, key=str):
+    if unknown := sorted(off - known):
+        sizes = ", ".join(f"{kind}: {sum(k == kind for (k, _), _ in layers)} layers of "
+                          f"{max((m.h for (k, _), m in layers if k == kind), default=0)} heads"
+                          for kind in KINDS)  # fmt: skip
         raise ArgumentError(
-            f"set_heads: no such head {unknown[0]!r} in this model; heads are (kind, layer, "
-            f"head) with kind one of {KINDS}, e.g. ('encoder self', 0, 1)"
+            f"set_heads: no such head {given(unknown[0])} in this model ({sizes}; layers and "
+            f"heads count from 0); e.g. {EXAMPLE}"
         )
     count = 0
     for (kind, layer), m in layers:

@@ -18,24 +18,19 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ShapeError
+from .args import check_valid, check_weights
 
 STATS = ("entropy", "prev", "same", "next", "distance", "confidence")
 
 
 def head_stats(weights: Any, valid: Any = None) -> dict[str, np.ndarray]:
     """weights (B, H, T, S) (rows summing to 1; a masked key has weight 0), valid (B, T)
-    bool (None: every row) -> {stat: (H,) float64} for the names in ``STATS``."""
-    p = np.asarray(weights, dtype=np.float64)
-    if p.ndim != 4:
-        raise ShapeError(
-            f"head_stats: weights have shape {p.shape}, need (B, H, T, S): one attention "
-            "map per batch row and head (MultiHeadAttention.last_weights)"
-        )
+    bool (None: every row) -> {stat: (H,) float64} for the names in ``STATS``. Weights
+    outside [0, 1], NaN, or an empty axis are an error, as are ``valid`` values other than
+    bools (or 0 and 1)."""
+    p = check_weights("head_stats", weights)
     B, H, T, S = p.shape
-    keep = np.ones((B, T), dtype=bool) if valid is None else np.asarray(valid, dtype=bool)
-    if keep.shape != (B, T):
-        raise ShapeError(f"head_stats: valid has shape {keep.shape}, need (B, T) = {(B, T)}")
+    keep = check_valid("head_stats", valid, (B, T))
     rows = max(int(keep.sum()), 1)
     t = np.arange(T)[:, None]
     s = np.arange(S)[None, :]

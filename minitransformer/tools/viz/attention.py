@@ -1,4 +1,12 @@
-"""Attention maps: which source positions (keys) each target position (query) looks at."""
+"""Attention maps: which source positions (keys) each target position (query) looks at.
+
+The figure's size is bounded whatever its texts: a panel is at most 7 inches a side, at
+most ``_MAX_TICK_LABELS`` tokens are named per axis, and every text drawn (the title, the
+head labels, the axis label, each token) is decoded by the project's rule
+(``data.text.readable_text``: a lone surrogate becomes U+FFFD) and cut with "…": the title
+to ``TITLE_LINES`` lines of ``TITLE_CHARS`` characters, a label to ``LABEL_CHARS``, a token
+to ``TOKEN_CHARS``.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +16,31 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...data.text import readable_text, shorten
 from .figure import LIMIT, SaveTo, check_len, finish, new_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 _MAX_TICK_LABELS = 40
+
+TITLE_LINES, TITLE_CHARS = 6, 180
+"""The most lines of the title, and characters of each (then "…")."""
+
+LABEL_CHARS = 60
+"""The most characters of a head label or the axis label."""
+
+TOKEN_CHARS = 24
+"""The most characters of a token's tick label."""
+
+
+def _shown(text: Any, limit: int, lines: int = 1) -> str:
+    """``text`` as drawn: a str, readable (no lone surrogate), at most ``lines`` lines of at
+    most ``limit`` characters."""
+    rows = readable_text(str(text)).split("\n")
+    if len(rows) > lines:
+        rows = [*rows[: lines - 1], rows[lines - 1] + " …"]
+    return "\n".join(shorten(row, limit) for row in rows)
 
 
 def plot_attention(
@@ -88,13 +115,13 @@ def plot_attention(
                 tick.set_color("red")
                 tick.set_fontweight("bold")
         ax.set_xlabel("source position (keys)")
-        ax.set_ylabel(ylabel)
+        ax.set_ylabel(_shown(ylabel, LABEL_CHARS))
         if head_labels is not None:
-            ax.set_title(str(head_labels[index]))
+            ax.set_title(_shown(head_labels[index], LABEL_CHARS))
         elif n_heads > 1:
             ax.set_title(f"head {index}")
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.85, label="attention weight")
-    fig.suptitle(title)
+    fig.suptitle(_shown(title, TITLE_CHARS, TITLE_LINES))
     return finish(fig, path)
 
 
@@ -103,5 +130,7 @@ def _token_ticks(set_ticks, set_labels, tokens, n: int, rotation: int) -> None:
     step = max(1, math.ceil(n / _MAX_TICK_LABELS))
     positions = list(range(0, n, step))
     set_ticks(positions)
-    labels = [str(tokens[i]) for i in positions] if tokens is not None else positions
+    labels = (
+        [_shown(tokens[i], TOKEN_CHARS) for i in positions] if tokens is not None else positions
+    )
     set_labels(labels, rotation=rotation, fontsize=8 if n <= 20 else 6)
