@@ -8,13 +8,21 @@ A name that is not a local folder but reads as a Hub id (``owner/name``) is down
 library reads: the config, the safetensors weights and the tokenizer's files. It needs the
 optional ``huggingface_hub`` (``pip install -e ".[hf]"``) and the network; the tests never
 call it.
+
+``checked_path`` checks the path a loader is given (``Translator.from_checkpoint`` and
+``from_pretrained``, ``TextSampler.from_checkpoint``) before the file system sees it: its
+type, a control character, a length no path can have.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import unicodedata
 from pathlib import Path
+from typing import Any
 
+from .. import checks
 from ..errors import ArgumentError, CheckpointError, install_hint
 
 FILES = [  # what Transformer.from_pretrained and SentencePieceTokenizer read
@@ -28,6 +36,36 @@ FILES = [  # what Transformer.from_pretrained and SentencePieceTokenizer read
     "tokenizer_config.json",
 ]
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+LINE_BREAKING = ("Cc", "Zl", "Zp")  # control characters (newline, tab, NUL), line separators
+PATH_MAX = 4096  # bytes of a path Linux looks up (PATH_MAX); a longer name is refused unread
+
+
+def checked_path(where: str, path: Any, what: str = "a run directory or a checkpoint file") -> Path:
+    """``path`` (a str or os.PathLike) as a Path, checked before the file system sees it:
+    not another type (None, bytes, a number, a list), not blank, no control character or
+    line separator (a newline would split the messages that name it), not longer than
+    PATH_MAX bytes. ``where`` names the caller (``TextSampler.from_checkpoint``), ``what``
+    the path it expects (``a Marian folder``)."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str):
+        raise ArgumentError(
+            f"{where}: the path must be {what}, as a str or pathlib.Path, got "
+            f"{type(path).__name__} ({checks.short(path)})"
+        )
+    if not text.strip():
+        raise ArgumentError(f"{where}: the path is blank ({text!r}); give {what}")
+    shown = _shown(text)
+    if any(unicodedata.category(c) in LINE_BREAKING for c in text):
+        raise ArgumentError(
+            f"{where}: the path {shown} holds a control character (a newline or tab?); pass "
+            "the path on its own"
+        )
+    if len(text.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        raise CheckpointError(
+            f"{where}: {shown} cannot be a path here (File name too long); a path holds "
+            f"at most {PATH_MAX:,} bytes: give {what}"
+        )
+    return Path(text)
 
 
 def pretrained_folder(name: str, revision: str | None = None) -> Path:
@@ -42,6 +80,12 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
         raise ArgumentError(
             f"--pretrained {shown}: the name holds a control character (a newline or tab?); "
             "pass the folder's path or the Hub id on its own"
+        )
+    if len(name.encode("utf-8", "surrogateescape")) > PATH_MAX:  # before the file system
+        raise CheckpointError(
+            f"--pretrained {shown}: cannot be a path here (File name too long); a path holds "
+            f"at most {PATH_MAX:,} bytes: pass the folder's path or a Hub id such as "
+            "Helsinki-NLP/opus-mt-en-es"
         )
     path = _local(name, shown)
     if path.is_dir():
