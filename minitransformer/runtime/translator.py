@@ -33,6 +33,7 @@ from ..nn import Transformer
 from ..nn.marian_config import generation_from_marian
 from . import runs
 from .checkpoint.trained import load_trained
+from .pretrained import checked_path
 
 
 class Translator:
@@ -57,6 +58,7 @@ class Translator:
         weight's name, shape, dtype and finiteness): a bad one is a CheckpointError naming it.
         A run that stopped before its planned steps gives an UnfinishedRunWarning.
         """
+        path = checked_path("Translator.from_checkpoint", path)
         model, tokenizer, meta = load_trained(path, device)
         if model.cfg.decoder_only:
             raise CheckpointError(
@@ -72,7 +74,9 @@ class Translator:
         """A Hugging Face Marian folder (opus-mt): its model (``Transformer.from_pretrained``),
         its SentencePiece tokenizer (source.spm, target.spm, vocab.json) and its decoding
         defaults (``generation_from_marian``). ``evaluate`` scores it on this library's
-        English-Spanish test set."""
+        English-Spanish test set. ``path``: a folder (``runtime.pretrained.pretrained_folder``
+        turns a Hub id into one)."""
+        path = checked_path("Translator.from_pretrained", path, "a Marian folder")
         model = Transformer.from_pretrained(path)
         tokenizer = SentencePieceTokenizer.from_pretrained(path)
         cfg, sizes = model.cfg, (len(tokenizer.vocab), len(tokenizer.target_vocab))
