@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 from ...backend import host
-from ...errors import MiniTransformerError
+from ...errors import MiniTransformerError, Terminated, raise_terminated
 from .command import main
 from .data_parallel import data_parallel_worker
 from .options import add_arguments
@@ -35,11 +36,15 @@ def _run(argv: list[str]) -> int:
         return 0
     parser = argparse.ArgumentParser(prog="python -m minitransformer.tools.bench")
     args = add_arguments(parser).parse_args(argv)
+    signal.signal(signal.SIGTERM, raise_terminated)  # unwinds, so the workers are killed
     try:
         return main(args)
     except KeyboardInterrupt:
-        print("bench: interrupted", file=sys.stderr)
-        return 130
+        print("bench: interrupted (Ctrl-C)", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Terminated:
+        print("bench: stopped by SIGTERM", file=sys.stderr)
+        return 128 + signal.SIGTERM
     except (MiniTransformerError, OSError, ValueError) as err:
         print(f"bench: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2

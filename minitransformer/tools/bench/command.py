@@ -14,7 +14,6 @@ minitransformer.tools.bench`` alike.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import sys
@@ -26,16 +25,19 @@ from ...backend import host
 from ...errors import ConfigError, install_hint
 from .data_parallel import data_parallel_main
 from .decode import format_decode, run_decode
+from .options import check_json, write_json
 from .presets import DEFAULT_PRESETS
 from .steps import format_report, run, threads_text, torch_available
 
 
 def main(args: Any) -> int:
     """The ``bench`` command: args.preset (list or None), args.compare, args.device,
-    args.seconds, args.json, args.data_parallel (N, or None), args.gpu_only.
+    args.seconds, args.json, args.overwrite, args.data_parallel (N, or None), args.gpu_only.
 
-    A ``--compare`` without PyTorch installed is a ConfigError before anything is timed
-    (asked for by name, a comparison is not skipped quietly)."""
+    A ``--compare`` without PyTorch installed, or a ``--json`` that cannot be written (see
+    options.check_json), is a ConfigError before anything is timed (asked for by name, a
+    comparison is not skipped quietly)."""
+    check_json(args)
     if getattr(args, "data_parallel", None):
         return data_parallel_main(args)
     presets = args.preset or list(DEFAULT_PRESETS)
@@ -96,7 +98,6 @@ def main(args: Any) -> int:
             flush=True,
         )
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        write_json(args, results)
         print(f"results written to {args.json}")
     return 0

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...backend import host
 from ...errors import install_hint
+from .options import write_json
 
 
 def data_parallel_worker(preset: str, batch_size: int, seconds: float, threads: int,
@@ -124,6 +125,5 @@ def data_parallel_main(args: Any) -> int:
               " all-reduce ms: per step (alone)")  # fmt: skip
         results.append(dict(preset=preset, rows=rows, efficiency=eff))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=2)
+        write_json(args, results)
     return 0

@@ -42,7 +42,7 @@ from .spread import (
     other_load_now,
     summarize,
 )
-from .worker import _Remote, _Runner
+from .worker import _Remote, _Runner, close_workers
 
 NO_TORCH = f"PyTorch is not installed ({install_hint('torch')})"
 
@@ -129,6 +129,7 @@ def run(
         per_round = seconds / (rounds * len(impls))
         load_during: dict[str, list[float | None]] = {impl: [] for impl in impls}
         warm = {impl: w.warmup(seconds=warmup) for impl, w in workers.items()}
+        say(f"  timing {rounds} rounds ({preset}) ...")
         ceiling_s = min(0.6, max(0.2, per_round / 2))
         times: dict[str, list[list[float]]] = {impl: [] for impl in impls}
         ceilings, ceiling_detail, losses = [], [], {}
@@ -143,10 +144,10 @@ def run(
                 times[impl].append(r["times"])
                 losses[impl] = r["loss"]
         infos = {impl: w.info() for impl, w in workers.items()}
-    finally:
-        for w in workers.values():
-            if isinstance(w, _Remote):
-                w.close()
+    except BaseException:  # a stop (Ctrl-C, SIGTERM) or an error: no worker may outlive it
+        close_workers(workers.values(), kill=True)
+        raise
+    close_workers(workers.values())
 
     flops = step_flops(cfg, p.batch, p.length, p.length)
     tokens = p.batch * p.length

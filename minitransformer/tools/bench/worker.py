@@ -12,11 +12,14 @@ the runner, ``quit`` ends the worker.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np  # the fixed random batch and the GEMM ceiling's operands (host side)
@@ -118,19 +121,30 @@ class _Runner:
         }
 
 
+QUIT_WAIT_S = 30.0
+"""How long ``_Remote.close`` waits for a worker that was asked to quit before killing it."""
+
+
 class _Remote:
-    """A ``_Runner`` in a subprocess, driven by one JSON line per command."""
+    """A ``_Runner`` in a subprocess, driven by one JSON line per command.
+
+    The worker runs in a session of its own, so a terminal's Ctrl-C or a SIGTERM to the
+    process group reaches the parent only: the parent alone decides when a worker ends, and
+    on a stop it kills them (``close_workers(kill=True)``) before it reports the stop. A
+    worker whose parent is gone (killed with SIGKILL) ends itself (see ``worker_main``).
+    """
 
     def __init__(self, impl: str, preset: str, device: str):
         module = "minitransformer.tools.bench"
         cmd = [sys.executable, "-m", module, "--worker", impl, preset, device]
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
-        )
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1,
+            start_new_session=True,
+        )  # fmt: skip
         try:
             self.call("ready")
         except BaseException:
-            self.close()  # a worker that could not build its step must not outlive this
+            self.close(kill=True)  # a worker that could not build its step must not outlive this
             raise
 
     def call(self, command: str, **kw: Any) -> dict:
@@ -139,7 +153,8 @@ class _Remote:
         line = self.proc.stdout.readline()
         if not line:
             code = self.proc.wait()
-            raise RuntimeError(f"bench worker exited with status {code} during {command!r}")
+            how = f"was killed by signal {-code}" if code < 0 else f"exited with status {code}"
+            raise RuntimeError(f"bench worker {how} during {command!r}")
         reply = json.loads(line)
         if "error" in reply:
             raise RuntimeError(f"bench worker failed in {command!r}: {reply['error']}")
@@ -148,20 +163,64 @@ class _Remote:
     def __getattr__(self, command: str):
         return lambda **kw: self.call(command, **kw)
 
-    def close(self) -> None:
+    def kill(self) -> None:
+        """Kill the worker now (SIGKILL), whatever it is doing; ``close`` then reaps it."""
+        if self.proc.poll() is None:
+            try:
+                self.proc.kill()
+            except ProcessLookupError:  # ended in between
+                pass
+
+    def close(self, kill: bool = False) -> None:
+        """End the worker and reap it: asked to quit (killed after ``QUIT_WAIT_S``), or
+        with ``kill`` killed at once (a stop or an error: it may be in the middle of a long
+        command). Never raises for a worker that is already gone: writing to it, or flushing
+        its closed pipe, would raise BrokenPipeError over the exception that is unwinding."""
+        if kill:
+            self.kill()
+        elif self.proc.poll() is None:
+            try:
+                self.call("quit")
+            except (RuntimeError, OSError, ValueError):  # gone, or a garbled reply
+                pass
         try:
-            self.call("quit")
-        except (RuntimeError, BrokenPipeError, OSError):
-            pass
-        self.proc.wait(timeout=30)
-        self.proc.stdin.close()
-        self.proc.stdout.close()
+            self.proc.wait(timeout=QUIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout):
+            try:
+                pipe.close()
+            except OSError:  # a broken pipe: unflushed bytes for a worker that is gone
+                pass
+
+
+def close_workers(workers: Iterable[Any], kill: bool = False) -> None:
+    """Close every ``_Remote`` among ``workers`` (a ``_Runner`` in this process needs
+    nothing). With ``kill``, all are killed first, then reaped: a second Ctrl-C while one is
+    reaped leaves none of them running."""
+    remotes = [w for w in workers if isinstance(w, _Remote)]
+    if kill:
+        for remote in remotes:
+            remote.kill()
+    for remote in remotes:
+        remote.close(kill=kill)
+
+
+def _end_with_parent(parent: int) -> None:
+    """A worker's watchdog thread: end the process once its parent is gone (killed with
+    SIGKILL, say), not only after the command it is running. Its own session shields it
+    from the signals that stop the parent, so nothing else would end it at once."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def worker_main(impl: str, preset: str, device: str) -> int:
     """The subprocess side of ``_Remote``: read commands, answer with JSON lines."""
     out = sys.stdout
     sys.stdout = sys.stderr  # stray prints must not corrupt the protocol
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), daemon=True).start()
     if impl.startswith("ours"):
         host.tune_host()  # as the CLI runs it (this worker owns its process)
         if impl in ("ours", "ours-graph"):
