@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
+import unicodedata
+from pathlib import Path
 from typing import Any
 
-from .errors import ArgumentError
+from .errors import ArgumentError, CheckpointError
 
 
 def is_int(value: Any) -> bool:
@@ -104,3 +107,42 @@ def flag(where: str, name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise ArgumentError(f"{where}: {name} must be True or False, got {value!r}")
     return value
+
+
+LINE_BREAKING = ("Cc", "Zl", "Zp")  # control characters (newline, tab, NUL), line separators
+PATH_MAX = 4096  # bytes of a path Linux looks up (PATH_MAX); a longer name is refused unread
+
+
+def checked_path(where: str, path: Any, what: str = "a run directory or a checkpoint file") -> Path:
+    """``path`` (a str or os.PathLike) as a Path, checked before the file system sees it:
+    not another type (None, bytes, a number, a list), not blank, no control character or
+    line separator (a newline would split the messages that name it), not longer than
+    PATH_MAX bytes. ``where`` names the caller (``TextSampler.from_checkpoint``), ``what``
+    the path it expects (``a Marian folder``)."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else path
+    if not isinstance(text, str):
+        raise ArgumentError(
+            f"{where}: the path must be {what}, as a str or pathlib.Path, got "
+            f"{type(path).__name__} ({short(path)})"
+        )
+    if not text.strip():
+        raise ArgumentError(f"{where}: the path is blank ({text!r}); give {what}")
+    shown = shown_name(text)
+    if any(unicodedata.category(c) in LINE_BREAKING for c in text):
+        raise ArgumentError(
+            f"{where}: the path {shown} holds a control character (a newline or tab?); pass "
+            "the path on its own"
+        )
+    if len(text.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        raise CheckpointError(
+            f"{where}: {shown} cannot be a path here (File name too long); a path holds "
+            f"at most {PATH_MAX:,} bytes: give {what}"
+        )
+    return Path(text)
+
+
+def shown_name(name: str) -> str:
+    """``name`` as a one-line message shows it: quoted when it holds a control character,
+    cut to 100 characters (with the full length) when longer."""
+    text = name if name.isprintable() else repr(name)
+    return text if len(text) <= 100 else f"{text[:100]}... ({len(name)} characters)"

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from test_lm_cli import SMALL
 
+from minitransformer.checks import PATH_MAX
 from minitransformer.errors import (
     ArgumentError,
     CheckpointError,
@@ -26,9 +27,9 @@ from minitransformer.errors import (
     ShapeError,
 )
 from minitransformer.nn.attention import KVCache
-from minitransformer.nn.language_model import FIELDS, TransformerLM
-from minitransformer.nn.transformer import DecoderCache
-from minitransformer.runtime.pretrained import PATH_MAX
+from minitransformer.nn.language_model import TransformerLM
+from minitransformer.nn.lm_arguments import FIELDS
+from minitransformer.nn.transformer import DecoderCache, Transformer
 from minitransformer.runtime.sampler import TextSampler
 from minitransformer.runtime.translator import Translator
 
@@ -124,6 +125,7 @@ LOADERS = {
     "TextSampler.from_checkpoint": TextSampler.from_checkpoint,
     "Translator.from_checkpoint": Translator.from_checkpoint,
     "Translator.from_pretrained": Translator.from_pretrained,
+    "from_pretrained": Transformer.from_pretrained,  # the model's own loader
 }
 NOT_PATHS = [None, 3, 1.5, b"runs/lm", ["runs/lm"], object()]
 LINE_BREAKING = ["a\nb", "runs/lm\n", "owner/na\nme", "x\ry", "a\x00b", "tab\there", "a\u2028b"]

@@ -22,7 +22,7 @@ from test_lm_cli import SMALL
 
 from minitransformer.config.train import MAX_SEED
 from minitransformer.errors import ArgumentError
-from minitransformer.nn import language_model
+from minitransformer.nn import language_model, lm_arguments
 from minitransformer.nn.sampling import next_tokens, temperature_softmax
 from minitransformer.runtime import sampler as sampler_module
 from minitransformer.runtime.sampler import MAX_TEXTS, TextSampler
@@ -139,14 +139,14 @@ def test_a_prompts_text_does_not_depend_on_the_other_prompts(sampler, monkeypatc
     assert texts == [sampler.tokenizer.detokenize(ids) for ids in first]
 
 
-@pytest.mark.parametrize("count", [language_model.MAX_PROMPTS + 1, 25_000])
+@pytest.mark.parametrize("count", [lm_arguments.MAX_PROMPTS + 1, 25_000])
 def test_the_library_refuses_more_prompts_than_one_call_holds(sampler, count):
     bos = sampler.model.cfg.bos_id
-    with pytest.raises(ArgumentError, match=f"{language_model.MAX_PROMPTS:,} one call"):
+    with pytest.raises(ArgumentError, match=f"{lm_arguments.MAX_PROMPTS:,} one call"):
         sampler.model.generate([[bos]] * count, 2)
-    with pytest.raises(ArgumentError, match=f"{language_model.MAX_PROMPTS:,} one call"):
+    with pytest.raises(ArgumentError, match=f"{lm_arguments.MAX_PROMPTS:,} one call"):
         sampler.model.generate(np.full((count, 1), bos), 2)
-    with pytest.raises(ArgumentError, match=f"{language_model.MAX_PROMPTS:,} one call"):
+    with pytest.raises(ArgumentError, match=f"{lm_arguments.MAX_PROMPTS:,} one call"):
         sampler.generate([""] * count, 2)
 
 

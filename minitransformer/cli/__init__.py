@@ -240,6 +240,8 @@ _PYTHON_WORDS: list[tuple[re.Pattern[str], Any]] = [
         lambda m: "--" + m.group(1).replace("_", "-") + " ",
     ),
     (re.compile(r", or None to keep every token"), lambda m: ", or leave --top-k out"),
+    # "give max_new_tokens <= 39" -> "give --max-new-tokens 39 or less"
+    (re.compile(r"\bmax_new_tokens <= (\d+)"), lambda m: f"--max-new-tokens {m.group(1)} or less"),
     # the Python half of a message that gives both ways on (it comes last)
     (re.compile(r"\s*From Python: .*$"), lambda m: ""),
 ]

@@ -80,9 +80,11 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             given["task_knobs"] = flags.checked_knobs(args.task, args.knob)
     if args.resume:
         run = _checkpoint_path("--resume", args.resume)
-        if args.out is not None and world is None:  # before the task and model are built
-            own = Path(args.out).resolve() == checkpoint.checkpoint_file(run).parent.resolve()
-            runs.check_out(args.out, owned=own, overwrite=args.overwrite)
+        if world is None:  # before the task and model are built; --out: the run's own
+            home = checkpoint.checkpoint_file(run).parent
+            out = home if args.out is None else Path(args.out)
+            own = out.resolve() == home.resolve()
+            runs.check_out(out, owned=own, overwrite=args.overwrite)
         if args.task is not None:
             given["task"] = args.task
         trainer = Trainer.resume(run, **given)
@@ -208,13 +210,14 @@ def generate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) 
     """``generate``: a language model (``train lm``) continues each prompt (none: writes
     from the start token), ``--samples`` times each, one text a line."""
     del parser
+    prompts = args.prompts or [""]
+    flags.check_text_count(len(prompts), args.samples)  # before the model loads
     path = _checkpoint_path("--checkpoint", args.checkpoint, "lm")
     sampler = TextSampler.from_checkpoint(path, device=args.device)
-    prompts = [p for p in (args.prompts or [""]) for _ in range(args.samples)]
-    texts = sampler.generate(prompts, args.max_new_tokens, args.temperature, args.top_k,
-                             args.seed)  # fmt: skip
-    for text in texts:
-        print(text)
+    texts = sampler.stream(prompts, args.samples, args.max_new_tokens, args.temperature,
+                           args.top_k, args.seed)  # fmt: skip
+    for text in texts:  # a batch at a time: memory is one batch's, whatever --samples is
+        print(text, flush=True)
     return 0
 
 

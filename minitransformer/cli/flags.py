@@ -17,9 +17,11 @@ import math
 from typing import Any
 
 from ..config import MAX_LEN, TransformerConfig
-from ..config.train import CHOICE_KNOBS, MAX_BATCH, knob_problem, task_size_problem
+from ..config.train import CHOICE_KNOBS, MAX_BATCH, MAX_SEED, knob_problem, task_size_problem
 from ..data import tasks
+from ..data.text import readable_text
 from ..errors import ConfigError
+from ..runtime.sampler import MAX_TEXTS
 from ..tools.bench.options import checked, positive_float, positive_int
 
 TASKS = ("copy", "reverse", "sort", "translate", "translate-en-es", "lm")
@@ -37,16 +39,23 @@ temperature = checked(
 max_len = checked(
     int, lambda v: 0 < v <= MAX_LEN, f"a positive integer <= {MAX_LEN:,} (the model's positions)"
 )
+max_new_tokens = checked(
+    int, lambda v: 0 < v <= MAX_LEN, f"a positive integer <= {MAX_LEN:,} (a model's most positions)"
+)
+samples = checked(
+    int, lambda v: 0 < v <= MAX_TEXTS, f"a positive integer <= {MAX_TEXTS:,} (texts in all)"
+)
+seed = checked(int, lambda v: 0 <= v <= MAX_SEED, f"a whole number in 0..{MAX_SEED:,}")
 BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 MODEL_KEYS = tuple(f.name for f in dataclasses.fields(TransformerConfig))
 """The keys of ``--model KEY=VALUE``: TransformerConfig's fields (and the lm's tokenizer)."""
 
 __all__ = [
-    "BOOLS", "MAX_BATCH", "MODEL_KEYS", "TASKS", "alpha", "batch_size", "beam", "bool_text",
-    "checked", "checked_knobs", "int_text", "key_value", "knobs_text", "max_len",
-    "model_override", "name_list",
+    "BOOLS", "MAX_BATCH", "MODEL_KEYS", "TASKS", "alpha", "argv_text", "batch_size", "beam",
+    "bool_text", "check_text_count", "checked", "checked_knobs", "int_text", "key_value",
+    "knobs_text", "max_len", "max_new_tokens", "model_override", "name_list",
     "non_negative_int", "path_text", "positive_float", "positive_int", "probability",
-    "temperature",
+    "samples", "seed", "temperature",
 ]  # fmt: skip
 
 
@@ -56,6 +65,29 @@ def bool_text(text: str) -> bool:
     if value is None:
         raise ValueError(f"expected true/false, 1/0 or yes/no, got {text!r}")
     return value
+
+
+def argv_text(text: str) -> str:
+    """A sentence or prompt from the command line (translate's sentences, generate's
+    prompts), decoded once by the project's rule (data/text.py ``readable_text``): bytes
+    that are not UTF-8 become U+FFFD, as on translate's stdin."""
+    return readable_text(text)
+
+
+def check_text_count(prompts: int, samples: int) -> None:
+    """generate's prompts × --samples: at most MAX_TEXTS texts a command (a stream needs one
+    batch's memory, but its time grows with the count)."""
+    if prompts > MAX_TEXTS:
+        raise ConfigError(
+            f"{prompts:,} prompts are more than the {MAX_TEXTS:,} texts one command writes; "
+            f"give at most {MAX_TEXTS:,} prompts (run the command again for more)"
+        )
+    if prompts * samples > MAX_TEXTS:
+        raise ConfigError(
+            f"--samples {samples:,} for {prompts:,} prompts is {prompts * samples:,} texts, more "
+            f"than the {MAX_TEXTS:,} one command writes; give --samples {MAX_TEXTS // prompts:,} "
+            "or less, or fewer prompts (run the command again for more)"
+        )
 
 
 def path_text(text: str) -> str:

@@ -269,7 +269,8 @@ def _add_translate_and_evaluate(sub: Any, debug: argparse.ArgumentParser) -> Non
     _add_model_source(tr)
     _add_decoding(tr)
     tr.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
-    tr.add_argument("sentences", nargs="*", help="sentences (default: one per line on stdin)")
+    tr.add_argument("sentences", nargs="*", type=flags.argv_text,
+                    help="sentences (default: one per line on stdin)")  # fmt: skip
 
     ev = sub.add_parser(
         "evaluate", help="BLEU / exact match on the held-out split", parents=[debug],
@@ -302,7 +303,8 @@ def _add_generate(sub: Any, debug: argparse.ArgumentParser) -> None:
         "--checkpoint", type=flags.path_text, required=True,
         help="a run directory of train lm, or its checkpoint file",
     )  # fmt: skip
-    gen.add_argument("prompts", nargs="*", help='texts to continue (default: one from nothing, "")')
+    gen.add_argument("prompts", nargs="*", type=flags.argv_text,
+                     help='texts to continue (default: one from nothing, "")')  # fmt: skip
     gen.add_argument(
         "--temperature", type=flags.temperature, default=1.0,
         help="0 = greedy, 1 = the model's own distribution (default: 1.0); lower is safer",
@@ -312,16 +314,17 @@ def _add_generate(sub: Any, debug: argparse.ArgumentParser) -> None:
         help="sample among the K most likely tokens (default: all)",
     )  # fmt: skip
     gen.add_argument(
-        "--max-new-tokens", type=flags.positive_int, metavar="N",
+        "--max-new-tokens", type=flags.max_new_tokens, metavar="N",
         help="the most tokens to add (default: up to the model's positions)",
     )  # fmt: skip
     gen.add_argument(
-        "--samples", type=flags.positive_int, default=1, metavar="N",
-        help="continuations per prompt (default: 1)",
+        "--samples", type=flags.samples, default=1, metavar="N",
+        help=f"continuations per prompt (default: 1); at most {flags.MAX_TEXTS:,} texts in "
+        "all (prompts × samples), written a batch at a time",
     )  # fmt: skip
     gen.add_argument(
-        "--seed", type=flags.non_negative_int,
-        help="the draws, for the same texts again (default: different each time)",
+        "--seed", type=flags.seed,
+        help="the draws, for the same texts again however they are batched (default: new ones)",
     )  # fmt: skip
     gen.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
 

@@ -39,11 +39,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend
+from .. import backend, checks
 from ..checks import listed
 from ..config import TransformerConfig
 from ..data.folder_files import read_json, write_replacing
-from ..errors import CheckpointError, ConfigError
+from ..errors import CheckpointError
 from .marian_config import config_from_marian, marian_config
 from .positional import sinusoid_table
 
@@ -230,16 +230,15 @@ def write_marian(model: Any, path: str | os.PathLike[str], overwrite: bool = Fal
 
 def _folder(path: Any) -> Path:
     """``path`` as an existing folder, or an error that says how to get one."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise ConfigError(f"from_pretrained: path must be a folder path, got {type(path).__name__}")
-    folder = Path(os.fspath(path))
+    folder = checks.checked_path("from_pretrained", path, "a Marian model folder")
     if not folder.is_dir():
+        shown = checks.shown_name(str(path))
         hub = "" if folder.exists() or str(path).count("/") != 1 else (
-            f"; to download the Hugging Face model {str(path)!r}, run `minitransformer translate "
-            f"--pretrained {path} TEXT` once (it needs huggingface_hub and the network), or "
+            f"; to download the Hugging Face model {shown}, run `minitransformer translate "
+            f"--pretrained {shown} TEXT` once (it needs huggingface_hub and the network), or "
             "huggingface_hub.snapshot_download and pass the folder it returns"
         )  # fmt: skip
-        raise CheckpointError(f"from_pretrained: {str(path)!r} is not a folder{hub}")
+        raise CheckpointError(f"from_pretrained: {shown} is not a folder{hub}")
     return folder
 
 

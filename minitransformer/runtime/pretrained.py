@@ -9,20 +9,17 @@ library reads: the config, the safetensors weights and the tokenizer's files. It
 optional ``huggingface_hub`` (``pip install -e ".[hf]"``) and the network; the tests never
 call it.
 
-``checked_path`` checks the path a loader is given (``Translator.from_checkpoint`` and
-``from_pretrained``, ``TextSampler.from_checkpoint``) before the file system sees it: its
-type, a control character, a length no path can have.
+A loader's path (``Translator.from_checkpoint`` and ``from_pretrained``,
+``TextSampler.from_checkpoint``) is checked by ``checks.checked_path`` before the file system
+sees it: its type, a control character, a length no path can have.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import unicodedata
 from pathlib import Path
-from typing import Any
 
-from .. import checks
+from ..checks import PATH_MAX, shown_name
 from ..errors import ArgumentError, CheckpointError, install_hint
 
 FILES = [  # what Transformer.from_pretrained and SentencePieceTokenizer read
@@ -36,36 +33,6 @@ FILES = [  # what Transformer.from_pretrained and SentencePieceTokenizer read
     "tokenizer_config.json",
 ]
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
-LINE_BREAKING = ("Cc", "Zl", "Zp")  # control characters (newline, tab, NUL), line separators
-PATH_MAX = 4096  # bytes of a path Linux looks up (PATH_MAX); a longer name is refused unread
-
-
-def checked_path(where: str, path: Any, what: str = "a run directory or a checkpoint file") -> Path:
-    """``path`` (a str or os.PathLike) as a Path, checked before the file system sees it:
-    not another type (None, bytes, a number, a list), not blank, no control character or
-    line separator (a newline would split the messages that name it), not longer than
-    PATH_MAX bytes. ``where`` names the caller (``TextSampler.from_checkpoint``), ``what``
-    the path it expects (``a Marian folder``)."""
-    text = os.fspath(path) if isinstance(path, os.PathLike) else path
-    if not isinstance(text, str):
-        raise ArgumentError(
-            f"{where}: the path must be {what}, as a str or pathlib.Path, got "
-            f"{type(path).__name__} ({checks.short(path)})"
-        )
-    if not text.strip():
-        raise ArgumentError(f"{where}: the path is blank ({text!r}); give {what}")
-    shown = _shown(text)
-    if any(unicodedata.category(c) in LINE_BREAKING for c in text):
-        raise ArgumentError(
-            f"{where}: the path {shown} holds a control character (a newline or tab?); pass "
-            "the path on its own"
-        )
-    if len(text.encode("utf-8", "surrogateescape")) > PATH_MAX:
-        raise CheckpointError(
-            f"{where}: {shown} cannot be a path here (File name too long); a path holds "
-            f"at most {PATH_MAX:,} bytes: give {what}"
-        )
-    return Path(text)
 
 
 def pretrained_folder(name: str, revision: str | None = None) -> Path:
@@ -75,7 +42,7 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
             f"--pretrained: expected a folder or a Hugging Face model id such as "
             f"Helsinki-NLP/opus-mt-en-es, got {name!r:.80}"
         )
-    shown = _shown(name)
+    shown = shown_name(name)
     if not name.isprintable():
         raise ArgumentError(
             f"--pretrained {shown}: the name holds a control character (a newline or tab?); "
@@ -123,13 +90,6 @@ def pretrained_folder(name: str, revision: str | None = None) -> Path:
             "--pretrained opus-local"
         )
     return folder
-
-
-def _shown(name: str) -> str:
-    """``name`` as a one-line message shows it: quoted when it holds a control character,
-    cut to 100 characters (with the full length) when longer."""
-    text = name if name.isprintable() else repr(name)
-    return text if len(text) <= 100 else f"{text[:100]}... ({len(name)} characters)"
 
 
 def _local(name: str, shown: str) -> Path:

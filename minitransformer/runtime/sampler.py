@@ -27,11 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from .. import checks
+from ..checks import checked_path
+from ..data.text import readable_text
 from ..errors import ArgumentError, CheckpointError
-from ..nn.language_model import BATCH_ROWS, MAX_PROMPTS, Generation
+from ..nn.language_model import BATCH_ROWS
+from ..nn.lm_arguments import MAX_PROMPTS, Generation
 from . import runs
 from .checkpoint.trained import load_trained
-from .pretrained import checked_path
 
 MAX_TEXTS = 10_000
 """The most texts one ``minitransformer generate`` writes (prompts × --samples): a stream
@@ -130,6 +132,7 @@ class TextSampler:
                 f"generate: a prompt must be a text, got {type(text).__name__} "
                 f"({checks.short(text)})"
             )
+        text = readable_text(text)  # undecodable bytes, lone surrogates: U+FFFD
         ids = [self.tokenizer.bos_id, *self.tokenizer.tokenize(" ".join(text.split()))]
         limit = self.model.cfg.max_len
         if len(ids) >= limit:

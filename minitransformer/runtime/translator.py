@@ -10,7 +10,9 @@ with its generation config's num_beams, max_length and forced_eos_token_id
 (``nn.marian_config.generation_from_marian``). ``beam_size`` and ``max_len`` given to
 ``translate``/``evaluate`` override them; ``max_len`` may not exceed the model's positions.
 
-Input text is handled gracefully: empty (or blank) strings give empty outputs, unknown
+Input text is handled gracefully: empty (or blank) strings give empty outputs, a lone
+surrogate (an undecodable byte of the command line, U+DC80..U+DCFF, or any other) is read
+by the project's rule (``data.text.readable_text``: U+FFFD), unknown
 words and characters become the UNK token (with a warning that counts them), and inputs
 longer than the model's max_len are truncated with a warning. A single string in gives a
 single string out.
@@ -23,17 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from .. import backend, checks
+from ..checks import checked_path
 from ..data.batching import pad
 from ..data.metrics import bleu, exact_match
 from ..data.sentencepiece import SentencePieceTokenizer
 from ..data.tasks import make_task
+from ..data.text import readable_text
 from ..decode import Decoding, beam_search, check_beam_size
 from ..errors import ArgumentError, CheckpointError
 from ..nn import Transformer
 from ..nn.marian_config import generation_from_marian
 from . import runs
 from .checkpoint.trained import load_trained
-from .pretrained import checked_path
 
 
 class Translator:
@@ -116,13 +119,14 @@ class Translator:
         return Decoding(beam, d.max_len if max_len is None else max_len, d.forced_eos)
 
     def tokenize(self, text: str) -> list[int]:
-        """One text -> ids, cut to the model's max_len (with a warning); blank -> []."""
+        """One text -> ids, cut to the model's max_len (with a warning); blank -> []. The
+        text is read by the project's rule (``data.text.readable_text``)."""
         if not isinstance(text, str):
-            raise TypeError(
+            raise ArgumentError(
                 f"translate: sentences must be str, got {type(text).__name__} ({text!r:.40}); "
                 "pass a list of texts"
             )
-        text = text.strip()
+        text = readable_text(text).strip()
         ids = self.tokenizer.tokenize(text) if text else []
         limit = self.model.cfg.max_len
         if len(ids) > limit:

@@ -14,7 +14,7 @@ import pytest
 
 import minitransformer as mt
 from minitransformer.decode import greedy_decode
-from minitransformer.errors import CheckpointError, ConfigError
+from minitransformer.errors import ArgumentError, CheckpointError, ConfigError
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -271,7 +271,7 @@ def test_folder_problems_say_what_to_do(tmp_path):
     (tmp_path / "config.json").write_bytes(b" " * (2 << 20))
     with pytest.raises(CheckpointError, match="above the cap of 1,048,576"):
         mt.nn.Transformer.from_pretrained(tmp_path)
-    with pytest.raises(ConfigError, match="must be a folder path"):
+    with pytest.raises(ArgumentError, match="must be a Marian model folder"):
         mt.nn.Transformer.from_pretrained(3)
 
 
