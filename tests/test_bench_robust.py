@@ -1,6 +1,6 @@
 """``bench`` treats its flags and its output as hostile too (issue 47, causes 4, 12 and 13).
 
-- ``--json FILE`` is checked before any timing and written through runs/files.py: a FIFO, a
+- ``--json FILE`` is checked before any timing and written through runs/outputs.py: a FIFO, a
   device or a directory there is refused; a symbolic link or an existing file too, unless
   ``--overwrite`` (which replaces the link itself, never what it points to).
 - Every flag that sets a duration or a count is capped: ``--seconds`` (an hour per preset),
@@ -27,7 +27,7 @@ from test_bench import _report
 from test_cli import assert_user_error, run_main
 
 from minitransformer.errors import ConfigError
-from minitransformer.runtime.runs import files
+from minitransformer.runtime.runs import outputs
 from minitransformer.tools.bench import command as bench_command
 from minitransformer.tools.bench import options
 
@@ -185,15 +185,15 @@ def test_a_file_that_appears_while_bench_times_is_not_replaced(tmp_path, monkeyp
 def test_write_new_file_never_replaces_a_file_made_after_its_check(tmp_path, monkeypatch):
     """The race itself: the name is taken between the last check and the publishing."""
     path = tmp_path / "out.json"
-    real = files.check_new_file
+    real = outputs.check_new_file
 
     def check_then_race(*args, **kw):
         real(*args, **kw)
         path.write_text("theirs")
 
-    monkeypatch.setattr(files, "check_new_file", check_then_race)
+    monkeypatch.setattr(outputs, "check_new_file", check_then_race)
     with pytest.raises(ConfigError, match="appeared meanwhile"):
-        files.write_new_file(path, b"ours", "--json")
+        outputs.write_new_file(path, b"ours", "--json")
     assert path.read_text() == "theirs"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # no temp file left
 

@@ -101,14 +101,16 @@ def _listing(tmp: Path) -> list[str]:
     return sorted(str(p.relative_to(tmp)) for p in tmp.rglob("*"))
 
 
-@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]], ids=["", "overwrite"])
-@pytest.mark.parametrize("case", [*UNWRITABLE, _existing_study], ids=lambda f: f.__name__[1:])
+REFUSED = [(case, flags) for case in UNWRITABLE for flags in ([], ["--overwrite"])]
+REFUSED.append((_existing_study, []))  # with --overwrite an earlier study is replaced
+REFUSED_IDS = [f"{case.__name__[1:]}{'-overwrite' * bool(flags)}" for case, flags in REFUSED]
+
+
+@pytest.mark.parametrize(("case", "overwrite"), REFUSED, ids=REFUSED_IDS)
 def test_an_out_that_cannot_be_written_is_refused_before_training(
     tmp_path, capsys, never_trains, case, overwrite
 ):
     out, problem = case(tmp_path)
-    if case is _existing_study and overwrite:
-        pytest.skip("--overwrite replaces an earlier study: not a refusal")
     before = _listing(tmp_path)
     started = time.perf_counter()
     code, _, err = run_main(["scale", "--fast", "--no-progress", "--out", out, *overwrite], capsys)

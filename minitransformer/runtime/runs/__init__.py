@@ -1,6 +1,8 @@
 """Run directories: one training run per directory, one writer at a time, resumable.
 
 - ``files.py``: every write inside a run directory, never through a symbolic link.
+- ``outputs.py``: a command's outputs outside a run (``scale --out``, ``bench --json``),
+  checked before any work.
 - ``lock.py``: opening a run directory for writing (the lock, no silent overwrite, stale temp
   files, no links; ``check_out``, the same refusals checked ahead), and ``resume_command``.
 - ``metrics.py``: the metrics log, ``metrics.jsonl`` (the one writer and the one reader).

@@ -23,8 +23,7 @@ through this module, which never writes through, deletes through or walks into a
 Where the OS has no ``dir_fd``/``O_NOFOLLOW`` (Windows), each entry is checked with
 ``lstat`` before it is used.
 
-**A command's output outside a run** (``bench --json FILE``): ``check_new_file`` refuses it
-before any work (a FIFO; a link or a file without ``--overwrite``), ``write_new_file`` writes it.
+A command's outputs outside a run (``bench --json``, ``scale --out``): ``outputs.py``.
 
 **Reading** a file of a run the user names (``read_text_file``: the metrics log a resumed run
 cuts back, the plots draw) is checked the way a checkpoint is (``checkpoint.open_regular``):
@@ -311,89 +310,3 @@ def linked_entries(run: str | os.PathLike[str], names: Iterable[str]) -> list[st
                     found.append(entry)
                 break
     return found
-
-
-# ------------------------------------------------------------------ a command's own output file
-
-
-def check_new_file(
-    path: str | os.PathLike[str], flag: str, *, overwrite: bool = False, example: str = ""
-) -> None:
-    """Refuse (ConfigError, naming ``flag``), before any work, an output file outside a run
-    (``bench --json FILE``): a directory (``example``: a name to suggest in it), FIFO, device
-    or socket; a folder missing or where no file can be made; unless ``overwrite``, a file or
-    a link (``write_new_file`` then replaces the link itself, not what it points to)."""
-    path = Path(path)
-    shown, folder = f"{flag} {path}", path.parent
-    if os.path.lexists(folder) and not folder.is_dir():
-        raise ConfigError(f"{shown}: {folder} is not a directory. Fix: name a file in one")
-    if not folder.is_dir():
-        mkdir = f"mkdir -p {shlex.quote(str(folder))}"
-        raise ConfigError(f"{shown}: {folder} does not exist. Fix: create it first ({mkdir})")
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        mode = None
-    except OSError as err:  # a name too long, a folder that cannot be searched
-        raise ConfigError(f"{shown}: {err.strerror}. Fix: name another file") from None
-    if mode is not None and stat.S_ISDIR(mode):
-        fix = f", e.g. {flag} {path / example}" if example else ""
-        raise ConfigError(f"{shown} is a directory. Fix: name a file in it{fix}")
-    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
-        kind = (
-            "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "a device"
-        )
-        raise ConfigError(f"{shown} is {kind}, not a plain file. Fix: name a new file")
-    if mode is not None and stat.S_ISLNK(mode) and not overwrite:
-        raise ConfigError(f"{shown} is a symbolic link (to {os.readlink(path)}), which an output "
-                          "never goes through. Fix: name another file, or add --overwrite to "
-                          "replace the link itself (not what it points to)")  # fmt: skip
-    if mode is not None and not overwrite:
-        raise ConfigError(f"{shown} already exists. Fix: name another file, or add --overwrite "
-                          "to replace it")  # fmt: skip
-    probe = folder / f".probe.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    try:  # can a file be made there? (a read-only mount, no permission, /proc)
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600))
-        os.unlink(probe)
-    except OSError as err:
-        raise ConfigError(f"{shown}: cannot create a file in {folder} ({err.strerror}). Fix: "
-                          "name a file in a directory you can write") from None  # fmt: skip
-
-
-def write_new_file(
-    path: str | os.PathLike[str], data: bytes, flag: str, *, overwrite: bool = False
-) -> None:
-    """``data`` as the file ``path``, checked again (``check_new_file``), via a temp file beside
-    it: renamed over the name with ``overwrite`` (a link is replaced, not written through),
-    else hard-linked to it, which fails if anything appeared there meanwhile (never replacing
-    what the command did not make). A crash leaves no half-written file."""
-    check_new_file(path, flag, overwrite=overwrite)
-    path = Path(path)
-    if overwrite:
-        with replacing(path.parent, path.name) as file:
-            file.write(data)
-        return
-    where = _open_dir(path.parent, (), create=True)
-    assert where is not None  # made when missing
-    temp = f".{path.name[:100]}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
-    appeared = ConfigError(f"{flag} {path} appeared meanwhile. Fix: another name, or --overwrite")
-    try:
-        with os.fdopen(where.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        try:
-            os.link(where._at(temp), where._at(path.name), src_dir_fd=where.fd,
-                    dst_dir_fd=where.fd)  # fmt: skip
-        except FileExistsError:
-            raise appeared from None
-        except OSError:  # a file system without hard links: look once more, then rename
-            if where.lstat(path.name) is not None:
-                raise appeared from None
-            where.replace(temp, path.name)
-    finally:
-        try:
-            where.unlink(temp)
-        except OSError:
-            pass  # renamed, or never made
-        where.close()

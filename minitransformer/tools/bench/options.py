@@ -1,6 +1,6 @@
 """The flags of the ``bench`` command, declared once: ``add_arguments(parser)`` fills the
 CLI's ``bench`` sub-parser and the parser of ``python -m minitransformer.tools.bench`` alike;
-``check_json`` and ``write_json``, the ``--json`` file (through runs/files.py).
+``check_json`` and ``write_json``, the ``--json`` file (through runs/outputs.py).
 
 Each flag's value is checked where it enters, by its argparse ``type=``: a bad value is a
 usage error (exit status 2) naming the flag, what was expected and what was given.
@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ...runtime.runs import files
+from ...runtime.runs import outputs
 from .presets import PRESETS
 
 
@@ -53,7 +53,7 @@ ranks = checked(int, lambda v: 0 < v <= MAX_RANKS, f"a number of MPI ranks in 1.
 
 def json_file(text: str) -> str:
     """A --json name: not empty or blank. What is there (a file, a FIFO, a link) is checked
-    by the command before any timing, where --overwrite is known (``files.check_new_file``)."""
+    by the command before any timing, where --overwrite is known (``outputs.check_new_file``)."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"expected a file name, e.g. bench.json; got {text!r}")
     return text
@@ -64,15 +64,15 @@ def check_json(args: Any) -> None:
     or read-only folder; a file or a symbolic link unless ``--overwrite`` (ConfigError)."""
     if args.json:
         overwrite = getattr(args, "overwrite", False)
-        files.check_new_file(args.json, "--json", overwrite=overwrite, example="bench.json")
+        outputs.check_new_file(args.json, "--json", overwrite=overwrite, example="bench.json")
 
 
 def write_json(args: Any, results: Any) -> None:
-    """The results as the ``--json`` file, written whole through runs/files.py: never through
+    """The results as the ``--json`` file, written whole through runs/outputs.py: never through
     a link, never over a file that appeared since the start unless ``--overwrite``."""
     text = json.dumps(results, indent=2) + "\n"
     overwrite = getattr(args, "overwrite", False)
-    files.write_new_file(args.json, text.encode("utf-8"), "--json", overwrite=overwrite)
+    outputs.write_new_file(args.json, text.encode("utf-8"), "--json", overwrite=overwrite)
 
 
 class PresetOnce(argparse.Action):
