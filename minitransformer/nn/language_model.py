@@ -143,8 +143,9 @@ class TransformerLM(TokenModel):
         """Continue each prompt by up to ``max_new_tokens`` tokens: a list of id lists, each
         its prompt followed by the new ids, ending early at cfg.eos_id (left out).
 
-        prompt_ids: a list of at most MAX_PROMPTS prompts (each a non-empty list of ids; this
-        library's own text starts with cfg.bos_id) or one prompt as a flat list.
+        prompt_ids: a list of at most 10,000 prompts (lm_arguments.MAX_PROMPTS), each a
+        non-empty list of ids (this library's own text starts with cfg.bos_id), or one
+        prompt as a flat list.
         ``temperature``: 0 is greedy; ``top_k``: sample among the k most likely
         (sampling.py); ``seed``: the draws (None: different each call); prompt i draws from
         its own generator, derived from (seed, i), so its text does not depend on the other
