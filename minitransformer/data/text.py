@@ -41,6 +41,10 @@ def readable_text(text: str) -> str:
     return raw.decode("utf-8", "replace")
 
 
+TOKEN_CHARS = 24
+"""The most characters of one token a figure or a page shows."""
+
+
 def shorten(text: str, limit: int) -> str:
     """``text`` cut to at most ``limit`` characters, the last one "…" when it was cut."""
     if len(text) <= limit:

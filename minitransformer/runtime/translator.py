@@ -127,16 +127,19 @@ class Translator:
                 "pass a list of texts"
             )
         text = readable_text(text).strip()
-        ids = self.tokenizer.tokenize(text) if text else []
+        return self.fit(self.tokenizer.tokenize(text) if text else [])
+
+    def fit(self, ids: list[int]) -> list[int]:
+        """``ids`` cut to the model's max_len positions: the first ones, with one warning
+        when there were more (the model reads no further)."""
         limit = self.model.cfg.max_len
         if len(ids) > limit:
             warnings.warn(
                 f"input of {len(ids)} tokens is longer than the model's max_len {limit}; "
-                f"it was truncated to the first {limit} tokens",
-                stacklevel=4,
+                f"it was truncated to its first {limit} tokens",
+                stacklevel=5,
             )
-            ids = ids[:limit]
-        return ids
+        return ids[:limit]
 
     def encode_batch(self, sentences: list[str]) -> Any:
         """Texts -> a padded (B, S) id array on the model's device (truncating if needed).

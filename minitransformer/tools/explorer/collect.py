@@ -27,7 +27,7 @@ import numpy as np
 
 from ... import backend
 from ...data.batching import pad
-from ...data.text import readable_text, shorten
+from ...data.text import TOKEN_CHARS, readable_text, shorten
 from ...decode import beam_search
 from ...errors import ArgumentError
 from ..heads import KINDS, STATS, attention_maps, model_head_stats
@@ -40,9 +40,6 @@ SENTENCE_CHARS = 500
 
 TRANSLATION_CHARS = 1000
 """The most characters of the translation they show (it has at most max_len tokens)."""
-
-TOKEN_CHARS = 24
-"""The most characters of one token they show."""
 
 SIDES = {"encoder self": ("source", "source"), "decoder self": ("target", "target"),
          "cross": ("target", "source")}  # fmt: skip
@@ -88,14 +85,7 @@ def attention_data(translator: Any, sentence: str, checkpoint: str = "") -> dict
     sentence = check_sentence(sentence)
     model, tokenizer, cfg = translator.model, translator.tokenizer, translator.model.cfg
     all_ids = tokenizer.tokenize(sentence)
-    src_ids = all_ids[: cfg.max_len]  # what the model reads
-    if len(all_ids) > len(src_ids):
-        warnings.warn(
-            f"the sentence has {len(all_ids):,} tokens, more than the model's max_len of "
-            f"{cfg.max_len:,}; it was truncated to its first {cfg.max_len:,} tokens (the "
-            "model reads those, and the page and the grid show them)",
-            stacklevel=2,
-        )
+    src_ids = translator.fit(all_ids)  # what the model reads (a longer one: one warning)
     unknown = src_ids.count(tokenizer.unk_id)
     if unknown:
         warnings.warn(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ...data.text import readable_text, shorten
+from ...data.text import TOKEN_CHARS, readable_text, shorten
 from .figure import LIMIT, SaveTo, check_len, finish, new_figure
 
 if TYPE_CHECKING:
@@ -29,9 +29,6 @@ TITLE_LINES, TITLE_CHARS = 6, 180
 
 LABEL_CHARS = 60
 """The most characters of a head label or the axis label."""
-
-TOKEN_CHARS = 24
-"""The most characters of a token's tick label."""
 
 
 def _shown(text: Any, limit: int, lines: int = 1) -> str:
