@@ -148,8 +148,8 @@ def check_count(where: str, count: int) -> None:
     if count > MAX_PROMPTS:
         raise ArgumentError(
             f"{where}: {count:,} prompts are more than the {MAX_PROMPTS:,} one call continues "
-            "(their texts are returned at once); pass them a part at a time, or use "
-            "TextSampler.stream, which writes any number a batch at a time"
+            "(their texts are returned at once); pass them a part at a time (for many samples "
+            "of a few prompts, TextSampler.stream yields the texts a batch at a time)"
         )
 
 
