@@ -35,8 +35,16 @@ def is_real(value: Any) -> bool:
 
 
 def short(value: Any, width: int = 60) -> str:
-    """``repr(value)`` cut to ``width`` characters (with "...") for an error message."""
-    text = repr(value)
+    """``repr(value)`` cut to ``width`` characters (with "...") for an error message; an int
+    of more than 40 digits by its size in bits, and a value Python cannot write out (one
+    holding an int beyond its 4,300 digits of repr) by its type."""
+    if is_int(value) and abs(value) > 10**40:  # its digits would be the whole message
+        sign = "a negative" if value < 0 else "an"
+        return f"{sign} int of {int(value).bit_length():,} bits"
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} holding a number too long to show"
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
@@ -51,7 +59,7 @@ def positive_int(where: str, name: str, value: Any, fix: str = "") -> int:
     """``value`` as an int >= 1 (a size: widths, heads, vocabulary, lengths)."""
     if not is_int(value) or value < 1:
         raise ArgumentError(
-            f"{where}: {name} must be a positive int, got {value!r}"
+            f"{where}: {name} must be a positive int, got {short(value)}"
             + (f"; {fix}" if fix else f"; pass a whole number >= 1, e.g. {name}=8")
         )
     return int(value)
@@ -61,7 +69,7 @@ def non_negative_int(where: str, name: str, value: Any, fix: str = "") -> int:
     """``value`` as an int >= 0."""
     if not is_int(value) or value < 0:
         raise ArgumentError(
-            f"{where}: {name} must be a non-negative int, got {value!r}"
+            f"{where}: {name} must be a non-negative int, got {short(value)}"
             + (f"; {fix}" if fix else f"; pass a whole number >= 0, e.g. {name}=0")
         )
     return int(value)
@@ -78,7 +86,10 @@ def real(
     fix: str = "",
 ) -> float:
     """``value`` as a finite float inside [low, high] (each end open when asked)."""
-    ok = is_real(value) and math.isfinite(float(value))
+    try:
+        ok = is_real(value) and math.isfinite(float(value))
+    except OverflowError:  # an int beyond a float's range
+        ok = False
     if ok:
         v = float(value)
         ok = (v > low if low_open else v >= low) and (v < high if high_open else v <= high)
@@ -88,7 +99,7 @@ def real(
         else:
             span = f"in {'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
         raise ArgumentError(
-            f"{where}: {name} must be a finite number {span}, got {value!r}"
+            f"{where}: {name} must be a finite number {span}, got {short(value)}"
             + (f"; {fix}" if fix else "")
         )
     return float(value)

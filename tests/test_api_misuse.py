@@ -18,6 +18,8 @@ import numpy as np
 import pytest
 from test_lm_cli import SMALL
 
+import minitransformer as mt
+from minitransformer import checks
 from minitransformer.checks import PATH_MAX
 from minitransformer.errors import (
     ArgumentError,
@@ -180,3 +182,28 @@ def test_a_pathlike_path_still_loads(lm_run):
     with pytest.raises(CheckpointError, match="language model") as err:
         Translator.from_checkpoint(str(lm_run))
     _one_line(err)
+
+
+# ------------------------------------------------------------------ values too big to write out
+HUGE = 10**5000  # past Python's 4,300 digits of int repr (and a float's range)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: checks.positive_int("w", "n", [HUGE]), "a list holding a number too long"),
+        (lambda: checks.positive_int("w", "n", -HUGE), "a negative int of 16,610 bits"),
+        (lambda: checks.non_negative_int("w", "n", -(10**50)), "a negative int of 167 bits"),
+        (lambda: checks.real("w", "x", HUGE), "an int of 16,610 bits"),
+        (lambda: mt.nn.Linear([HUGE], 3), "d_in must be a positive int, got a list"),
+        (lambda: mt.nn.Linear(list(range(100)), 3), "got [0, 1, 2"),
+    ],
+)
+def test_a_value_too_big_to_write_out_is_still_one_library_error(call, words):
+    """checks.short (what every check's message shows of the value) never raises itself:
+    an int of more than 40 digits is shown by its bits, a value whose repr Python refuses by
+    its type, and a long repr is cut, so the message is the library's one line."""
+    with pytest.raises(ArgumentError) as err:
+        call()
+    line = _one_line(err)
+    assert words in line and len(line) < 300, line
