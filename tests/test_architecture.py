@@ -28,7 +28,14 @@ GROUPS = ("tools", "runtime")
 FLOORS: list[tuple[str, ...]] = [
     ("__main__",),
     ("cli",),
-    ("tools.bench", "tools.ablate", "tools.scaling", "tools.callcount", "tools.gpucheck"),
+    (
+        "tools.bench",
+        "tools.ablate",
+        "tools.scaling",
+        "tools.callcount",
+        "tools.gpucheck",
+        "tools.results",
+    ),
     ("train", "runtime.translator", "runtime.sampler", "tools.explorer"),
     ("tools.viz", "decode", "runtime.distributed", "runtime.pretrained", "tools.heads"),
     ("runtime.runs",),
