@@ -31,7 +31,7 @@ from tiny_runs import TINY
 
 from minitransformer.cli import build_parser, cli_wording, main
 from minitransformer.runtime import checkpoint
-from minitransformer.train import TrainConfig, Trainer, evaluation, report, trainer
+from minitransformer.train import TrainConfig, Trainer, evaluation, progress, report, trainer
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and pipes")
 
@@ -406,7 +406,7 @@ def test_train_help_shows_every_default(capsys):
 
 def test_validation_metrics_are_printed_above_the_progress_bar(tmp_path, monkeypatch, capsys):
     pytest.importorskip("tqdm")
-    monkeypatch.setattr(report, "_isatty", lambda stream: True)  # a bar, as in a terminal
+    monkeypatch.setattr(progress, "_isatty", lambda stream: True)  # a bar, as in a terminal
     Trainer(tiny(tmp_path / "run", progress=True, eval_every=2)).train()
     lines = capsys.readouterr().err.splitlines()
     valid = [line for line in lines if "valid" in line]

@@ -17,7 +17,7 @@ from test_runs import tiny  # copy, 6 steps of a tiny model, no plots
 
 from minitransformer import functional as F
 from minitransformer import tensor
-from minitransformer.train import Trainer, evaluation, report
+from minitransformer.train import Trainer, evaluation, progress, report
 
 # ------------------------------------------------------------------ the smoothed loss's floor
 
@@ -55,7 +55,7 @@ def test_the_floor_of_the_runs_that_print_it():
 
 
 def _line(capsys, cfg, vocab, **kw) -> str:
-    reporter = report.Reporter(cfg.resolved(), lambda: True, vocab)
+    reporter = progress.Reporter(cfg.resolved(), lambda: True, vocab)
     metrics = dict(loss=0.6165, token_acc=1.0, exact_match=0.67)
     reporter.eval_line(500, "valid", metrics, **kw)
     return capsys.readouterr().err.strip()

@@ -1,5 +1,6 @@
 """Training: the Trainer (``trainer.py``: the loop, evaluation, checkpoints, resuming) and
-its reporting (``report.py``: progress bar or plain lines, result card, plots).
+its reporting (``progress.py``: progress bar or plain lines; ``report.py``: result card,
+plots).
 
     from minitransformer.train import TrainConfig, Trainer
     Trainer(TrainConfig(task="copy", out="runs/copy")).train()

@@ -1,6 +1,6 @@
-"""Reporting a training run: what the person watching sees while it trains (a progress bar,
-or one plain line per log step; one-time notes), and what a finished run leaves beside its
-checkpoint (the result card ``result.json`` and the plots ``plots/*.png``).
+"""What a finished run leaves beside its checkpoint: the result card ``result.json`` and the
+plots ``plots/*.png`` (what the person watching sees while it trains, the progress bar or
+plain lines and the notes, is progress.py).
 
 Only the process that writes the run's files reports (rank 0 of a data-parallel job); the
 others stay silent. Nothing here changes the training: a plot that cannot be drawn is a
@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import sys
 import textwrap
 import time
 import warnings
@@ -22,144 +21,10 @@ from typing import IO, Any
 
 from .. import backend, fast
 from ..backend import host
-from ..config import TrainConfig
 from ..data.batching import make_batch
-from ..runtime.runs import files, note, read_metrics
+from ..runtime.runs import files, read_metrics
 from ..tensor import no_grad
-from .evaluation import showcase, smoothed_loss_floor
-
-
-class Reporter:
-    """The progress bar or plain lines on stderr, and notes said once per key.
-
-    ``is_writer()`` tells whether this process reports (asked each time: a data-parallel
-    world is attached to a Trainer after it is built).
-    """
-
-    def __init__(self, cfg: TrainConfig, is_writer: Callable[[], bool], vocab: int = 0):
-        self.cfg = cfg
-        self.is_writer = is_writer
-        self.bar: Any = None  # the tqdm bar while training, or None for plain lines
-        self._noted: set[str] = set()
-        self.vocab = vocab  # the output vocabulary, V of the smoothed loss's floor
-        #: What an evaluation record of the metrics log adds under label smoothing (ε > 0):
-        #: ε and the least loss it allows at V (the curves' loss panel draws it); else {}.
-        self.smoothing: dict[str, float] = {}
-        eps = cfg.label_smoothing or 0.0
-        if eps > 0 and vocab > 1:
-            floor = round(smoothed_loss_floor(eps, vocab), 4)
-            self.smoothing = {"label_smoothing": eps, "loss_floor": floor}
-
-    # ------------------------------------------------------------------ while training
-    def open(self, step: int) -> None:
-        """Start showing progress at ``step``: a tqdm bar when asked for and stderr is a
-        terminal; else plain lines, one per log interval (what a log file, a pipe or CI
-        wants), with a one-time note saying why when the bar was asked for."""
-        self.bar = None
-        if not (self.cfg.progress and self.is_writer() and step < self.cfg.steps):
-            return  # --no-progress asked for the plain lines (or none come): nothing to say
-        if not _isatty(sys.stderr):
-            every = self.cfg.log_every
-            self.note("progress", f"progress comes as plain lines every {every} steps "
-                      "(stderr is not a terminal: a pipe, a log file or mpiexec)")  # fmt: skip
-            return
-        try:
-            from tqdm import tqdm  # the text bar: no widget warnings in notebooks
-        except ImportError:
-            self.note("tqdm", "tqdm is not installed, so progress comes as plain lines "
-                      "(pip install tqdm for a progress bar)")  # fmt: skip
-            return
-        self.bar = tqdm(
-            total=self.cfg.steps, initial=step, unit="step", desc=f"{self.cfg.task}",
-            dynamic_ncols=True, file=sys.stderr,
-        )  # fmt: skip
-
-    def log_line(self, record: dict[str, Any]) -> None:
-        """The bar's numbers, or a plain line: step, loss, learning rate, tokens per second."""
-        if self.bar is not None:
-            self.bar.set_postfix(loss=f"{record['loss']:.3f}", lr=f"{record['lr']:.2e}",
-                                 tok_s=f"{record['tokens_per_s']:.0f}")  # fmt: skip
-        self.say(
-            f"step {record['step']}/{self.cfg.steps}  loss {record['loss']:.4f}  "
-            f"lr {record['lr']:.2e}  {record['tokens_per_s']:.0f} tok/s"
-        )
-
-    def eval_line(
-        self, step: int, split: str, metrics: dict[str, float], final: bool = False,
-        scored: tuple[int, int] | None = None,
-    ) -> None:  # fmt: skip
-        """``valid at step 500:  loss 1.0200 (label-smoothed ε 0.1; floor 0.9625 at
-        vocabulary 596)  token acc 81.0%  exact match 71.0%  BLEU 64.20  (on 200 of 1,000
-        sentences)``, printed when an evaluation is made (above the bar, when there is one)
-        as well as logged; the final one (``test at step 3000, final:``) too. ``scored``:
-        (sentences scored, sentences in the split), said when it is a sample."""
-        shown = {"loss": "loss {:.4f}", "token_acc": "token acc {:.1%}",
-                 "exact_match": "exact match {:.1%}", "bleu": "BLEU {:.2f}",
-                 "perplexity": "perplexity {:.1f}", "unigram_loss": "(baselines: unigram {:.4f}",
-                 "bigram_loss": "bigram {:.4f})"}  # fmt: skip
-        if self.smoothing:  # a learner seeing 100% next to loss 0.62 is told why
-            eps, floor = self.smoothing["label_smoothing"], self.smoothing["loss_floor"]
-            shown["loss"] += (
-                f" (label-smoothed ε {eps:g}; floor {floor:.4f} at vocabulary {self.vocab:,})"
-            )
-        parts = [shown.get(k, k + " {:.4f}").format(v) for k, v in metrics.items()]
-        if scored is not None and scored[0] < scored[1]:
-            unit = "verses" if self.cfg.task == "lm" else "sentences"
-            parts.append(f"(on {scored[0]:,} of {scored[1]:,} {unit})")
-        line = f"{split} at step {step}{', final' if final else ''}:  " + "  ".join(parts)
-        if self.bar is not None and self.is_writer():
-            self.bar.write(line, file=sys.stderr)  # above the bar, which stays in place
-        self.say(line)
-
-    def signal_received(self, name: str, again: str, ranks: int | None) -> None:
-        """Say what happens after a first Ctrl-C / SIGTERM (the bar, if any, stays quiet)."""
-        if self.bar is not None or not self.is_writer():
-            return
-        if ranks is not None:
-            print(f"\n{name}: the ranks stop together at the next log line, after a "
-                  "checkpoint", file=sys.stderr, flush=True)  # fmt: skip
-            return
-        print(f"\n{name}: finishing this step, then saving a checkpoint ({again} again to "
-              "stop at once)", file=sys.stderr, flush=True)  # fmt: skip
-
-    def stopped(self, step: int, stop: str, resume: str, after_loop: bool = False) -> None:
-        """Close the bar and print the command that continues the run (``after_loop``: it
-        was stopped in the final evaluation, result card or plots, which a resume redoes)."""
-        self.close()
-        if not self.is_writer():
-            return
-        where = f"after step {step}, in the final evaluation or plots" if after_loop else (
-            f"at step {step}")  # fmt: skip
-        redo = " (it finishes them)" if after_loop else ""
-        print(f"\nInterrupted ({stop}) {where}; checkpoint saved. Resume with{redo}:\n"
-              f"  {resume}", file=sys.stderr, flush=True)  # fmt: skip
-
-    def close(self) -> None:
-        """Close the bar (if any); plain lines from now on."""
-        if self.bar is not None:
-            self.bar.close()
-        self.bar = None
-
-    # ------------------------------------------------------------------ lines and notes
-    def say(self, line: str) -> None:
-        """A plain progress line on stderr when there is no progress bar (logs, CI, pipes)."""
-        if self.bar is None and self.is_writer():
-            print(line, file=sys.stderr, flush=True)
-
-    def note(self, key: str, text: str) -> None:
-        """A one-line note on stderr, once per run and key."""
-        if key not in self._noted and self.is_writer():
-            self._noted.add(key)
-            note(text)
-
-    def check_bleu(self) -> None:
-        """Say, once, when BLEU cannot be computed (sacrebleu missing)."""
-        try:
-            import sacrebleu  # noqa: F401
-        except ImportError:
-            self.note("sacrebleu", "sacrebleu is not installed, so BLEU is left out of the "
-                      "evaluations (pip install sacrebleu)")  # fmt: skip
-
+from .evaluation import showcase
 
 # ---------------------------------------------------------------------- after training
 
@@ -334,50 +199,3 @@ def _token_labeller(tokenizer: Any) -> Callable[[int], str]:
     """id -> a short string for plot ticks (a word, or a BPE piece without its end mark)."""
     vocab = getattr(tokenizer, "vocab", tokenizer)  # a BPE keeps its pieces in a Vocab
     return lambda i: vocab.id_to_token(int(i)).replace("</w>", "")
-
-
-class StudyProgress:
-    """The progress of a study of many runs (``ablate``, ``scale``): a tqdm bar over all its
-    steps when ``bar`` and stderr is a terminal, else one plain line per finished run on
-    stderr (nothing at all when ``lines`` is False)."""
-
-    def __init__(self, total: int, unit: str = "step", bar: bool = True, lines: bool = True):
-        self.bar: Any = None
-        self.lines = lines
-        if bar and _isatty(sys.stderr):
-            try:
-                from tqdm import tqdm
-            except ImportError:
-                pass
-            else:
-                scale = unit != "step"
-                self.bar = tqdm(total=total, unit=unit, unit_scale=scale, dynamic_ncols=True,
-                                file=sys.stderr)  # fmt: skip
-
-    @property
-    def update(self) -> Callable[[int], Any] | None:
-        """What a run calls with the steps (or tokens) it has done, or None without a bar."""
-        return self.bar.update if self.bar is not None else None
-
-    def describe(self, text: str) -> None:
-        """Name the run now going (on the bar)."""
-        if self.bar is not None:
-            self.bar.set_description(text)
-
-    def finished(self, line: str) -> None:
-        """One line for a finished run: above the bar, or plain on stderr."""
-        if self.bar is not None:
-            self.bar.write(line, file=sys.stderr)
-        elif self.lines:
-            print(line, file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _isatty(stream: Any) -> bool:
-    try:
-        return bool(stream.isatty())
-    except (AttributeError, ValueError):  # no isatty, or a closed stream
-        return False

@@ -36,7 +36,7 @@ from ..errors import ConfigError, TrainingError
 from ..nn import build_model
 from ..optim import Adam, NoamSchedule
 from ..runtime import checkpoint, runs
-from . import evaluation, report, stopping
+from . import evaluation, progress, report, stopping
 from .step import TrainingStep
 
 
@@ -81,7 +81,7 @@ class Trainer(TrainingStep):
         self.checkpoint_step: int | None = None  # step of the last checkpoint written
         self.resumed_from: Path | None = None  # the checkpoint file resume() loaded
         vocab = self.model_cfg.tgt_vocab  # bar, lines, notes (the smoothed loss's floor at V)
-        self.reporter = report.Reporter(cfg, lambda: self._writer, vocab)
+        self.reporter = progress.Reporter(cfg, lambda: self._writer, vocab)
         self.started: float | None = None  # perf_counter() when train() began: the card's
         self.started_at_step = 0  # wall time; the step it began at (> 0: a resumed run)
         self._owns_out = False  # out/ holds this trainer's own run (written or resumed)
@@ -141,6 +141,7 @@ class Trainer(TrainingStep):
         if self.task.name.startswith("translate"):
             reporter.check_bleu()
         tokens, t_window = 0, time.perf_counter()
+        window = progress.loss_window(cfg.log_every)  # the steps the shown loss averages
         try:
             while self.step < cfg.steps:
                 batch = next(self.stream)
@@ -158,9 +159,11 @@ class Trainer(TrainingStep):
                 if reporter.bar is not None:
                     reporter.bar.update(1)
                 if log_now:
-                    now = time.perf_counter()
+                    now = time.perf_counter()  # loss: the last batch's; loss_mean: shown
+                    mean, averaged = progress.running_mean(self.losses, window)
                     record = dict(
-                        step=self.step, split="train", loss=value, lr=self.optimizer.lr,
+                        step=self.step, split="train", loss=value, loss_mean=mean,
+                        loss_window=averaged, lr=self.optimizer.lr,
                         tokens_per_s=tokens / max(now - t_window, 1e-9), elapsed=self.elapsed,
                     )  # fmt: skip
                     tokens, t_window = 0, now

@@ -22,7 +22,7 @@ from ...errors import TrainingError
 from ...optim import NoamSchedule
 from ...tensor import no_grad
 from ...train import TrainConfig, Trainer
-from ...train.report import StudyProgress
+from ...train.progress import StudyProgress
 from .variants import AblationSettings, Variant, select
 
 

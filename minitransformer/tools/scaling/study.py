@@ -27,7 +27,7 @@ from ...data.tasks import Task, make_task
 from ...errors import ConfigError, TrainingError
 from ...tensor import no_grad
 from ...train import TrainConfig, Trainer
-from ...train.report import StudyProgress
+from ...train.progress import StudyProgress
 
 LR_D_MODEL = 64  # settings.peak_lr is the peak at this width; see ScalingSettings
 MAX_TOKENS = 10**9  # a budget beyond this would train for days on a CPU

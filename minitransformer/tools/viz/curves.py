@@ -4,6 +4,11 @@ language model's evaluations also log the n-gram baselines' loss (data/ngram.py)
 lines on the loss panel. Under label smoothing the Trainer's evaluation records carry
 ``label_smoothing`` (ε) and ``loss_floor`` (the least loss ε allows at the vocabulary): the
 loss panel says it is label-smoothed and draws the floor, dashed. Accuracies are percentages.
+
+The training loss is drawn twice: each logged batch's loss (``loss``) faint, and its running
+mean solid (``loss_mean`` over ``loss_window`` steps, as the bar shows it; a log written
+before those fields: the mean of the last :data:`LOGGED_WINDOW` logged losses). Batches are
+bucketed by length, so one batch's loss zig-zags.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ TRAINING_METRICS = (
 )
 
 _SPLIT_ORDER = ("train", "valid", "test")
+LOGGED_WINDOW = 5  # a log without loss_mean: the training loss's mean of this many records
 BASELINES = (("unigram_loss", "unigram"), ("bigram_loss", "bigram"))  # (record key, name)
 
 
@@ -71,6 +77,7 @@ def plot_training_curves(
     series: dict[str, dict[str, list[tuple[float, float]]]] = {}
     baselines: dict[str, tuple[str, float]] = {}  # name -> (split, loss), the last logged
     smoothing: tuple[float, float] | None = None  # (ε, the loss floor), the last logged
+    means: list[tuple[Any, Any, Any]] = []  # (step, loss_mean, loss_window) per train loss
     left_out = 0
     for record in records:
         step = record.get("step") if isinstance(record, Mapping) else None
@@ -84,6 +91,8 @@ def plot_training_curves(
                     left_out += 1
                     continue
                 series.setdefault(key, {}).setdefault(split, []).append(point)
+                if key == "loss" and split == "train":
+                    means.append((step, record.get("loss_mean"), record.get("loss_window")))
         eps, floor = record.get("label_smoothing"), record.get("loss_floor")
         if is_real(eps) and is_real(floor) and eps > 0 and math.isfinite(floor):
             smoothing = float(eps), float(floor)
@@ -116,15 +125,18 @@ def plot_training_curves(
     for ax, (key, label) in zip(axes, panels, strict=False):  # spare axes are hidden below
         by_split = series[key]
         for split in sorted(by_split, key=_split_rank):
-            points = sorted(by_split[split])
-            steps = [step for step, _ in points]
-            values = [value for _, value in points]
+            points, name = sorted(by_split[split]), split
+            if key == "loss" and split == "train":  # one batch's loss faint, its mean solid
+                ax.plot(*zip(*points, strict=True), color=color[split], alpha=0.3,
+                        linewidth=0.8, label="train (last batch)")  # fmt: skip
+                points, words = _running_mean(points, means)
+                name = f"train ({words})"
             ax.plot(
-                steps,
-                values,
+                [step for step, _ in points],
+                [value for _, value in points],
                 marker="o" if len(points) <= 30 else None,
                 markersize=3,
-                label=split,
+                label=name,
                 color=color[split],
             )
         lines = baselines.items() if key == "loss" else ()  # on the loss panel only
@@ -144,6 +156,32 @@ def plot_training_curves(
         ax.set_axis_off()
     fig.suptitle(title or "Training curves")
     return finish(fig, path)
+
+
+def _running_mean(
+    points: list[tuple[float, float]], means: list[tuple[Any, Any, Any]]
+) -> tuple[list[tuple[float, float]], str]:
+    """The training loss's running mean against step, and what it is in words for the legend.
+
+    ``points``: the (step, loss) of each logged batch, in step order; ``means``: (step,
+    loss_mean, loss_window) of the same records. When each record has a finite loss_mean and
+    a loss_window (the Trainer's log), those; else (an older log) the mean of the last
+    LOGGED_WINDOW logged losses at each point."""
+    stored, windows = [], []
+    for step, mean, window in means:
+        if is_real(mean) and is_real(window):
+            point = _finite_point(step, mean)
+            if point is not None:
+                stored.append(point)
+                windows.append(int(window))
+    if stored and len(stored) == len(means):  # every record has its mean: the Trainer's log
+        return sorted(stored), f"mean of last {max(windows)} steps"
+    values = [value for _, value in points]
+    averaged = []
+    for i, (step, _) in enumerate(points):
+        recent = values[max(0, i + 1 - LOGGED_WINDOW) : i + 1]
+        averaged.append((step, sum(recent) / len(recent)))
+    return averaged, f"mean of last {LOGGED_WINDOW} logged losses"
 
 
 def _read_log(path: Path) -> list[dict[str, Any]]:
