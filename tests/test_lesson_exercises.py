@@ -606,9 +606,15 @@ def test_greedy_batch_matches_greedy_decode_on_a_model():
 
 
 def test_checks_import_nothing_from_notebooks():
-    """checks/ and the solutions stand alone (the notebooks import them, not the reverse)."""
-    text = "".join(f.read_text(encoding="utf-8") for f in sorted((LESSONS / "checks").glob("*.py")))
-    assert "ipynb" not in text and "IPython" not in text
+    """checks/ and the solutions stand alone (the notebooks import them, not the reverse):
+    no check reads a notebook or the kernel's namespace. IPython is used in one place only,
+    to show a wrong answer's hint without the checks' frames (_shared.py's _your_traceback)."""
+    files = sorted((LESSONS / "checks").glob("*.py"))
+    text = "".join(f.read_text(encoding="utf-8") for f in files)
+    assert "ipynb" not in text and "user_ns" not in text
+    using = [f.name for f in files if "get_ipython" in f.read_text(encoding="utf-8")]
+    assert using == ["_shared.py"]
+    assert text.count("from IPython import") == 1
 
 
 def _code_cells(nn: str) -> list[str]:

@@ -6,8 +6,11 @@ A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
   ``Out[]``) while the exercise still holds its placeholder (``raise NotImplementedError(...)``
   in a function, or ``None``), so the notebook runs top to bottom before you have solved
   anything;
-- raises ``AssertionError`` with a hint when the answer is wrong;
-- prints ``✓ correct`` and returns ``"correct"`` (``CORRECT``) when it is right.
+- raises ``WrongAnswer`` (an ``AssertionError``) when the answer is wrong: its message is the
+  hint, ``✗ Exercise K (...): ...``, and in Jupyter the cell shows that hint first and alone,
+  with no frame of these checks (and, when your own code raised, its traceback);
+- prints ``✓ correct`` and returns ``"correct"`` (``CORRECT``, which Jupyter does not echo as
+  an ``Out[]``) when it is right.
 
 Checks build their own inputs (seeded), so they depend on nothing a notebook defines except
 what is passed in; tests/test_lesson_exercises.py runs them on the reference solutions in
@@ -18,7 +21,7 @@ turns a placeholder into "not attempted yet", the seeded ``_rng``) in ``_shared.
 package re-exports every ``check_NN_K``, so a notebook only needs ``import checks``.
 """
 
-from ._shared import CORRECT, NOT_ATTEMPTED
+from ._shared import CORRECT, NOT_ATTEMPTED, WrongAnswer
 from .lesson01 import check_01_1, check_01_2, check_01_3
 from .lesson02 import check_02_1, check_02_2, check_02_3
 from .lesson03 import check_03_1, check_03_2, check_03_3
@@ -42,6 +45,7 @@ from .lesson19 import check_19_1, check_19_2
 __all__ = [
     "CORRECT",
     "NOT_ATTEMPTED",
+    "WrongAnswer",
     "check_01_1",
     "check_01_2",
     "check_01_3",

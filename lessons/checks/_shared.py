@@ -3,12 +3,17 @@
 - ``_exercise(name)`` wraps a check: a placeholder answer (``None``, or code that raises
   ``NotImplementedError``) prints ``not attempted yet`` and returns ``NOT_ATTEMPTED``, which is
   ``None`` so that Jupyter shows no ``Out[]`` under the check cell; an answer that passes prints
-  ``✓ ... correct`` and returns ``CORRECT`` (lessons test it: ``if checks.check_NN_K(...) ==
-  checks.CORRECT:`` runs an experiment only on a right answer); a wrong one raises the check's
-  ``AssertionError``. A check never crashes on an answer: anything else raised while checking it
-  (the answer's own error, or a value of a kind the check cannot use: a string, a Tensor where
-  an array was meant, a wrong shape) becomes an ``AssertionError`` that names the error and
-  what to return, chained to the original so the traceback still shows the line.
+  ``✓ ... correct`` and returns ``CORRECT``, the string ``"correct"`` that Jupyter does not echo
+  either (lessons test it: ``if checks.check_NN_K(...) == checks.CORRECT:`` runs an experiment
+  only on a right answer); a wrong one raises ``WrongAnswer``, an ``AssertionError`` whose
+  message is the hint, ``✗ Exercise K (...): ...``. A check never crashes on an answer: anything
+  else raised while checking it (the answer's own error, or a value of a kind the check cannot
+  use: a string, a Tensor where an array was meant, a wrong shape) becomes a ``WrongAnswer``
+  that names the error and what to return, chained to the original.
+- ``WrongAnswer``: in Jupyter (IPython) a wrong answer's cell shows the hint first and alone,
+  no frame of these checks; when the learner's own code raised, the traceback of that code
+  follows, starting at the learner's first line (``_render_traceback_``, IPython's hook for
+  an exception that renders itself). Elsewhere it is an ordinary ``AssertionError``.
 - ``_rng(seed)``: the seeded NumPy generator every check draws its inputs from.
 - ``_softmax(s)``: a plain NumPy softmax over the last axis (lessons 05 and 06).
 - ``_library_calls(fn, *args)`` and ``_without_library(fn, *args, where=, instead=)``: whether
@@ -19,16 +24,30 @@
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import sysconfig
+import traceback
 from collections.abc import Callable
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import numpy as np
 
 import minitransformer as mt
 
-CORRECT = "correct"
+
+class _Correct(str):
+    """The string ``"correct"``, which Jupyter shows no ``Out[]`` for: the ``✓`` line the
+    check printed says it already. IPython asks a value for its own display through
+    ``_ipython_display_``; this one displays nothing."""
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+CORRECT = _Correct("correct")
 # None, not a string: a check cell that ends in a bare call on a placeholder shows only the
 # printed line, no Out[] (Jupyter displays every other value); tests tell it from CORRECT
 NOT_ATTEMPTED = None
@@ -38,8 +57,100 @@ class _NotAttempted(Exception):
     pass
 
 
+class WrongAnswer(AssertionError):
+    """A wrong answer. Its message is the hint: ``✗ Exercise K (what it asks): ...``.
+
+    ``yours`` is the error the learner's own code raised, if it did, its traceback cut to
+    start at the learner's code. In IPython (Jupyter) the cell shows the hint, then that
+    traceback, and no frame of these checks: IPython calls ``_render_traceback_`` for the
+    lines to show. Outside IPython it is an ordinary ``AssertionError``, chained to
+    ``yours``."""
+
+    def __init__(self, message: str, yours: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.yours = yours
+
+    def _render_traceback_(self) -> list[str]:
+        """The lines IPython shows for this error: the hint, then the learner's own
+        traceback when their code raised."""
+        lines = str(self).splitlines()
+        if self.yours is not None:
+            lines += ["", "Where your code raised it:"]
+            lines += _your_traceback(self.yours)
+        return lines
+
+
+def _your_traceback(error: BaseException) -> list[str]:
+    """``error``'s traceback as IPython would show it, else as Python does."""
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        shell = None
+    if shell is not None:
+        try:  # tb_offset=0: IPython's own offset (1) would skip the first frame, the learner's
+            return shell.InteractiveTB.structured_traceback(
+                type(error), error, error.__traceback__, tb_offset=0
+            )
+        except Exception:  # another IPython's signature: Python's own form will do
+            pass
+    return "".join(traceback.format_exception(error)).splitlines()
+
+
+def _is_yours(filename: str) -> bool:
+    """Whether code from ``filename`` is the learner's: a notebook cell, a file of theirs;
+    not these checks, the library, Python's own library or an installed package."""
+    if filename.startswith("<frozen"):  # Python's own, built in
+        return False
+    return not os.path.realpath(filename).startswith(_NOT_YOURS)
+
+
+def _starting_at_yours(tb: TracebackType | None) -> TracebackType | None:
+    """The part of traceback ``tb`` from the learner's first frame on (None if no frame of
+    it is the learner's: only these checks, the library and installed packages ran)."""
+    while tb is not None and not _is_yours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    return tb
+
+
+def _error_of_yours(error: BaseException) -> BaseException | None:
+    """``error``, or the error it was raised from (its cause or context), whose traceback
+    passes through the learner's code; that traceback is cut to start there."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yours = _starting_at_yours(current.__traceback__)
+        if yours is not None:
+            current.__traceback__ = yours
+            return current
+        current = current.__cause__ or (
+            None if current.__suppress_context__ else current.__context__
+        )
+    return None
+
+
+def _wrong_answer(name: str, error: Exception) -> WrongAnswer:
+    """The ``WrongAnswer`` for ``error``, raised while checking exercise ``name``: the check's
+    own hint (an ``AssertionError`` raised by the check), the learner's code's error, or an
+    error of the check on a value it cannot use."""
+    yours = _error_of_yours(error)
+    if isinstance(error, AssertionError) and error is not yours:  # the check's hint
+        message = str(error)
+    elif error is yours:
+        message = f"your code raised {type(error).__name__}: {error}"
+    else:  # the check stumbled on the answer's value
+        message = (
+            f"checking your answer raised {type(error).__name__}: {error}; return what the "
+            "exercise asks for (its type and shape are in its text)"
+        )
+    return WrongAnswer(f"✗ {name}: {message}", yours)
+
+
 def _exercise(name: str) -> Callable:
-    """Wrap a check: placeholder -> 'not attempted yet' (None), pass -> '✓ correct' (CORRECT)."""
+    """Wrap a check: placeholder -> 'not attempted yet' (None), pass -> '✓ correct' (CORRECT),
+    a wrong answer -> ``WrongAnswer`` (its hint)."""
 
     def wrap(check: Callable) -> Callable:
         @functools.wraps(check)
@@ -52,14 +163,10 @@ def _exercise(name: str) -> Callable:
             except (NotImplementedError, _NotAttempted):
                 print(f"{name}: not attempted yet (replace the placeholder, then run this cell)")
                 return NOT_ATTEMPTED
-            except AssertionError:
-                raise
-            except Exception as error:  # the answer raised, or is of a kind the check can't use
-                raise AssertionError(
-                    f"{name}: checking your answer raised {type(error).__name__}: {error}. "
-                    "If the traceback above ends in your code, that is where to look; else "
-                    "return what the exercise asks for (its type and shape are in its text)"
-                ) from error
+            except Exception as error:  # a hint, the answer's own error, or a value of a
+                wrong = _wrong_answer(name, error)  # kind the check cannot use
+                cause = wrong.yours or (None if isinstance(error, AssertionError) else error)
+                raise wrong from cause
             print(f"✓ {name}: correct")
             return CORRECT
 
@@ -79,6 +186,12 @@ def _softmax(s: np.ndarray) -> np.ndarray:
 
 _LIBRARY = str(Path(mt.__file__).resolve().parent)  # the minitransformer package
 _CHECKS = str(Path(__file__).resolve().parent)  # these checks: their own calls do not count
+
+# the folders whose frames are not the learner's code: these checks, the library, Python's
+# own library and the installed packages (NumPy, ...), links resolved, each with a trailing
+# separator (checks/, not checks_old/)
+_PYTHON = [sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")]
+_NOT_YOURS = tuple(os.path.join(os.path.realpath(f), "") for f in (_CHECKS, _LIBRARY, *_PYTHON))
 _CONTEXT = {"save_for_backward"}  # what a Function's forward may call on its ctx
 # converting to and from a library Tensor computes nothing: an answer may return a Tensor
 _CONVERSIONS = {
