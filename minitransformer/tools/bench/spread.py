@@ -10,13 +10,20 @@ report never gives a ratio without its range over rounds, and it warns when
   ``SIDE_SPREAD_MAX`` times the fastest's (the machine changed under it);
 - the per-round ratios span more than ``RATIO_SPREAD_MAX`` (max / min);
 - other processes kept more than ``OTHER_LOAD_MAX`` cores busy before the timing or, on
-  average, during one implementation's rounds.
+  average, during one implementation's rounds;
+- rounds disagree although the other processes' load looked low: the load meter did not
+  see what slowed them (below), and the report says so instead of implying an idle machine;
+- a step ran faster than the best GEMM ceiling probe: every probe was disturbed, and the
+  step gets no percentage of that ceiling (:func:`ceiling_fraction`).
 
 Other load is measured, not guessed from the load average: ``LoadMeter`` reads the machine's
 busy CPU time (``host.busy_cpu_seconds``, from /proc/stat on Linux) over a window and
 subtracts the CPU time of the benchmark's own processes (this one and the worker timed in
 that window), so what remains is everyone else. Elsewhere it reports ``None`` and no load
-warning is given.
+warning is given. What it cannot see: a step on every core stalls when another process
+takes one of them even for a moment (its threads wait for the descheduled one: a little
+CPU time, a long stall), and the host of a virtual machine can take CPU time from it unseen.
+So a low load proves nothing when the rounds disagree.
 """
 
 from __future__ import annotations
@@ -78,23 +85,33 @@ def spread(values: Sequence[float]) -> float:
     return max(values) / low if low > 0 else float("inf")
 
 
+def ceiling_fraction(gflops: float, probes: Sequence[float]) -> float | None:
+    """A step's GFLOP/s as a fraction of the best GEMM ceiling probe, or None when the step
+    was faster than every probe (the probes were disturbed: no fraction over 1 is given)."""
+    best = max(probes)
+    return gflops / best if gflops <= best else None
+
+
 def summarize(
     round_ms: dict[str, list[float]],
     ratios: dict[str, list[float]],
     load_before: float | None,
     load_during: dict[str, list[float | None]],
+    ceiling: tuple[float, dict[str, float]] | None = None,
 ) -> dict:
     """The report's trust fields from per-round numbers (no timing happens here).
 
     ``round_ms``: each implementation's median step (ms) in each round; ``ratios``: each
     ratio's per-round values, e.g. ``{"ratio_ours_over_torch": [...]}``; ``load_before``:
     other processes' cores before the timing; ``load_during``: per implementation, other
-    processes' cores during each of its rounds (None where unknown).
+    processes' cores during each of its rounds (None where unknown); ``ceiling``: (the best
+    GEMM ceiling probe, each implementation's step GFLOP/s), where measured.
 
     Returns ``round_ms``, ``round_spread`` (max/min per implementation), for each ratio its
     median and ``<name>_range`` ([min, max]), ``other_load_cores`` (``before``; ``during``,
-    the mean over each implementation's rounds; ``rounds``, every round's) and ``warnings``
-    (sentences; empty when the numbers hold).
+    the mean over each implementation's rounds; ``most``, the highest round's; ``rounds``,
+    every round's; ``unexplained``, the spread of each implementation whose rounds disagree
+    while the load looked low) and ``warnings`` (sentences; empty when the numbers hold).
     """
     out: dict = {"round_ms": round_ms, "round_spread": {}, "warnings": []}
     warnings: list[str] = out["warnings"]
@@ -116,11 +133,12 @@ def summarize(
             f"rounds (more than {RATIO_SPREAD_MAX:.0f}x apart): its median is not a "
             "property of the code"
         )
-    during = {
-        impl: statistics.mean(known) if (known := [v for v in values if v is not None]) else None
-        for impl, values in load_during.items()
-    }
-    out["other_load_cores"] = {"before": load_before, "during": during, "rounds": load_during}
+    known = {impl: [v for v in values if v is not None] for impl, values in load_during.items()}
+    during = {impl: statistics.mean(v) if v else None for impl, v in known.items()}
+    most = {impl: max(v) if v else None for impl, v in known.items()}
+    load = out["other_load_cores"] = {
+        "before": load_before, "during": during, "most": most, "rounds": load_during,
+    }  # fmt: skip
     busy = {impl: v for impl, v in during.items() if v is not None and v > OTHER_LOAD_MAX}
     if busy or (load_before is not None and load_before > OTHER_LOAD_MAX):
         where = ", ".join(f"{v:.1f} during {NAMES.get(i, i)}'s rounds" for i, v in busy.items())
@@ -130,6 +148,22 @@ def summarize(
             + "; ".join(x for x in (before, where) if x)
             + "): multi-threaded steps stall waiting for descheduled threads"
         )
+    else:  # the load looked low: rounds that disagree all the same are not explained by it
+        load["unexplained"] = {
+            impl: s for impl, s in out["round_spread"].items() if s > SIDE_SPREAD_MAX
+        }
+        if load["unexplained"]:
+            warnings.append(_unexplained(load))
+    if ceiling is not None:
+        best, gflops = ceiling
+        above = {impl: g for impl, g in gflops.items() if g > best}
+        if above:
+            steps = ", ".join(f"{NAMES.get(i, i)} {g:.1f}" for i, g in above.items())
+            warnings.append(
+                f"the GEMM ceiling was measured on a disturbed machine: its best probe, "
+                f"{best:.1f} GFLOP/s, is below the step rate of {steps} GFLOP/s, so no "
+                "percentage of the ceiling is given for it"
+            )
     if warnings:
         warnings.append(
             "rerun on an idle machine (and with more --seconds: more rounds, more steps in "
@@ -138,17 +172,48 @@ def summarize(
     return out
 
 
+def _unexplained(load: dict) -> str:
+    """The warning for rounds that disagree while other processes' load looked low."""
+    seen = [v for v in (load["before"], *load["most"].values()) if v is not None]
+    spreads = ", ".join(f"{NAMES.get(i, i)}'s {s:.1f}x" for i, s in load["unexplained"].items())
+    if not seen:  # no /proc/stat: nothing was measured
+        return (
+            f"other processes' load cannot be measured here, and the rounds disagree "
+            f"({spreads}): the machine was busy while they ran"
+        )
+    return (
+        f"other processes' load looked low (at most {max(seen):.1f} cores), yet the rounds "
+        f"disagree ({spreads}): the machine was busy all the same, in a way the load meter "
+        "cannot see (a step on every core stalls when another process takes one even "
+        "briefly; a virtual machine's host can take CPU unseen), so do not read the low "
+        "load as an idle machine"
+    )
+
+
 def format_load(load: dict) -> str:
-    """The line on other processes' load (``other_load_cores`` of a report)."""
+    """The line on other processes' load (``other_load_cores`` of a report): what it
+    measures, the mean and highest round of each implementation, and, when rounds disagreed
+    while it looked low, that it does not tell the machine was idle."""
 
     def cores(v: float | None) -> str:
         return "unknown" if v is None else f"{v:.1f}"
 
-    during = ", ".join(f"{NAMES.get(i, i)} {cores(v)}" for i, v in load["during"].items())
-    return (
-        f"   other processes' load, in cores of {os.cpu_count()}: {cores(load['before'])} "
-        f"before the timing; during the rounds of {during}"
+    most = load.get("most", {})  # older reports: the mean only
+    during = "; ".join(
+        f"{NAMES.get(i, i)} {cores(v)}"
+        + (f" (at most {cores(most[i])})" if most.get(i) is not None else "")
+        for i, v in load["during"].items()
     )
+    line = (
+        f"   other processes' load (busy CPU time in /proc/stat less the benchmark's own), in "
+        f"cores of {os.cpu_count()}: {cores(load['before'])} before the timing; mean over each "
+        f"implementation's rounds: {during}"
+    )
+    if load.get("unexplained"):
+        seen = load["before"] is not None or any(v is not None for v in most.values())
+        line += "; low, yet" if seen else "; and"
+        line += " the rounds disagree: the machine was busy all the same (WARNING)"
+    return line
 
 
 def format_warnings(r: dict) -> list[str]:

@@ -7,7 +7,10 @@ one by one after a warm-up of a few *seconds* (not a step count: the first steps
 page in and let BLAS spin up its threads). The report gives the median/min/max ms per
 step, target tokens/s, the analytic matmul FLOPs of a step (forward x 3; elementwise ops
 not counted) and the achieved GFLOP/s as a fraction of a float32 GEMM ceiling measured in
-the same run, between the same rounds.
+the same run: a probe before each implementation's timing in each round, the best probe
+counting (a busy moment only lowers a probe). A step faster than that best was timed in a
+quieter moment than any probe: the ceiling was disturbed, and no percentage is given
+(spread.py warns).
 
 Each implementation runs in its own subprocess (see worker.py), and ``run`` drives them in
 alternating rounds, ours, torch, ours, torch, ..., so drift of a shared machine hits both
@@ -37,6 +40,7 @@ from .presets import PRESETS, step_flops
 from .spread import (
     NAMES,
     LoadMeter,
+    ceiling_fraction,
     format_load,
     format_warnings,
     other_load_now,
@@ -130,14 +134,14 @@ def run(
         load_during: dict[str, list[float | None]] = {impl: [] for impl in impls}
         warm = {impl: w.warmup(seconds=warmup) for impl, w in workers.items()}
         say(f"  timing {rounds} rounds ({preset}) ...")
-        ceiling_s = min(0.6, max(0.2, per_round / 2))
+        probe_s = min(0.6, max(0.2, per_round / 2)) / len(impls)  # one probe per timing
         times: dict[str, list[list[float]]] = {impl: [] for impl in impls}
         ceilings, ceiling_detail, losses = [], [], {}
         for _ in range(rounds):
-            c = workers["ours"].ceiling(seconds=ceiling_s)
-            ceilings.append(c["gflops"])
-            ceiling_detail.append(c)
             for impl, w in workers.items():  # ours, torch, ours, torch, ...
+                c = workers["ours"].ceiling(seconds=probe_s)  # the ceiling just before it
+                ceilings.append(c["gflops"])
+                ceiling_detail.append(c)
                 meter.start()
                 r = w.time(seconds=per_round)
                 load_during[impl].append(meter.stop(0.0 if in_process else r["cpu_s"]))
@@ -169,6 +173,7 @@ def run(
         "flops_per_step": flops,
         "tokens_per_step": tokens,
         "gemm_ceiling_gflops": max(ceilings),
+        "gemm_ceiling_probes": len(ceilings),
         "gemm_ceiling_median_gflops": statistics.median(ceilings),
         "gemm_ceiling_threads_gflops": statistics.median(
             c["gflops_threads"] for c in ceiling_detail
@@ -204,8 +209,8 @@ def run(
             "device": plan[impl][1],
             "memory_method": infos[impl]["memory_method"],
         }
-    for impl in impls:  # against the best ceiling seen: busy moments only lower it
-        report[impl]["fraction_of_ceiling"] = report[impl]["gflops"] / max(ceilings)
+    for impl in impls:  # of the best probe (busy moments only lower one); None: above it
+        report[impl]["fraction_of_ceiling"] = ceiling_fraction(report[impl]["gflops"], ceilings)
     round_ms = {impl: [1e3 * statistics.median(t) for t in times[impl]] for impl in impls}
     ratios: dict[str, list[float]] = {}
     if "torch" in impls:
@@ -235,7 +240,8 @@ def run(
         ratios["ratio_ours_over_reference"] = [
             a / b for a, b in zip(round_ms["ours"], round_ms["ours_reference"], strict=True)
         ]
-    report.update(summarize(round_ms, ratios, load_before, load_during))
+    gflops = {impl: report[impl]["gflops"] for impl in impls}
+    report.update(summarize(round_ms, ratios, load_before, load_during, (max(ceilings), gflops)))
     if "torch" in impls:
         report["ratio_per_round"] = ratios["ratio_ours_over_torch"]
     if "ours_cpu" in impls:  # speed-up of the device over the CPU, round by round
@@ -263,7 +269,7 @@ def format_report(r: dict[str, Any]) -> str:
         f"device {r['device']})",
         f"   analytic matmul FLOPs per step {r['flops_per_step'] / 1e9:.3f} GFLOP; "
         f"{r['tokens_per_step']} target tokens per step; {r['rounds']} alternating rounds",
-        f"   GEMM ceiling (float32 1024^3, between rounds): best {r['gemm_ceiling_gflops']:.1f} "
+        f"   GEMM ceiling (float32 1024^3, {_probes(r)}): best {r['gemm_ceiling_gflops']:.1f} "
         f"GFLOP/s, median {r['gemm_ceiling_median_gflops']:.1f} (medians: all BLAS threads "
         f"{r['gemm_ceiling_threads_gflops']:.1f}, one thread "
         f"{r['gemm_ceiling_1thread_gflops']:.1f}); % of ceiling is of the best",
@@ -276,7 +282,7 @@ def format_report(r: dict[str, Any]) -> str:
             f"   {name:16s} {s['ms_median']:9.1f} ms/step (min {s['ms_min']:.1f}, max "
             f"{s['ms_max']:.1f}; {s['steps']} steps after {s['warmup_steps']} warm-up in "
             f"{s['warmup_s']:.1f} s)  {s['tokens_per_s']:,.0f} tok/s  "
-            f"{s['gflops']:.1f} GFLOP/s = {100 * s['fraction_of_ceiling']:.0f}% of ceiling  "
+            f"{s['gflops']:.1f} GFLOP/s {_of_ceiling(s['fraction_of_ceiling'])}  "
             f"peak +{s['peak_mb']:.0f} MiB"
             + (" of GPU memory" if s.get("device", "cpu").startswith("cuda") else "")
         )
@@ -323,6 +329,19 @@ def format_report(r: dict[str, Any]) -> str:
     if "other_load_cores" in r:
         lines.append(format_load(r["other_load_cores"]))
     return "\n".join(lines + format_warnings(r))
+
+
+def _probes(r: dict[str, Any]) -> str:
+    """How the ceiling was probed: "8 probes between the timings" (older reports: rounds)."""
+    probes = r.get("gemm_ceiling_probes")
+    return "between rounds" if probes is None else f"{probes} probes between the timings"
+
+
+def _of_ceiling(fraction: float | None) -> str:
+    """``= 45% of ceiling``, or what a step above the (disturbed) ceiling gets instead."""
+    if fraction is None:
+        return "(above the disturbed ceiling: no %)"
+    return f"= {100 * fraction:.0f}% of ceiling"
 
 
 def _ratio(r: dict[str, Any], name: str) -> str:
