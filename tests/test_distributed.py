@@ -135,9 +135,9 @@ def test_data_parallel_without_mpi4py_is_one_line_naming_the_extra(tmp_path):
 @needs_mpi
 def test_two_ranks_match_one_process_step_for_step(tmp_path):
     # batch 7: shards of 4 and 3 rows with different token counts; 200 % 7 leaves a short
-    # last batch; a checkpoint at step 4 and the end
+    # last batch; a checkpoint at step 4 and the end; the final model averages steps 10..30
     args = ["copy", "--steps", "30", "--batch-size", "7", "--log-every", "5",
-            "--checkpoint-every", "4", *TINY]  # fmt: skip
+            "--checkpoint-every", "4", "--average-every", "5", *TINY]  # fmt: skip
     one = _train([*args, "--out", str(tmp_path / "one")], None)
     two = _train([*args, "--out", str(tmp_path / "two")], 2)
     assert one.returncode == 0, one.stderr
@@ -157,6 +157,7 @@ def test_two_ranks_match_one_process_step_for_step(tmp_path):
     assert "data-parallel over 2 ranks" in two.stderr
     card = json.loads((tmp_path / "two" / "result.json").read_text())
     assert card["data_parallel_ranks"] == 2
+    assert card["averaged_steps"] == [10, 15, 20, 25, 30]
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(
         p.name for p in (tmp_path / "one").iterdir()
     )

@@ -62,6 +62,8 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "eval_samples": (1, MAX_COUNT),  # decoding stops at the split's end
     "checkpoint_every": (1, MAX_COUNT),
     "final_eval_samples": (1, MAX_COUNT),
+    "average_last": (1, MAX_STEPS),  # a running sum: any count costs one copy of the weights
+    "average_every": (1, MAX_STEPS),
 }
 """The whole-number fields of TrainConfig: name -> (lowest, highest) allowed value."""
 
@@ -179,8 +181,11 @@ def _knob_defaults(task: str) -> dict[str, Any]:
 # Options a resumed run may change; every other one is part of what the checkpoint is.
 RESUMABLE = frozenset(
     {"steps", "progress", "plots", "device", "out", "log_every", "eval_every", "eval_samples",
-     "checkpoint_every", "final_eval_split", "final_eval_samples"}
+     "checkpoint_every", "final_eval_split", "final_eval_samples", "average_last",
+     "average_every"}
 )  # fmt: skip
+# (average_last and average_every change only the final model: a resume keeps the sum of the
+# weights so far when all its steps are in the new schedule, train/averaging.py)
 
 
 @dataclass
@@ -208,6 +213,8 @@ class TrainConfig:
     checkpoint_every: int = 500
     final_eval_split: str = "test"
     final_eval_samples: int | None = 1000  # None: the whole split
+    average_last: int = 5  # the final model: the mean of the weights at the last 5 steps ...
+    average_every: int = 100  # ... 100 apart (the paper's §6.1; 1: the last step's weights)
     task_knobs: dict[str, Any] = field(default_factory=dict)
     model_overrides: dict[str, Any] = field(default_factory=dict)
     progress: bool = True  # a tqdm bar; without it, one plain line per log step on stderr

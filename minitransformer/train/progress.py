@@ -121,13 +121,15 @@ class Reporter:
 
     def eval_line(
         self, step: int, split: str, metrics: dict[str, float], final: bool = False,
-        scored: tuple[int, int] | None = None,
+        scored: tuple[int, int] | None = None, averaged: str = "",
     ) -> None:  # fmt: skip
         """``valid at step 500:  loss 1.0200 (label-smoothed ε 0.1; floor 0.9625 at
         vocabulary 596)  token acc 81.0%  exact match 71.0%  BLEU 64.20  (on 200 of 1,000
         sentences)``, printed when an evaluation is made (above the bar, when there is one)
         as well as logged; the final one (``test at step 3000, final:``) too. ``scored``:
-        (sentences scored, sentences in the split), said when it is a sample."""
+        (sentences scored, sentences in the split), said when it is a sample. ``averaged``:
+        what the final model is, after "final" (`` (average of 5 checkpoints, steps
+        2600–3000)``, averaging.py's ``describe``)."""
         shown = {"loss": "loss {:.4f}", "token_acc": "token acc {:.1%}",
                  "exact_match": "exact match {:.1%}", "bleu": "BLEU {:.2f}",
                  "perplexity": "perplexity {:.1f}", "unigram_loss": "(baselines: unigram {:.4f}",
@@ -141,7 +143,8 @@ class Reporter:
         if scored is not None and scored[0] < scored[1]:
             unit = "verses" if self.cfg.task == "lm" else "sentences"
             parts.append(f"(on {scored[0]:,} of {scored[1]:,} {unit})")
-        line = f"{split} at step {step}{', final' if final else ''}:  " + "  ".join(parts)
+        head = f"{split} at step {step}{', final' if final else ''}{averaged}:  "
+        line = head + "  ".join(parts)
         if self.bar is not None and self.is_writer():
             self.bar.write(line, file=sys.stderr)  # above the bar, which stays in place
         self.say(line)

@@ -31,7 +31,8 @@ from .evaluation import showcase
 
 def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
     """The summary of a finished run (``result.json``): task, steps, time, throughput, the
-    final metrics, both configs, the parameter count and the machine.
+    final metrics, the steps whose weights the final model averages (``[steps]``: the last
+    step's alone; train/averaging.py), both configs, the parameter count and the machine.
 
     ``wall_time_s``: the seconds of the ``train()`` call that writes the card, from its start
     to the card: training, evaluations, checkpoints, final test (the plots come after it).
@@ -53,6 +54,7 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
         final_train_loss=round(sum(last) / max(len(last), 1), 4),
         eval_split=cfg.final_eval_split,
         metrics={k: round(v, 4) for k, v in metrics.items()},
+        averaged_steps=trainer.averaging.final_steps(trainer.step),  # the model: their mean
         config=trainer.model_cfg.to_dict(),
         train_config=dataclasses.asdict(cfg),
         parameters=trainer.model.num_parameters(),

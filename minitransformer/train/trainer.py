@@ -36,7 +36,7 @@ from ..errors import ConfigError, TrainingError
 from ..nn import build_model
 from ..optim import Adam, NoamSchedule
 from ..runtime import checkpoint, runs
-from . import evaluation, progress, report, stopping
+from . import averaging, evaluation, progress, report, stopping
 from .step import TrainingStep
 
 
@@ -74,6 +74,7 @@ class Trainer(TrainingStep):
         self.stream = BatchStream(
             self.task.splits["train"], cfg.batch_size, seed=cfg.seed, max_len=self.task.max_len
         )
+        self.averaging = averaging.CheckpointAverage(cfg)  # the final model: the last steps' mean
         self.step = 0
         self.losses: list[float] = []  # one per step: the curve a resumed run must reproduce
         self.out = Path(cfg.out)
@@ -138,6 +139,7 @@ class Trainer(TrainingStep):
         cfg, reporter = self.cfg, self.reporter
         log = runs.MetricsLog(self.out / "metrics.jsonl" if self._writer else os.devnull)
         reporter.open(self.step)
+        self.averaging.begin(self.model, cfg, self.step)  # train on from the last step's weights
         if self.task.name.startswith("translate"):
             reporter.check_bleu()
         tokens, t_window = 0, time.perf_counter()
@@ -152,6 +154,8 @@ class Trainer(TrainingStep):
                 else:
                     self.train_step(batch)
                 self.step += 1
+                if self.averaging.due(self.step):  # one of the weights the final model averages
+                    self.averaging.add(self.step, self.model)
                 log_now = self.step % cfg.log_every == 0 or self.step == cfg.steps
                 value = self.read_back()[-1] if log_now else None  # the one wait per log line
                 self.elapsed += time.perf_counter() - t0
@@ -229,7 +233,10 @@ class Trainer(TrainingStep):
 
     def finish(self) -> dict[str, Any]:
         """Final evaluation on the held-out split, the result card and the plots (rank 0 of a
-        data-parallel job; the other ranks wait for its result, which may be "interrupted")."""
+        data-parallel job; the other ranks wait for its result, which may be "interrupted").
+        The model is first the mean of the run's last checkpoints (averaging.py), saved."""
+        if self.averaging.apply(self.model, self.step):  # the mean of the last checkpoints,
+            self.save()  # saved as the model (the last step's weights kept to train on)
         if not self._writer:
             result = self.world.bcast(None, after_evaluation=True)
             if result.get("interrupted"):
@@ -238,7 +245,9 @@ class Trainer(TrainingStep):
         split = self.cfg.final_eval_split
         metrics = self.evaluate(split, self.cfg.final_eval_samples)
         scored = self._scored(split, self.cfg.final_eval_samples)
-        self.reporter.eval_line(self.step, split, metrics, final=True, scored=scored)
+        averaged = averaging.describe(self.averaging.final_steps(self.step))
+        self.reporter.eval_line(self.step, split, metrics, final=True, scored=scored,
+                                averaged=averaged)  # fmt: skip
         with runs.MetricsLog(self.out / "metrics.jsonl") as log:
             log.write(dict(step=self.step, split=split, **metrics, **self.reporter.smoothing))
         result = report.result_card(self, metrics)
@@ -313,6 +322,8 @@ class Trainer(TrainingStep):
         arrays = {f"model.{k}": backend.to_numpy(v) for k, v in state.items()}
         opt_arrays, opt_meta = self.optimizer.state_dict()
         arrays.update({f"optim.{k}": backend.to_numpy(v) for k, v in opt_arrays.items()})
+        average_arrays, average_meta = self.averaging.state()  # average.*, last.*: averaging.py
+        arrays.update(average_arrays)
         meta = dict(
             kind="minitransformer-train",
             step=self.step,
@@ -325,6 +336,7 @@ class Trainer(TrainingStep):
             schedule=self.schedule.state_dict(),
             stream=self.stream.state_dict(),
             rng=backend.default_generator(self.cfg.device).state(),
+            average=average_meta,
         )
         written = checkpoint.save_checkpoint(
             path or self.out / checkpoint.CHECKPOINT_NAME, arrays, meta

@@ -10,7 +10,9 @@ checks it against built models).
 :func:`expect_model_arrays` is the ``expect`` a reader passes to ``load_checkpoint`` for a
 checkpoint written by ``Trainer.save`` (or slimmed to its ``model.*`` arrays): before any
 array is read, every ``model.*`` name must be one of the layout's, with its shape and dtype,
-every ``optim.<state>.<i>`` must have the shape of the i-th weight, and nothing else may be
+and so must every ``average.*`` and ``last.*`` (the running sum of the weights a run averages,
+and the last step's weights beside an averaged model: train/averaging.py), every
+``optim.<state>.<i>`` must have the shape of the i-th weight, and nothing else may be
 there. So a file whose ``model_config`` claims gigabytes of weights it does not hold is
 refused with the memory of its header, before a model of that size is built.
 """
@@ -32,6 +34,7 @@ Layout = dict[str, tuple[tuple[int, ...], str]]
 """name -> (shape, dtype name), as runs/resume.py's ``_layout`` of a state dict."""
 
 _OPTIM = re.compile(r"optim\.([A-Za-z_]\w{0,31})\.(\d{1,9})")
+_WEIGHT_SECTIONS = ("model.", "average.", "last.")  # each: arrays shaped as the weights
 _MAX_OPTIM_STATES = 4  # Adam keeps m and v; SGD momentum one
 _FAR_MORE = 10_000  # a config implying this many arrays more than the file holds is refused
 # before its layout is listed (a base model has 253; a forged N could claim billions)
@@ -70,8 +73,8 @@ def expect_model_arrays(path: Path, meta: Mapping[str, Any], entries: Entries) -
     wrong, unexpected, states = [], [], set()
     for name, (shape, dtype) in entries.items():
         want = None
-        if name.startswith("model."):
-            want = layout.get(name[len("model.") :])
+        if name.startswith(_WEIGHT_SECTIONS):
+            want = layout.get(name.split(".", 1)[1])
         elif match := _OPTIM.fullmatch(name):
             index = int(match.group(2))
             states.add(match.group(1))

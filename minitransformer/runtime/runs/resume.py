@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ... import backend
-from ...checks import is_int
+from ...checks import is_int, short
 from ...config import RESUMABLE, TrainConfig
 from ...errors import (
     CheckpointError,
@@ -44,7 +44,8 @@ class ResumePoint:
 
     Attributes:
         path: the checkpoint file.
-        arrays: its arrays (``model.*`` and ``optim.*``), host NumPy.
+        arrays: its arrays (``model.*``, ``optim.*``, and the checkpoint averaging's
+            ``average.*`` and ``last.*``), host NumPy.
         meta: its metadata (step, losses, elapsed, the parts' states ...).
         config: the stored TrainConfig with the given changes applied (``out`` defaults to
             the checkpoint's directory).
@@ -134,15 +135,19 @@ def warn_if_unfinished(run: str | os.PathLike[str], meta: dict[str, Any]) -> Non
 
 def restore(point: ResumePoint, trainer: Any) -> None:
     """Check each part's state in ``point`` against ``trainer``'s freshly built part, then
-    load it: the model's weights, the optimizer's state, the schedule, the batch stream's
+    load it: the model's weights (the last step's, ``last.*``, when the model saved is an
+    average), the optimizer's state, the averaging's sum, the schedule, the batch stream's
     position and the dropout generator. ``trainer`` has ``model``, ``model_cfg``,
     ``optimizer``, ``schedule``, ``stream`` and ``cfg`` (a Trainer built from
     ``point.config``)."""
     path, arrays, meta = point.path, point.arrays, point.meta
     checkpoint.check_config(meta["model_config"], trainer.model_cfg.to_dict(), path=path)
     dev = trainer.cfg.device
+    layout = _layout(trainer.model.state_dict())
     model_state = checkpoint.section(arrays, "model")
-    checkpoint.check_arrays_like(path, "model", model_state, _layout(trainer.model.state_dict()))
+    checkpoint.check_arrays_like(path, "model", model_state, layout)
+    total, steps, last = _average_state(path, arrays, meta, layout)
+    model_state = last or model_state  # an averaged model: training goes on from the last step
     _load(
         path,
         "model",
@@ -160,6 +165,9 @@ def restore(point: ResumePoint, trainer: Any) -> None:
             {k: backend.asarray(v, device=dev) for k, v in opt_state.items()}, meta["optimizer"]
         ),
     )
+    _load(path, "average", lambda: trainer.averaging.restore(
+        {k: backend.asarray(v, device=dev) for k, v in total.items()}, steps, trainer.model,
+        meta["step"]))  # fmt: skip
     fresh_rng = backend.default_generator(dev).state()
     for field, fresh, load in [
         ("schedule", trainer.schedule.state_dict(), trainer.schedule.load_state_dict),
@@ -180,6 +188,33 @@ def restore(point: ResumePoint, trainer: Any) -> None:
     stream = meta["stream"]
     if not 0 <= stream["position"] <= stream["n_pairs"]:
         _bad(path, "stream.position", f"is {stream['position']}, outside 0..{stream['n_pairs']}")
+
+
+def _average_state(
+    path: Path, arrays: dict[str, np.ndarray], meta: dict[str, Any], layout: dict[str, Any]
+) -> tuple[dict[str, np.ndarray], list[int], dict[str, np.ndarray]]:
+    """The checkpoint averaging's part of a checkpoint (train/averaging.py), checked: (the
+    running sum ``average.*``, the steps in it ``average.steps``, the last step's weights
+    ``last.*`` beside an averaged model, else {}). A checkpoint older than averaging has none
+    of them: an empty sum."""
+    record = meta.get("average", {"steps": []})
+    if not isinstance(record, dict) or set(record) != {"steps"}:
+        _bad(path, "average", f"is {short(record)}, expected an object {{'steps': [...]}}")
+    steps, step = record["steps"], meta["step"]
+    if not isinstance(steps, list) or not all(is_int(s) and 1 <= s <= step for s in steps):
+        _bad(path, "average.steps", f"is {short(steps)}, expected a list of steps in 1..{step}")
+    if steps != sorted(set(steps)):
+        _bad(path, "average.steps", f"is {short(steps)}, expected ascending steps, each once")
+    total, last = checkpoint.section(arrays, "average"), checkpoint.section(arrays, "last")
+    if steps or total:  # the sum of the weights at these steps: shaped as the weights
+        checkpoint.check_arrays_like(path, "average", total, layout)
+        if not steps:
+            _bad(path, "average", "holds a sum of weights, but 'average.steps' is empty")
+    if last:  # beside the average, written only once the run ended on it
+        checkpoint.check_arrays_like(path, "last", last, layout)
+        if len(steps) < 2 or steps[-1] != step:
+            _bad(path, "last", f"is there, but no average ends at step {step}")
+    return total, steps, last
 
 
 def _layout(state: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
