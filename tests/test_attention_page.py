@@ -1,8 +1,9 @@
 """``minitransformer attention``: the explorer's data (every kind, layer and head, of the
 right sizes), its self-contained page (the JSON round-trips, no URL, no token can close the
-script tag), the command and the mistakes a user makes with it, and the page in a real
-headless browser (Debian's ``chromium``): it loads with no console message, draws the
-expected number of heads, reacts to clicks and hovers, and its screenshot is not blank."""
+script tag), the command (its default files under runs/) and a user's mistakes with it, and
+the page in a real headless browser (Debian's ``chromium``): no console message, every head
+drawn, clicks and hovers, a word's pieces grouped, a viridis colour key, the layout at 500,
+800 and 1,400 px, a screenshot not blank. The grouping rule: test_attention_words.py."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import re
 import shutil
 import subprocess
 import warnings
+from html import unescape
 from pathlib import Path
 
 import numpy as np
@@ -168,7 +170,6 @@ def lm_run(tmp_path_factory) -> Path:
          ["--checkpoint no/such/run: no such run directory", "Fix:"]),
         (["--checkpoint", str(CHECKPOINT), "   ", "--html", "a.html"],
          ["the sentence is empty", "Fix: give a sentence"]),
-        (["--checkpoint", str(CHECKPOINT), "the earth"], ["nothing to write", "--html FILE"]),
         (["--checkpoint", str(CHECKPOINT), "x", "--html", "a.png"],
          ["--html a.png: the file needs the suffix .html", "Fix: --html a.html"]),
         (["--checkpoint", str(CHECKPOINT), "x", "--html", "a.html", "--png", "./a.html"],
@@ -182,6 +183,36 @@ def test_user_mistakes_are_one_line(args, patterns, tmp_path, monkeypatch, capsy
     code, out, err = run_main(["attention", *args], capsys)
     assert_user_error(code, err, *patterns)
     assert out == "" and not list(tmp_path.iterdir())
+
+
+def test_without_html_or_png_both_go_under_runs(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    argv = ["attention", "--checkpoint", str(CHECKPOINT), "the earth"]
+    code, out, err = run_main(argv, capsys)
+    assert code == 0, err
+    assert out == "wrote runs/attention/attention.html, runs/attention/attention.png\n"
+    assert sorted(p.name for p in (tmp_path / "runs" / "attention").iterdir()) == [
+        "attention.html", "attention.png"]  # fmt: skip
+    page = (tmp_path / "runs" / "attention" / "attention.html").read_bytes()
+    code, out, err = run_main(argv, capsys)  # again: refused, nothing replaced
+    assert_user_error(code, err, "runs/attention/attention.html (written when neither --html "
+                      "nor --png is given) already exists", "--html FILE and --png FILE",
+                      "--overwrite")  # fmt: skip
+    assert (tmp_path / "runs" / "attention" / "attention.html").read_bytes() == page
+
+
+@pytest.mark.parametrize("in_the_way", ["file", "link to nothing"])
+def test_a_file_in_the_way_of_the_folder_is_refused(in_the_way, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    if in_the_way == "file":
+        Path("runs").write_text("mine")
+    else:
+        Path("runs").symlink_to(tmp_path / "nowhere")
+    for flags in ([], ["--png", "runs/attention/grid.png"]):
+        code, out, err = run_main(["attention", "--checkpoint", str(CHECKPOINT), "x", *flags],
+                                  capsys)  # fmt: skip
+        assert_user_error(code, err, "runs is not a folder", "Fix: name a file in a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]
 
 
 def test_a_language_model_is_refused(lm_run, tmp_path, capsys):
@@ -239,8 +270,9 @@ CLICKS = """<script>
 const out = [], $ = (q) => document.querySelectorAll(q);
 const hover = (e) => e.dispatchEvent(new MouseEvent("mouseenter"));
 $("#kinds button")[2].click(); $("#view-matrix")[0].click();       // cross attention, matrix
-hover($("#view rect")[3]);
-out.push($("#view rect").length, $("#view rect.on").length, document.body.dataset.headsDrawn);
+hover($("#view rect.cell")[3]);
+out.push($("#view rect.cell").length, $("#view rect.cell.on").length,
+         document.body.dataset.headsDrawn);
 $(".thumb")[6].click(); $("#view-lines")[0].click();                // layer 1, head 2, lines
 hover($("#view text")[2]);                                       // the first query token
 out.push(document.getElementById("layer").value, document.getElementById("head").value,
@@ -275,3 +307,105 @@ def test_the_screenshot_is_not_blank(page, tmp_path):
     assert image.shape[:2] == (900, 1200)
     colours = distinct_colours(image)
     assert colours > 100, f"{colours} colours: a blank or unstyled page"
+
+
+def run_in_page(page: Path, tmp_path: Path, code: str, width: int = 1200) -> str:
+    """``code`` (JavaScript that sets ``document.body.dataset.check``) run after the page's
+    own script in a ``width`` px wide window; the check's value, the console silent."""
+    checked = tmp_path / f"check-{len(list(tmp_path.glob('check-*')))}.html"
+    text = page.read_text(encoding="utf-8")
+    checked.write_text(text.replace("</body>", f"<script>{code}</script></body>", 1))
+    done = browse(checked, tmp_path, "--dump-dom", f"--window-size={width},900")
+    assert console_messages(done.stderr) == [], done.stderr[-2000:]
+    return unescape(body_attributes(done.stdout).get("data-check", ""))
+
+
+LAYOUT = """
+const d = document.documentElement, box = (e) => e.getBoundingClientRect();
+const heads = box(document.querySelector("main section")), svg = document.getElementById("view");
+const view = box(svg.parentElement);
+const out = () => [d.scrollWidth <= d.clientWidth,        // no sideways scroll
+  box(document.querySelector("header")).width >= d.scrollWidth - 0.5,  // to the right edge
+  box(document.querySelector("nav")).width >= d.scrollWidth - 0.5,
+  heads.bottom <= view.top ? "stacked" : view.left >= heads.right ? "side by side" : "overlap",
+  box(svg).right <= view.right + 0.5].join(" ");
+const lines = out();
+document.querySelectorAll("#kinds button")[2].click();   // cross attention, as a matrix
+document.getElementById("view-matrix").click();
+document.body.dataset.check = lines + " | " + out();
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize(("width", "layout"), [(500, "stacked"), (800, "stacked"),
+                                               (1400, "side by side")])  # fmt: skip
+def test_the_page_reflows_to_the_window(page, tmp_path, width, layout):
+    # no sideways scroll, the header and the nav as wide as the page, the view inside its
+    # panel: below 1,100 px the thumbnails' panel stacks above the view
+    expected = f"true true true {layout} true"
+    assert run_in_page(page, tmp_path, LAYOUT, width) == f"{expected} | {expected}"
+
+
+WORDS = """
+const $ = (q) => [...document.querySelectorAll(q)], text = (e) => e.textContent;
+const S = $("#source-tokens .piece").length;
+$("#source-tokens .piece")[2].dispatchEvent(new MouseEvent("mouseenter"));  // "beg"
+document.body.dataset.check = JSON.stringify({
+  source: $("#source-tokens .word").map(text), target: $("#target-tokens .word").map(text),
+  split: $(".tokens .word.split").length, pieces: S, bands: $("#view rect.word").length,
+  labels: $("#view text").slice(2, 2 + S).map(text), lit: $("#view text.on").map(text)});
+"""
+
+
+@pytest.fixture(scope="module")
+def lower_page(translator, tmp_path_factory) -> tuple[Path, dict]:
+    """The README's sentence (lower case, every word known) as a page, and its data."""
+    data = explorer.attention_data(translator, SENTENCE.lower())
+    path = tmp_path_factory.mktemp("lower") / "attention.html"
+    path.write_text(explorer.render_page(data), encoding="utf-8")
+    return path, data
+
+
+@needs_browser
+def test_the_page_shows_the_pieces_of_a_word_together(lower_page, tmp_path):
+    page, data = lower_page
+    found = json.loads(run_in_page(page, tmp_path, WORDS))
+    assert found["source"] == ["in", "the", "beg·in·ning", "god", "cre·a·ted", "the", "heaven",
+                               "and", "the", "earth", "."]  # fmt: skip
+    translated = data["translation"].replace(",", " ,").replace(".", " .").split()
+    assert [w.replace("·", "") for w in found["target"]] == ["<bos>", *translated]
+    assert found["pieces"] == len(data["source"]) == 15  # each piece its own token
+    split = sum(n > 1 for side in ("source", "target") for n in data[side + "_words"])
+    assert found["split"] == split >= 4  # beg·in·ning, cre·a·ted, and the translation's
+    assert found["bands"] == 4  # encoder self: two words of pieces, queries and keys
+    assert found["labels"][2:5] == ["beg·", "·in·", "·ning"]
+    assert found["lit"] == ["beg·"]  # hovering "beg" above lights its query in the view
+
+
+KEY = """
+const $ = (q) => document.querySelector(q), shown = (e) => e.getBoundingClientRect().height > 0;
+const canvas = $(".thumb canvas"), w = canvas.width;
+const pixels = canvas.getContext("2d").getImageData(0, 0, w, canvas.height).data;
+const lines = [shown($("#thumbs-key .bar")), shown($("#view-key"))];
+$("#view-matrix").click();
+document.body.dataset.check = JSON.stringify({ lines: lines, matrix: shown($("#view-key .bar")),
+  mark: $("#view-key .max").style.left, text: $("#view-key").textContent,
+  pixels: [...pixels].filter((v, i) => i % 4 !== 3), width: w });
+"""
+
+
+@needs_browser
+def test_the_colours_are_viridis_with_a_key(page, data, tmp_path):
+    import matplotlib
+
+    found = json.loads(run_in_page(page, tmp_path, KEY))
+    assert found["lines"] == [True, False]  # the thumbnails' key; none for the lines' opacity
+    weights = np.asarray(data["kinds"][0]["layers"][0][0])  # encoder self, layer 0, head 0
+    largest = weights.max()
+    assert found["matrix"] and float(found["mark"].rstrip("%")) == pytest.approx(100 * largest)
+    shown = re.search(r"largest: (\d\.\d\d)", found["text"])
+    assert shown and float(shown.group(1)) == pytest.approx(largest, abs=0.0051)
+    # the first thumbnail: each cell the colour of its weight on matplotlib's viridis
+    pixels = np.asarray(found["pixels"], dtype=np.float64).reshape(*weights.shape, 3)
+    viridis = matplotlib.colormaps["viridis"](weights)[..., :3] * 255
+    assert np.abs(pixels - viridis).max() <= 6

@@ -27,7 +27,9 @@ import numpy as np
 
 from ... import backend
 from ...data.batching import pad
+from ...data.bpe import BPE, EOW
 from ...data.text import TOKEN_CHARS, readable_text, shorten
+from ...data.vocab import BOS, EOS, PAD
 from ...decode import beam_search
 from ...errors import ArgumentError
 from ..heads import KINDS, STATS, attention_maps, model_head_stats
@@ -76,12 +78,44 @@ def pieces(tokenizer: Any, ids: list[int]) -> list[str]:
     return out
 
 
+def words(tokenizer: Any, ids: list[int]) -> list[list[str]]:
+    """Ids -> the words they spell, each the list of its tokens as ``pieces`` shows them:
+    the one place the explorer decides which pieces make one word.
+
+    The rule is the tokenizer's own mark: a BPE (``data.bpe``) ends every word with a piece
+    that carries ``</w>``, so ``beg``, ``in``, ``ning</w>`` are one word ("beginning"); an
+    unknown piece (``<unk>``) belongs to the word it is in. ``<pad>``, ``<bos>`` and
+    ``<eos>`` are words of their own, and a word still open at the end (a sentence cut at
+    max_len, a translation stopped inside a word) ends there. A tokenizer without that mark
+    (a vocabulary of words or of characters) has one word per token.
+
+        words(bpe, bpe.tokenize("in the beginning"))   # [["in"], ["the"], ["beg", "in", "ning"]]
+    """
+    shown = pieces(tokenizer, ids)
+    if not isinstance(tokenizer, BPE):
+        return [[piece] for piece in shown]
+    groups: list[list[str]] = []
+    word: list[str] = []
+    for i, piece in zip(ids, shown, strict=True):
+        if int(i) in (PAD, BOS, EOS):
+            groups += [word, [piece]] if word else [[piece]]
+            word = []
+            continue
+        word.append(piece)
+        if str(tokenizer.vocab.id_to_token(int(i))).endswith(EOW):
+            groups.append(word)
+            word = []
+    return groups + [word] if word else groups
+
+
 def attention_data(translator: Any, sentence: str, checkpoint: str = "") -> dict[str, Any]:
     """Translate ``sentence`` with ``translator`` (a ``translator.Translator``) and gather
     what the page and the grid draw (module doc): the texts, the token rows ``source`` and
     ``target`` (the decoder's input), per kind its layers' weights ``[layer][head][query]
     [key]``, and one row of statistics per head (``heads.STATS``); ``sentence_tokens``: how
-    many tokens the whole sentence has (``source`` holds those the model read)."""
+    many tokens the whole sentence has (``source`` holds those the model read);
+    ``source_words`` and ``target_words``: how many tokens each word of those rows has, in
+    order (``words``: ``[1, 1, 3]`` for "in the beg in ning")."""
     sentence = check_sentence(sentence)
     model, tokenizer, cfg = translator.model, translator.tokenizer, translator.model.cfg
     all_ids = tokenizer.tokenize(sentence)
@@ -115,6 +149,8 @@ def attention_data(translator: Any, sentence: str, checkpoint: str = "") -> dict
         "translation": shorten(readable_text(tokenizer.detokenize(out_ids)), TRANSLATION_CHARS),
         "source": pieces(tokenizer, src_ids),
         "target": ["<bos>"] + pieces(tokenizer, tgt_ids[1:]),
+        "source_words": [len(word) for word in words(tokenizer, src_ids)],
+        "target_words": [1] + [len(word) for word in words(tokenizer, tgt_ids[1:])],
         "kinds": kinds,
         "stat_names": list(STATS),
         "stats": stats,

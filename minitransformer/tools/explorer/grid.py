@@ -6,6 +6,10 @@ head's weights, queries as rows and keys as columns, on one colour scale from 0 
 weights are probabilities), so the heads can be compared. Drawn headless (``viz.figure``:
 no pyplot state) from ``collect.attention_data``'s data.
 
+A word the tokenizer cut into pieces is labelled with joining dots (``beg·``, ``·in·``,
+``·ning``: "beginning"; ``collect.words`` groups them), each piece still on its own row or
+column, since attention is per piece.
+
 Its size depends on the model only (its layers and heads), never on the sentence: the
 panels are ``PANEL`` inches, the tokens are the at most max_len the model read, and the
 title (the sentence and the translation, one line each) is cut to ``TITLE_CHARS``.
@@ -29,6 +33,23 @@ PANEL = (2.7, 2.5)
 TITLE_CHARS = 100
 """The most characters of the sentence, and of the translation, in the title (then "…")."""
 
+JOINT = "\u00b7"
+"""The mark between two pieces of one word (a middle dot), on the page as in the grid."""
+
+
+def word_labels(tokens: list[str], sizes: list[int]) -> list[str]:
+    """Each token's label: a piece that continues the word before it starts with ``JOINT``,
+    one that the next piece continues ends with it (``["beg·", "·in·", "·ning"]``); a word of
+    one piece is its own label. ``sizes``: the tokens of each word in order
+    (``collect.attention_data``'s ``source_words``), adding up to ``len(tokens)``."""
+    labels = []
+    for size in sizes:
+        for k in range(size):
+            before = JOINT if k > 0 else ""
+            after = JOINT if k < size - 1 else ""
+            labels.append(before + tokens[len(labels)] + after)
+    return labels
+
 
 def plot_grid(data: dict[str, Any], path: SaveTo | None = None) -> Figure:
     """The grid of every (kind, layer) x head of ``data`` (module doc); saved to ``path``
@@ -40,7 +61,8 @@ def plot_grid(data: dict[str, Any], path: SaveTo | None = None) -> Figure:
     axes = fig.subplots(len(rows), cols, squeeze=False)
     image = None
     for r, (kind, layer, heads) in enumerate(rows):
-        queries, keys = data[kind["queries"]], data[kind["keys"]]
+        queries, keys = (word_labels(data[side], data[side + "_words"])
+                         for side in (kind["queries"], kind["keys"]))  # fmt: skip
         for h, ax in enumerate(axes[r]):
             if h >= len(heads):
                 ax.set_axis_off()
