@@ -169,8 +169,9 @@ def test_plot_training_curves_from_records(tmp_path):
     _assert_png(tmp_path / "curves.png")
     assert _panel_titles(fig) == ["loss", "token accuracy", "exact match", "BLEU", "learning rate"]
     loss_ax = fig.axes[0]
-    assert [line.get_label() for line in loss_ax.get_lines()] == ["train", "valid"]
-    assert list(loss_ax.get_lines()[1].get_xdata()) == [0, 500, 1000]
+    labels = [line.get_label() for line in loss_ax.get_lines()]
+    assert labels == ["train (last batch)", "train (mean of last 5 logged losses)", "valid"]
+    assert list(loss_ax.get_lines()[2].get_xdata()) == [0, 500, 1000]
 
 
 def test_the_loss_panel_says_it_is_label_smoothed_and_draws_the_floor(tmp_path):

@@ -11,7 +11,7 @@
     minitransformer train lm                        # a decoder-only language model
     minitransformer generate --checkpoint runs/lm "In the beginning" --temperature 0.8
     minitransformer scale --fast                    # the language model's loss against its size
-    minitransformer attention --checkpoint runs/translate "the small dog" --html attention.html
+    minitransformer attention --checkpoint runs/translate "the small dog"  # in runs/attention/
 
 How it ends (the exit status, and what it prints on stderr):
 

@@ -42,6 +42,7 @@ TRAIN_FIELDS = {
     "clip_norm": "clip_norm", "seed": "seed", "device": "device", "out": "out",
     "log_every": "log_every", "eval_every": "eval_every", "eval_samples": "eval_samples",
     "checkpoint_every": "checkpoint_every", "final_eval_samples": "final_eval_samples",
+    "average_last": "average_last", "average_every": "average_every",
 }  # fmt: skip
 
 

@@ -206,26 +206,19 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     train.add_argument(
         "--overwrite", action="store_true", help="replace the run in --out (its files are deleted)"
     )
-    train.add_argument(
-        "--log-every", type=flags.positive_int,
-        help=f"steps between log lines (default: {_default('log_every')})",
-    )  # fmt: skip
-    train.add_argument(
-        "--eval-every", type=flags.positive_int,
-        help=f"steps between validation evaluations (default: {_default('eval_every')})",
-    )  # fmt: skip
-    train.add_argument(
-        "--eval-samples", type=flags.positive_int,
-        help=f"validation sentences decoded each time (default: {_default('eval_samples')})",
-    )  # fmt: skip
-    train.add_argument(
-        "--checkpoint-every", type=flags.positive_int,
-        help=f"steps between checkpoints (default: {_default('checkpoint_every')})",
-    )  # fmt: skip
-    train.add_argument(
-        "--final-eval-samples", type=flags.positive_int,
-        help=f"test sentences at the end (default: {_default('final_eval_samples')})",
-    )  # fmt: skip
+    for flag, what in (
+        ("--log-every", "steps between log lines"),
+        ("--eval-every", "steps between validation evaluations"),
+        ("--eval-samples", "validation sentences decoded each time"),
+        ("--checkpoint-every", "steps between checkpoints"),
+        ("--final-eval-samples", "test sentences at the end"),
+        ("--average-last", "checkpoints whose mean is the final model, --average-every steps "
+         "apart back from the last step (the paper's §6.1; 1: the last step's weights alone)"),
+        ("--average-every", "steps between the checkpoints --average-last averages"),
+    ):  # fmt: skip
+        field = flag[2:].replace("-", "_")  # the TrainConfig field: its default in the help
+        train.add_argument(flag, type=flags.positive_int, help=f"{what} (default: "
+                           f"{_default(field)})")  # fmt: skip
     train.add_argument(
         "--model", metavar="KEY=VALUE", type=flags.model_override, action="append", default=[],
         help="override a model size or switch, e.g. --model d_model=32 --model N=1 (default: "
