@@ -47,7 +47,7 @@ def fake_row(task: str, seed: int) -> dict:
     if task.startswith("translate"):
         row.update(bleu=99.0 + seed / 10, lookup_bleu=1.1, copy_bleu=0.0)
     if task == "translate-en-es":
-        row.update(wall_time_s=760.0, preset="small", test_size=500)
+        row.update(wall_time_s=760.0, preset="small", test_size=500, parameters=1_324_000)
     return row
 
 
@@ -74,6 +74,7 @@ def test_every_seed_of_every_task_runs_and_the_table_shows_the_spread(tmp_path, 
     assert block in capsys.readouterr().out
     copy_row = next(line for line in block.splitlines() if "train copy`" in line)
     assert "99.1% (99.0–99.2%)" in copy_row and "| 0, 1, 2 |" in copy_row
+    assert "235k params" in copy_row and "1.3M params" in block
     assert "51 s (50–52 s)" in copy_row
     en_es = next(line for line in block.splitlines() if "translate-en-es" in line)
     assert "12.7 min" in en_es and "| 0 |" in en_es and "(" not in en_es.split("|")[5]

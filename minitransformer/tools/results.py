@@ -103,7 +103,14 @@ def spread(values: list[float], form: str, scale: float = 1.0, unit: str = "") -
     """``mean (lowest–highest)`` in ``form`` with ``unit`` after each (one value: just it),
     e.g. ``99.1% (99.0–99.2%)``."""
     mean, low, high = (form.format(v * scale) for v in (fmean(values), min(values), max(values)))
-    return f"{mean}{unit}" if len(values) == 1 else f"{mean}{unit} ({low}–{high}{unit})"
+    if len(values) == 1:
+        return f"{mean}{unit}"
+    return f"{mean}{unit} (every seed)" if low == high else f"{mean}{unit} ({low}–{high}{unit})"
+
+
+def size(parameters: int) -> str:
+    """``235k`` or ``1.3M``: a parameter count as the README writes it."""
+    return f"{parameters / 1e6:.1f}M" if parameters >= 1e6 else f"{parameters / 1000:.0f}k"
 
 
 def render(record: dict[str, Any]) -> str:
@@ -139,8 +146,8 @@ def render(record: dict[str, Any]) -> str:
         wall_text = (spread([w / 60 for w in wall], "{:.1f}", unit=" min") if min(wall) >= 300
                      else spread(wall, "{:.0f}", unit=" s"))  # fmt: skip
         lines.append(
-            f"| `minitransformer train {task}` | {first['preset']}, "
-            f"{first['parameters'] / 1000:.0f}k params | {first['steps']:,} | "
+            f"| `minitransformer train {task}` | {first['preset']}, {size(first['parameters'])} "
+            f"params | {first['steps']:,} | "
             f"{', '.join(str(r['seed']) for r in rows)} | {wall_text} | "
             f"{spread([r['tokens_per_s'] for r in rows], '{:,.0f}')} | {result} | {base} |"
         )
