@@ -11,25 +11,15 @@ import warnings
 
 import numpy as np
 import pytest
-from test_attention_page import CHECKPOINT, SENTENCE
+import test_attention_page as page_tests
 
 from minitransformer.data.bpe import split_punct
 from minitransformer.data.vocab import BOS, EOS, Vocab
-from minitransformer.runtime.translator import Translator
 from minitransformer.tools import explorer
 from minitransformer.tools.explorer import grid, script
 
-
-@pytest.fixture(scope="module")
-def translator():
-    return Translator.from_checkpoint(CHECKPOINT)
-
-
-@pytest.fixture(scope="module")
-def data(translator):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "In", "God": the tiny model read lowercased verses
-        return explorer.attention_data(translator, SENTENCE, "en-es-tiny")
+translator = page_tests.translator  # the page tests' fixtures: the shipped model, and its
+data = page_tests.data  # data for their sentence ("In the beginning God created ...")
 
 
 @pytest.mark.parametrize(

@@ -231,10 +231,11 @@ def main(argv: list[str] | None = None) -> int:
         outputs.check_output_dir(out)
     except RunDirectoryError as bad:
         parser.error(str(bad))
+    hardware = host.hardware("cpu")  # what a result card records of the machine
     record: dict[str, Any] = dict(
         date=datetime.date.today().isoformat(), commit=commit(), tasks=[],
-        machine=dict(cpu=host.cpu_name(), cpu_count=os.cpu_count(),
-                     numpy=host.hardware("cpu")["numpy"], python=sys.version.split()[0]),
+        machine=dict(cpu=hardware["processor"], cpu_count=hardware["cpu_count"],
+                     numpy=hardware["numpy"], python=hardware["python"]),
         load=[os.getloadavg()[0]], runs={},
     )  # fmt: skip
     try:

@@ -102,7 +102,7 @@ class CheckpointAverage:
             if name in self.total:
                 self.total[name] += value
             else:
-                self.total[name] = backend.namespace(value).asarray(value, copy=True)
+                self.total[name] = _copy(value)
         self.added.append(step)
 
     def average(self) -> dict[str, Any]:
@@ -122,7 +122,7 @@ class CheckpointAverage:
         model's own weights)."""
         if self.raw is not None or not self.added or self.added == [step]:
             return False
-        self.raw = {name: _copy(value) for name, value in _weights(model).items()}
+        self.raw = model.state_dict()  # a copy of each weight, on its device
         _write(model, self.average())
         return True
 
