@@ -13,36 +13,36 @@ from ..tensor import Tensor
 from .checks import tensors
 
 
-def check_qkv(q: Any, k: Any, v: Any) -> None:
+def check_qkv(q: Any, k: Any, v: Any, where: str = "scaled_dot_product_attention") -> None:
     """q (..., T, d_k), k (..., S, d_k), v (..., S, d_v): one rank >= 2, float dtypes, the
     same leading axes, d_k >= 1 and S >= 1; else ArgumentError / ShapeError / DTypeError
-    saying which layout is expected."""
+    saying which layout is expected, the message starting with ``where``."""
     if not (isinstance(q, Tensor) and isinstance(k, Tensor) and isinstance(v, Tensor)):
-        tensors("scaled_dot_product_attention", q=q, k=k, v=v)
+        tensors(where, q=q, k=k, v=v)
     shapes = f"q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
     if not (q.ndim == k.ndim == v.ndim) or q.ndim < 2:
         raise ShapeError(
-            f"scaled_dot_product_attention: q, k, v need the same rank >= 2, got {shapes}; "
+            f"{where}: q, k, v need the same rank >= 2, got {shapes}; "
             "use q (B, H, T, d_k), k (B, H, S, d_k), v (B, H, S, d_v)"
         )
     for name, x in (("q", q), ("k", k), ("v", v)):
         if not backend.dtype_name(x.dtype).startswith("float"):
             raise DTypeError(
-                f"scaled_dot_product_attention: {name} has dtype {backend.dtype_name(x.dtype)}, "
+                f"{where}: {name} has dtype {backend.dtype_name(x.dtype)}, "
                 "need a float dtype; project embedded tokens, not raw ids"
             )
     lead = tuple(q.shape[:-2])
     if tuple(k.shape[:-2]) != lead or tuple(v.shape[:-2]) != lead:
         raise ShapeError(
-            f"scaled_dot_product_attention: leading (batch, head) axes differ: {shapes}; "
+            f"{where}: leading (batch, head) axes differ: {shapes}; "
             "q, k and v must share them, as in (B, H, ., .)"
         )
     if k.shape[-1] != q.shape[-1] or v.shape[-2] != k.shape[-2]:
         raise ShapeError(
-            f"scaled_dot_product_attention: {shapes} do not fit: need q (..., T, d_k), "
+            f"{where}: {shapes} do not fit: need q (..., T, d_k), "
             "k (..., S, d_k), v (..., S, d_v) (same d_k for q and k, same S for k and v)"
         )
-    check_sizes("scaled_dot_product_attention", q.shape[-1], k.shape[-2])
+    check_sizes(where, q.shape[-1], k.shape[-2])
 
 
 def check_sizes(where: str, d_k: int, S: int) -> None:
@@ -59,20 +59,23 @@ def check_sizes(where: str, d_k: int, S: int) -> None:
         )
 
 
-def check_mask(mask: Any, scores: tuple[int, ...], like: Tensor) -> Any:
+def check_mask(
+    mask: Any, scores: tuple[int, ...], like: Tensor, where: str = "scaled_dot_product_attention"
+) -> Any:
     """The attention mask as a raw bool array that broadcasts to the scores' shape
     ``scores`` = (..., T, S) (None stays None; a Tensor gives its array, a list of bools
-    becomes an array on ``like``'s device); else DTypeError / ShapeError with the fix."""
+    becomes an array on ``like``'s device); else DTypeError / ShapeError with the fix, the
+    message starting with ``where``."""
     if mask is None:
         return None
     if isinstance(mask, Tensor):
         mask = mask.data
     elif not backend.is_array(mask):  # a Python list of bools
-        mask = backend.numeric_data("scaled_dot_product_attention: mask", mask)
+        mask = backend.numeric_data(f"{where}: mask", mask)
         mask = backend.asarray(mask, device=like.device)
     if backend.dtype_name(mask.dtype) != "bool":
         raise DTypeError(
-            f"scaled_dot_product_attention: mask has dtype {backend.dtype_name(mask.dtype)}, "
+            f"{where}: mask has dtype {backend.dtype_name(mask.dtype)}, "
             "need bool (True = may attend); build it with a comparison such as ids != pad_id"
         )
     ms = tuple(mask.shape)
@@ -81,8 +84,25 @@ def check_mask(mask: Any, scores: tuple[int, ...], like: Tensor) -> Any:
         fits = fits and m in (1, t)
     if not fits:
         raise ShapeError(
-            f"scaled_dot_product_attention: mask of shape {ms} does not broadcast to the "
+            f"{where}: mask of shape {ms} does not broadcast to the "
             f"scores' shape {scores} = (B, H, T, S); use e.g. (B, 1, 1, S) for padding, "
             "(1, 1, T, T) for causal, or (B, 1, T, S)"
+        )
+    return mask
+
+
+def check_key_mask(where: str, mask: Any, q: Tensor, k: Tensor) -> Any:
+    """The key padding mask of an attention that never forms the (T, S) scores (local,
+    strided, linear): a raw bool array broadcastable to (..., 1, S), True = key may be read
+    (None stays None). A mask with a query axis (a causal or (T, S) mask) is refused: the
+    pattern is the op's own, and ``causal=True`` asks for the causal one."""
+    if mask is None:
+        return None
+    mask = check_mask(mask, (*q.shape[:-1], k.shape[-2]), q, where)
+    if mask.ndim >= 2 and mask.shape[-2] != 1:
+        raise ShapeError(
+            f"{where}: mask of shape {tuple(mask.shape)} has a query axis of "
+            f"{mask.shape[-2]}; this op takes only a key padding mask (B, 1, 1, S) "
+            "(True = key may be read); pass causal=True for the causal pattern"
         )
     return mask
