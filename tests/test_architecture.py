@@ -35,6 +35,7 @@ FLOORS: list[tuple[str, ...]] = [
         "tools.callcount",
         "tools.gpucheck",
         "tools.results",
+        "tools.efficient_attention",
     ),
     ("train", "runtime.translator", "runtime.sampler", "tools.explorer"),
     ("tools.viz", "decode", "runtime.distributed", "runtime.pretrained", "tools.heads"),

@@ -9,6 +9,11 @@ Measuring (how fast, how many calls, what the GPU ran):
     cupti.py      CUPTI through ctypes: the kernels and copies a GPU ran inside a block
     gpucheck/     one command that measures the GPU path and writes one report
                   (``python -m minitransformer.tools.gpucheck --out DIR``)
+    efficient_attention/
+                  attention below n²: one layer's time and memory for full, blocked, local,
+                  strided and linear attention, their growth and crossover
+                  (``python -m minitransformer.tools.efficient_attention.cost``), and the
+                  quality each costs
 
 Studies and figures (what a model learned, how it scales):
 
