@@ -300,10 +300,8 @@ def _sentence_done(
 
 
 def _reorder_cache(cache: Any, order: Any, xp: Any) -> None:
-    """Keep the cached keys/values of the beams that survived (rows ``order``)."""
+    """Keep the cached keys/values (or sums) of the beams that survived (rows ``order``)."""
     for kv in cache.self_attn:
-        if kv.k is not None:
-            kv.k = Tensor._wrap(xp.take(kv.k.data, order, axis=0))
-            kv.v = Tensor._wrap(xp.take(kv.v.data, order, axis=0))
+        kv.keep_rows(order)
     if cache.tgt_keep is not None:
         cache.tgt_keep = xp.take(cache.tgt_keep, order, axis=0)

@@ -16,12 +16,15 @@ from .ops.embedding import embedding
 from .ops.heads import merge_heads, split_heads
 from .ops.indexing import concat, getitem
 from .ops.layernorm import layer_norm
+from .ops.linear_attention import linear_attention  # below n²: a kernel, no softmax
+from .ops.local_attention import local_attention  # below n²: a window of keys
 from .ops.loss import cross_entropy
 from .ops.matmul import linear, matmul
 from .ops.reduce import max, mean, sum
 from .ops.shape import permute, reshape, transpose
 from .ops.smooth_relu import gelu, silu, swish
 from .ops.softmax import log_softmax, softmax
+from .ops.strided_attention import strided_attention  # below n²: Child et al.'s pattern
 
 __all__ = [
     "add",
@@ -37,6 +40,8 @@ __all__ = [
     "getitem",
     "layer_norm",
     "linear",
+    "linear_attention",
+    "local_attention",
     "log",
     "log_softmax",
     "matmul",
@@ -53,6 +58,7 @@ __all__ = [
     "sigmoid",
     "silu",
     "softmax",
+    "strided_attention",
     "split_heads",
     "sqrt",
     "sub",

@@ -67,6 +67,21 @@ F_CALLS = {
         lambda: dict(q=f32(1, 2, 4), k=f32(1, 3, 4), v=f32(1, 3, 4)),
         {"q", "k", "v"},
     ),
+    "local_attention": (
+        F.local_attention,
+        lambda: dict(q=f32(1, 2, 4), k=f32(1, 3, 4), v=f32(1, 3, 4), window=1),
+        {"q", "k", "v"},
+    ),
+    "strided_attention": (
+        F.strided_attention,
+        lambda: dict(q=f32(1, 2, 4), k=f32(1, 3, 4), v=f32(1, 3, 4), stride=2),
+        {"q", "k", "v"},
+    ),
+    "linear_attention": (
+        F.linear_attention,
+        lambda: dict(q=f32(1, 2, 4), k=f32(1, 3, 4), v=f32(1, 3, 4)),
+        {"q", "k", "v"},
+    ),
     "embedding": (F.embedding, lambda: dict(ids=ints(2, 3, high=5), weight=f32(5, 4)), {"weight"}),
     "cross_entropy": (
         F.cross_entropy, lambda: dict(logits=f32(2, 5), target=ints(2, high=5)), {"logits"},

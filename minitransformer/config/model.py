@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from ..checks import is_int, is_real
 from ..errors import ConfigError
+from .attention import attention_problems
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"d_model": 64, "h": 4, "N": 2, "d_ff": 256, "dropout": 0.0},
@@ -86,6 +87,9 @@ class TransformerConfig:
             attention layer runs the memory-efficient blocked op (keys in blocks of b, an
             online softmax; ops/blocked_attention.py). Same outputs and gradients up to
             rounding, without the (B, H, T, S) weights in memory.
+        attention, attention_window: what every self-attention runs, "full" (the paper's,
+            default), "local", "strided" or "linear", and the window of local or the
+            stride of strided (config/attention.py; cross-attention is always full).
         activation: the feed-forward's nonlinearity, "relu" (the paper's max(0, x)),
             "gelu" (x Φ(x)) or "swish" (x σ(x), also called SiLU; Marian's opus-mt models).
         position_layout: where the sinusoids sit in the positional vector: "interleaved"
@@ -121,6 +125,8 @@ class TransformerConfig:
     key_dim: int | None = None
     scale_attention: bool = True
     attention_block_size: int | None = None
+    attention: str = "full"
+    attention_window: int | None = None
     activation: str = "relu"
     position_layout: str = "interleaved"
     scale_embedding: bool = True
@@ -138,6 +144,7 @@ class TransformerConfig:
     ADDED: ClassVar[tuple[str, ...]] = (
         "attention_block_size", "activation", "position_layout", "scale_embedding",
         "logits_bias", "decoder_N", "decoder_h", "decoder_d_ff", "decoder_only",
+        "attention", "attention_window",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -201,12 +208,10 @@ class TransformerConfig:
         for h in dict.fromkeys((self.h, self.decoder_h or self.h)) if not problems else ():
             if problem := head_split_problem(self.d_model, h):
                 problems.append(problem)
-        block = self.attention_block_size
-        if block is not None and (type(block) is not int or block <= 0):
-            problems.append(
-                f"attention_block_size must be an int > 0 (keys per block, e.g. 64) or None "
-                f"(= the plain attention), got {block!r}"
-            )
+        problems += attention_problems(
+            self.attention, self.attention_window, self.attention_block_size,
+            self.scale_attention,
+        )  # fmt: skip
         for name in ("dropout", "label_smoothing"):
             value = getattr(self, name)
             if not (is_real(value) and 0.0 <= value < 1.0):  # NaN fails 0 <= value

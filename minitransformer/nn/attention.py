@@ -10,6 +10,12 @@ The heads then run as one batched attention; no Python loop over heads.
 Cached decoding: a ``KVCache`` keeps the projected keys and values so a decoder step
 projects only its new token. Self-attention caches grow by one position per step;
 cross-attention caches (``static=True``) hold the memory's keys and values, computed once.
+
+The attention itself is one of four kinds (``config/attention.py``): the paper's full
+softmax attention, or, for self-attention, local, strided or linear attention, which never
+form the (T, S) scores. Their causal pattern is then a rule (``masks.Causal``), not an
+array, and their caches differ: local keeps only the last ``window`` positions (a query
+reads no further back), linear keeps no keys at all but the running sums of the RNN form.
 """
 
 from __future__ import annotations
@@ -20,15 +26,19 @@ from typing import Any
 
 from .. import backend, checks
 from .. import functional as F
+from ..config.attention import attention_problems
 from ..config.model import TransformerConfig, head_split_problem
-from ..errors import DeviceError, DTypeError, ShapeError
+from ..errors import ConfigError, DeviceError, DTypeError, ShapeError
 from ..ops.attention import ScaledDotProductAttention
 from ..ops.attention_checks import check_mask, check_sizes
 from ..ops.blocked_attention import BlockedAttention, check_block_size
 from ..ops.checks import not_a_tensor
 from ..ops.heads import MergeHeads, SplitHeads
+from ..ops.linear_attention_state import LinearAttentionState
 from ..tensor import Tensor
+from .attention_kinds import attend_below_n2
 from .layers import Linear
+from .masks import Causal, causal_mask
 from .module import Module
 
 
@@ -44,6 +54,25 @@ class KVCache:
     static: bool = False
     k: Tensor | None = None
     v: Tensor | None = None
+    state: LinearAttentionState | None = None  # linear attention's sums, instead of k and v
+
+    @property
+    def rows(self) -> int | None:
+        """The batch size of what the cache holds (None while empty)."""
+        if self.k is not None:
+            return self.k.shape[0]
+        return None if self.state is None or self.state.z is None else self.state.z.shape[0]
+
+    def keep_rows(self, order: Any) -> None:
+        """Keep the rows ``order`` (an int array, along the batch axis) of everything held:
+        beam search keeps the caches of the beams that survived."""
+        xp = backend.namespace(order)
+        if self.k is not None:
+            self.k = Tensor._wrap(xp.take(self.k.data, order, axis=0))
+            self.v = Tensor._wrap(xp.take(self.v.data, order, axis=0))
+        if self.state is not None and self.state.z is not None:
+            self.state.kv = xp.take(self.state.kv, order, axis=0)
+            self.state.z = xp.take(self.state.z, order, axis=0)
 
 
 class MultiHeadAttention(Module):
@@ -71,10 +100,17 @@ class MultiHeadAttention(Module):
     pays nothing for it. Storing weights needs them formed, so it runs the fused op even
     when ``block_size`` is set.
 
-    ``MultiHeadAttention(cfg, h, generator=None)``: a layer's attention, given its
-    TransformerConfig (read as it is: cfg.d_model, cfg.key_dim, cfg.scale_attention,
-    cfg.attention_block_size) and its stack's heads h (``cfg.sizes``); the layers build
-    theirs so. Otherwise each argument is checked here (``check_attention``).
+    ``attention`` ("full", the default, "local", "strided" or "linear") and ``window``
+    (the window of local, the stride of strided) choose the kind (``config/attention.py``);
+    the kinds other than full never form P, so they keep no weights, and a mask given to
+    them is a key padding mask (B, 1, 1, S) or the rule ``masks.Causal(keys)``.
+
+    ``MultiHeadAttention(cfg, h, generator=None, cross=False)``: a layer's attention, given
+    its TransformerConfig (read as it is: cfg.d_model, cfg.key_dim, cfg.scale_attention,
+    cfg.attention_block_size, cfg.attention, cfg.attention_window) and its stack's heads h
+    (``cfg.sizes``); the layers build theirs so. ``cross=True`` (a decoder's
+    cross-attention) runs full attention whatever cfg.attention says: the source is read
+    whole. Otherwise each argument is checked here (``check_attention``).
 
     ``head_mask`` (None: every head on) gates the heads: a (H,) float Tensor, or numbers,
     that multiplies each head's output before the heads are merged,
@@ -93,19 +129,28 @@ class MultiHeadAttention(Module):
         d_k: int | None = None,
         scale: bool = True,
         block_size: int | None = None,
+        attention: str = "full",
+        window: int | None = None,
+        cross: bool = False,
     ):
         super().__init__()
         if isinstance(d_model, TransformerConfig):  # validated when made, frozen since
             cfg = d_model
             d_model, d_k, scale = cfg.d_model, cfg.key_dim, cfg.scale_attention
             block_size = cfg.attention_block_size
+            attention, window = cfg.attention, cfg.attention_window
+            if cross is True:  # a decoder's cross-attention reads the whole source
+                attention, window = "full", None
         else:
             d_model, h, d_k, scale, block_size = check_attention(
                 "MultiHeadAttention", d_model, h, d_k, scale, block_size
             )
+            if problems := attention_problems(attention, window, block_size, scale):
+                raise ConfigError(f"MultiHeadAttention: {'; '.join(problems)}")
         self.d_model, self.h, self.d_v = d_model, h, d_model // h
         self.d_k = self.d_v if d_k is None else d_k
         self.scale, self.block_size = scale, block_size
+        self.attention, self.window = attention, window
         self.w_q = Linear(d_model, h * self.d_k, generator=generator, _checked=True)
         self.w_k = Linear(d_model, h * self.d_k, generator=generator, _checked=True)
         self.w_v = Linear(d_model, d_model, generator=generator, _checked=True)
@@ -158,6 +203,9 @@ class MultiHeadAttention(Module):
                 k = F.concat([cache.k, k], axis=2)  # (B, H, S_old + S_new, d_k)
                 v = F.concat([cache.v, v], axis=2)  # (B, H, S_old + S_new, d_k)
             cache.k, cache.v = k, v
+            if self.attention == "local" and k.shape[2] > self.window:
+                # the next query reads back `window` positions: keep no more than those
+                cache.k, cache.v = k[:, :, -self.window :], v[:, :, -self.window :]
         return k, v
 
     def forward(
@@ -198,27 +246,41 @@ class MultiHeadAttention(Module):
         q = SplitHeads.apply(self.w_q(query), h=self.h)  # (B, T, H * d_k) -> (B, H, T, d_k)
         if not self.scale:  # the op divides by √d_k: pre-multiply so the logits are q kᵀ
             q = q * math.sqrt(self.d_k)
-        k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
-        B, H, T, _ = q.shape
-        S = k.shape[2]
-        if S == 0:  # no keys: nothing to attend to (the op would reduce over none)
-            check_sizes("MultiHeadAttention", self.d_k, 0)
-        if mask is not None:  # the scores' shape
-            mask = check_mask(mask, (B, H, T, S), query)
-        if self.block_size is not None and not self.store_weights:  # never forms (T, S)
-            out = BlockedAttention.apply(q, k, v, mask, block_size=self.block_size)
+        if self.attention == "full":
+            out = self._full(q, key, value, mask, cache)
         else:
-            out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
-            if self.store_weights:
-                self.last_weights = ctx.probs  # (B, H, T, S)
+            out = attend_below_n2(self, q, key, value, mask, cache)  # (B, H, T, d_v)
+        H = self.h
         gates = self.head_mask
         if gates is not None:  # each head's output times its gate m_h (class doc)
             out = out * F.reshape(gates, (1, H, 1, 1))
         out = MergeHeads.apply(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)
         return self.w_o(out)
 
+    def _full(self, q: Tensor, key: Tensor, value: Tensor, mask: Any, cache: Any) -> Tensor:
+        """The paper's attention over every key (plain, or blocked): (B, H, T, d_v)."""
+        k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
+        B, H, T, _ = q.shape
+        S = k.shape[2]
+        if S == 0:  # no keys: nothing to attend to (the op would reduce over none)
+            check_sizes("MultiHeadAttention", self.d_k, 0)
+        if isinstance(mask, Causal):  # the rule as the array it stands for
+            keys = mask.keys
+            mask = causal_mask(T, key.device, S - T)  # (1, 1, T, S)
+            mask = mask if keys is None else mask & check_mask(keys, (B, 1, 1, S), key)
+        if mask is not None:  # the scores' shape
+            mask = check_mask(mask, (B, H, T, S), key)
+        if self.block_size is not None and not self.store_weights:  # never forms (T, S)
+            return BlockedAttention.apply(q, k, v, mask, block_size=self.block_size)
+        out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
+        if self.store_weights:
+            self.last_weights = ctx.probs  # (B, H, T, S)
+        return out
+
     def extra_repr(self) -> str:
-        extra = "" if self.scale else ", scale=False"
+        extra = "" if self.attention == "full" else f", attention={self.attention!r}"
+        extra += "" if self.window is None else f", window={self.window}"
+        extra += "" if self.scale else ", scale=False"
         extra += "" if self.block_size is None else f", block_size={self.block_size}"
         return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}{extra}"
 

@@ -32,6 +32,7 @@ from typing import Any
 from .. import backend, checks
 from .. import functional as F
 from ..config import TransformerConfig
+from ..errors import ArgumentError
 from ..ops.loss import CrossEntropy
 from ..tensor import Tensor
 from .attention import KVCache, MultiHeadAttention, check_attention
@@ -134,7 +135,8 @@ class _Layer(Module):
         _, h, d_ff = cfg.sizes(self.STACK)
         self.d_model, self.pre_norm = cfg.d_model, cfg.pre_norm
         for name in self.ATTENTIONS:
-            setattr(self, name, MultiHeadAttention(cfg, h, generator))
+            cross = name == "cross_attn"  # reads the whole source: full attention
+            setattr(self, name, MultiHeadAttention(cfg, h, generator, cross=cross))
         self.ffn = PositionwiseFeedForward(cfg, d_ff, generator=generator)
         for i in range(1, len(self.ATTENTIONS) + 2):
             setattr(self, f"block{i}", _Residual(cfg))
@@ -322,8 +324,17 @@ class TokenModel(Module):
         return F.cross_entropy(logits, tgt_out, label_smoothing=eps, ignore_index=pad)
 
     def attention_weights(self, on: bool = True) -> None:
-        """Keep (on=True) each attention layer's last weights in ``.last_weights``."""
-        for module in self.modules():
-            if isinstance(module, MultiHeadAttention):
-                module.store_weights = on
-                module.last_weights = None
+        """Keep (on=True) each attention layer's last weights in ``.last_weights``: the
+        layers that form them, full attention (cfg.attention local, strided and linear never
+        do; a decoder's cross-attention, always full, does)."""
+        layers = [m for m in self.modules() if isinstance(m, MultiHeadAttention)]
+        full = [m for m in layers if m.attention == "full"]
+        if on and not full:
+            raise ArgumentError(
+                f"attention_weights: this model's attention is {self.cfg.attention!r}, which "
+                "never forms the weights P, so there are none to keep; attention maps need "
+                "a model with attention='full'"
+            )
+        for module in full:
+            module.store_weights = on
+            module.last_weights = None

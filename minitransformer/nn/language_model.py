@@ -47,7 +47,7 @@ from .lm_arguments import (
     check_generation,
     lm_config,
 )
-from .masks import causal_mask
+from .masks import decoder_mask
 from .positional import PositionalEncoding
 from .sampling import next_tokens, row_generator
 from .transformer import DecoderCache
@@ -117,8 +117,9 @@ class TransformerLM(TokenModel):
             ids = check_ids("ids", ids, cfg.tgt_vocab, cfg.max_len, self.device, offset)
             check_cache_batch(cache, ids.shape[0])
         T = ids.shape[1]
-        mask = causal_mask(T, ids.device, offset)  # (1, 1, T, offset + T): no padding mask
-        # needed: padding only ever follows a sequence, and no real position looks ahead
+        # (1, 1, T, offset + T), or the rule Causal() for attention kinds that never form
+        # the scores; no padding mask: padding only ever follows a sequence
+        mask = decoder_mask(self.cfg.attention, T, ids.device, offset)
         x = self.embedded(self.embed, ids, offset)  # (B, T, D)
         x = self.decoder(x, mask, None if cache is None else cache.self_attn)
         if cache is not None:

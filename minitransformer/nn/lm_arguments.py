@@ -175,9 +175,9 @@ def check_cache(cache: Any, layers: int) -> None:
 
 def check_cache_batch(cache: DecoderCache | None, batch: int) -> None:
     """The ids continue the cache's rows: the same batch size as its first call."""
-    keys = None if cache is None else cache.self_attn[0].k
-    if keys is not None and keys.shape[0] != batch:
+    rows = None if cache is None else cache.self_attn[0].rows
+    if rows is not None and rows != batch:
         raise ShapeError(
-            f"TransformerLM.forward: ids have {batch} rows but the cache holds {keys.shape[0]}; "
+            f"TransformerLM.forward: ids have {batch} rows but the cache holds {rows}; "
             "a cache belongs to one batch: make a new one with lm.new_cache()"
         )

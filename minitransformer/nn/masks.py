@@ -5,6 +5,8 @@ Attention scores have shape (B, H, T_query, S_key); every mask here broadcasts t
     padding_mask(ids, pad_id)     (B, 1, 1, S)  key s is a real token (not padding)
     causal_mask(T, device)        (1, 1, T, T)  query t sees keys 0..t (no peeking ahead)
     target_mask(tgt, pad_id)      (B, 1, T, T)  causal AND padding: the decoder's self-attention
+    Causal(keys)                  the causal rule, no (T, S) array: for attention kinds that
+                                  never form the scores (local, strided, linear)
 
 The encoder's self-attention and the decoder's cross-attention use ``padding_mask(src)``.
 Masks are raw bool arrays on the ids' device, made with the ids' array namespace; they
@@ -13,6 +15,7 @@ carry no gradient.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from .. import backend, checks
@@ -51,3 +54,25 @@ def target_mask(tgt: Any, pad_id: int) -> backend.Array:
     a = _array(tgt)
     T = a.shape[1]
     return causal_mask(T, backend.device_of(a)) & padding_mask(a, pad_id)  # (B, 1, T, T)
+
+
+@dataclass(frozen=True)
+class Causal:
+    """The causal pattern as a rule instead of a (1, 1, T, S) array: query i, at position
+    S - T + i, may read key j iff j <= S - T + i; ``keys`` (B, 1, 1, S) bool or None is the
+    key padding mask on top. A model whose self-attention never forms the (T, S) scores
+    (``TransformerConfig.attention`` local, strided or linear) passes this as the mask, and
+    the ops apply the rule inside their own pattern; MultiHeadAttention running full
+    attention turns it into ``causal_mask(T, offset=S - T) & keys``."""
+
+    keys: Any = None
+
+
+def decoder_mask(kind: str, T: int, device: str, offset: int = 0, keys: Any = None) -> Any:
+    """The self-attention mask of a causal stack for attention ``kind`` (a checked config's
+    field): full attention gets the array ``causal_mask(T, device, offset)`` (& ``keys``,
+    (B, 1, 1, offset + T), when given); the other kinds get ``Causal(keys)``."""
+    if kind != "full":
+        return Causal(keys)
+    mask = causal_mask(T, device, offset)  # (1, 1, T, offset + T)
+    return mask if keys is None else mask & keys  # (B, 1, T, offset + T)

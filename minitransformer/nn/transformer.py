@@ -31,7 +31,7 @@ from .blocks import Decoder, Encoder, TokenModel
 from .inputs import check_ids, check_memory
 from .layers import Embedding
 from .marian_weights import read_marian, write_marian
-from .masks import causal_mask, padding_mask
+from .masks import decoder_mask, padding_mask
 from .positional import PositionalEncoding
 
 
@@ -141,14 +141,16 @@ class Transformer(TokenModel):
         cfg = self.cfg
         offset = cache.offset if cache is not None else 0
         T = tgt.shape[1]
-        tgt_mask = causal_mask(T, tgt.device, offset)  # (1, 1, T, offset + T)
-        if cfg.bos_id != cfg.pad_id:  # else the start token is the pad id: the future only
+        keep = None  # the start token may be the pad id: then the future alone is masked
+        if cfg.bos_id != cfg.pad_id:
             keep = padding_mask(tgt, cfg.pad_id)  # (B, 1, 1, T)
             if cache is not None:
                 if cache.tgt_keep is not None:
                     keep = backend.namespace(keep).concat([cache.tgt_keep, keep], axis=-1)
                 cache.tgt_keep = keep  # (B, 1, 1, offset + T)
-            tgt_mask = tgt_mask & keep  # (B, 1, T, offset + T)
+        # causal AND padding, (B, 1, T, offset + T); a rule, not an array, for kinds that
+        # never form the scores (cfg.attention local, strided, linear)
+        tgt_mask = decoder_mask(cfg.attention, T, tgt.device, offset, keep)
         x = self.embedded(self.tgt_embed, tgt, offset)  # (B, T, D)
         x = self.decoder(x, memory, src_keep, tgt_mask, cache)
         if cache is not None:

@@ -14,9 +14,8 @@ Backward, with dO = dL/d(out), in the same blocks (P kept from forward, O(T·3b)
     dV = Pᵀ dO;  dP = dO Vᵀ;  dS = P * (dP - rowsum(dP * P));
     dQ = dS K / sqrt(d_k);  dK = dSᵀ Q / sqrt(d_k)
 each key's dK, dV summed over the (up to 3) blocks that read it. A query with no readable key
-gets P = 0: out and its gradients are exactly 0, as in the plain op. The blocks go in chunks
-of CHUNK queries, whose scores stay in the CPU's cache: the time grows as T, not faster.
-``Band``, ``key_flags``, ``softmax_rows``, ``check_args``: also ``strided_attention.py``'s.
+gets P = 0: out and its gradients are 0, as in the plain op. CHUNK queries at a time (their
+scores stay in the CPU's cache: time grows as T). ``Band`` & co.: strided_attention.py's too.
 """
 
 from __future__ import annotations
@@ -71,7 +70,8 @@ class Band:
 
     def queries_back(self, x):
         """(..., blocks, rows, f) -> (..., n, f): the inverse of ``queries``."""
-        return self.xp.reshape(x, (*x.shape[:-3], -1, x.shape[-1]))[..., : self.n, :]
+        *lead, blocks, rows, f = x.shape  # no -1: a batch of 0 has nothing to infer it from
+        return self.xp.reshape(x, (*lead, blocks * rows, f))[..., : self.n, :]
 
     def keys(self, x):
         """(..., S, f) keys -> (..., blocks, 3b, f): block c's keys, zeros past either end."""

@@ -56,7 +56,8 @@ class Columns:
     def queries_back(self, x):
         """(..., R, rows, f) -> (..., T, f): the inverse of ``queries``."""
         x = swap(self.xp, x)  # (..., rows, R, f)
-        return self.xp.reshape(x, (*x.shape[:-3], -1, x.shape[-1]))[..., : self.T, :]
+        *lead, rows, slots, f = x.shape  # no -1: a batch of 0 has nothing to infer it from
+        return self.xp.reshape(x, (*lead, rows * slots, f))[..., : self.T, :]
 
     def keys(self, x):
         """(..., S, f) -> (..., R, nc, f): slot r's keys (past S: key S - 1, never read)."""

@@ -115,6 +115,12 @@ def draw_plots(trainer: Any) -> None:
         steps = list(range(1, trainer.cfg.steps + 1))
         with files.replacing(out, "plots/lr_schedule.png") as file:
             viz.plot_lr_schedule(steps, [trainer.schedule.lr_at(s) for s in steps], path=file)
+        kind = trainer.model_cfg.attention
+        if trainer.model_cfg.decoder_only and kind != "full":  # no weights to draw
+            trainer.reporter.note(
+                "attention", f"no attention figure: {kind} attention never forms the weights"
+            )
+            return
         with files.replacing(out, "plots/attention.png") as file:
             trainer.plot_attention(file)
     except Exception as err:  # noqa: BLE001 - the run's result is already written

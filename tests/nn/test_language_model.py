@@ -73,9 +73,10 @@ def test_without_the_causal_mask_the_future_would_leak(monkeypatch):
     """The leak test can fail: with an all-True mask, early logits see later ids."""
     import minitransformer.nn.language_model as lm_module
 
-    monkeypatch.setattr(
-        lm_module, "causal_mask", lambda T, device, offset=0: np.ones((1, 1, T, offset + T), bool)
-    )
+    def no_mask(kind, T, device, offset=0, keys=None):
+        return np.ones((1, 1, T, offset + T), bool)
+
+    monkeypatch.setattr(lm_module, "decoder_mask", no_mask)
     lm = nudged(tiny_lm(), "cpu")
     ids, _ = lm_batch()
     changed = to_np(ids).copy()
