@@ -10,21 +10,28 @@
 - ``figures/unrolled_rnn.py`` draws both panels and counts what it drew: 2S + 3T boxes,
   2S + 3T - 1 arrows (S more with attention), and a path of 2t + 1 state-to-state arrows
   without attention, 1 with it.
+- Section 7's fourth row of Table 1, restricted self-attention, taken from the notebook's own
+  cells: its counted multiply-adds are 2·n·(2r + 1)·d, it equals band-masked attention and the
+  library's F.local_attention, its graph depth does not grow with n, it forms no (n, n) array,
+  and the path search finds ⌈(n − 1)/r⌉ layers.
 
 The shared cases (the solution, the placeholder, wrong answers) are in
 tests/test_lesson_exercises.py."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import math
+from collections import deque
 
 import matplotlib
 import numpy as np
 import pytest
-from lesson_notebooks import checks, hint_of
+from lesson_notebooks import LESSONS, checks, code_cells, hint_of
 
 import minitransformer as mt
+import minitransformer.functional as F
 
 matplotlib.use("Agg")
 
@@ -258,3 +265,73 @@ def test_diagram_figure_two_panels_and_bad_arguments():
             unrolled.draw_unrolled(ax, S=3, T=3, t=3)
     finally:
         plt.close(fig)
+
+
+# ------------------------------------------------ section 7: Table 1's fourth row, counted
+NOTEBOOK = LESSONS / "12_why_attention.ipynb"
+SECTION_7 = {"graph_depth", "mm", "restricted_attention", "max_path_length"}
+
+
+def _section_7(r: int) -> dict:
+    """The lesson's own functions of section 7 (and experiment 1's graph_depth), taken from
+    its cells and defined with the reach R = r, so the test counts what the lesson counts."""
+    names = {"np": np, "mt": mt, "F": F, "deque": deque, "K": 3, "R": r, "macs": {"n": 0}}
+    for cell in code_cells(NOTEBOOK):
+        for node in ast.parse(cell).body:
+            if isinstance(node, ast.FunctionDef) and node.name in SECTION_7:
+                exec(compile(ast.Module([node], []), NOTEBOOK.name, "exec"), names)
+    assert SECTION_7 <= names.keys(), "section 7 no longer defines " + str(SECTION_7 - names.keys())
+    return names
+
+
+def _band_attention(x: np.ndarray, r: int) -> np.ndarray:
+    """softmax(x xᵀ/√d) x with the keys |i - j| > r masked out: the dense (n, n) reference."""
+    n, d = x.shape
+    scores = x @ x.T / np.sqrt(d)
+    i, j = np.indices((n, n))
+    scores[abs(i - j) > r] = -np.inf
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    return weights / weights.sum(-1, keepdims=True) @ x
+
+
+@pytest.mark.parametrize("r", [1, 3, 8])
+@pytest.mark.parametrize("n", [1, 5, 16, 40])
+def test_restricted_row_counts_2n_2r_plus_1_d_and_computes_band_attention(n, r):
+    """The multiply-adds the lesson prints for restricted attention are 2·n·(2r + 1)·d at
+    every n and r (the window's padded slots counted, as the convolution's are), and the
+    layer it counts computes full attention under the band mask, as the library's op does."""
+    lesson, d = _section_7(r), 8
+    x_np = np.random.default_rng(n + 10 * r).standard_normal((n, d))
+    x = mt.tensor(x_np)
+    out = lesson["restricted_attention"](x, None)
+    assert lesson["macs"]["n"] == 2 * n * (2 * r + 1) * d
+    assert np.abs(out.numpy() - _band_attention(x_np, r)).max() <= 1e-12
+    assert np.allclose(F.local_attention(x, x, x, window=r).numpy(), out.numpy(), atol=1e-12)
+
+
+@pytest.mark.parametrize("r", [1, 4, 8])
+def test_restricted_row_has_constant_depth_and_no_n_by_n_array(r):
+    """O(1) sequential operations: the autograd graph's depth is the same at every n; and
+    the layer never forms an (n, n) array (no tensor of its graph has two axes of size n)."""
+    lesson = _section_7(r)
+    depths = []
+    for n in (3 * r + 5, 6 * r + 11, 64):
+        y = lesson["restricted_attention"](mt.tensor(np.ones((n, 4)), requires_grad=True), None)
+        depths.append(lesson["graph_depth"](y)[0])
+        stack, shapes = [y], []
+        while stack:
+            node = stack.pop()
+            shapes.append(tuple(node.shape))
+            if node._ctx is not None:
+                stack.extend(p for p in node._ctx.parents if p is not None)
+        assert not [s for s in shapes if list(s).count(n) >= 2], (n, set(shapes))
+    assert len(set(depths)) == 1, depths
+
+
+@pytest.mark.parametrize("r", [1, 2, 5, 8])
+@pytest.mark.parametrize("n", [2, 5, 17, 33, 64])
+def test_restricted_path_is_ceil_n_minus_1_over_r(n, r):
+    """The breadth-first search of section 7 finds ⌈(n − 1)/r⌉ layers for restricted
+    attention: a window of r carries a signal r positions a layer (the paper's O(n/r))."""
+    lesson = _section_7(r)
+    assert lesson["max_path_length"](n, "restricted attention", r=r) == math.ceil((n - 1) / r)
