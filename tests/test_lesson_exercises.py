@@ -1,4 +1,4 @@
-"""The exercise checks of every lesson (01-19) (lessons/checks/) tell right from wrong.
+"""The exercise checks of every lesson (01-20) (lessons/checks/) tell right from wrong.
 
 For every exercise: the reference solution (lessons/solutions/lessonNN.py) passes; the
 placeholder the notebook ships (a function raising NotImplementedError, or None) is reported as
@@ -964,8 +964,22 @@ CASES_19 = {
 }  # fmt: skip
 CASES.update(CASES_19)
 
+# ------------------------------------ lesson 20 (more cases: tests/test_lesson_exercises_20.py)
+s20 = solutions(20)
+CASES_20 = {
+    "20_1": (checks.check_20_1, lambda: s20.band_mask, lambda: placeholder,
+             [lambda: lambda T, S, w, c: s20.band_mask(T, T, w, c) if T == S
+              else np.zeros((T, S), bool)]),  # the positions of T < S ignored
+    "20_2": (checks.check_20_2, lambda: s20.causal_linear_attention, lambda: placeholder,
+             # every key read: not causal
+             [lambda: lambda fq, fk, v: (fq @ (fk.T @ v)) / (fq @ fk.sum(0))[:, None]]),
+    "20_3": (checks.check_20_3, lambda: s20.crossover_length, lambda: placeholder,
+             [lambda: lambda d, w, o: math.ceil(o * (2 * w + 1))]),  # equality counted as faster
+}  # fmt: skip
+CASES.update(CASES_20)
 
-@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18, *CASES_19])
+
+@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18, *CASES_19, *CASES_20])
 def test_lesson15_16_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)
