@@ -106,3 +106,15 @@ def check_key_mask(where: str, mask: Any, q: Tensor, k: Tensor) -> Any:
             "(True = key may be read); pass causal=True for the causal pattern"
         )
     return mask
+
+
+def check_queries_last(where: str, q: Tensor, k: Tensor) -> None:
+    """T <= S: the queries are the last T positions of the keys' sequence (query i sits at
+    position i + S - T, as in cached decoding), the rule of local, strided and causal linear
+    attention; else ShapeError with the fix."""
+    T, S = q.shape[-2], k.shape[-2]
+    if T > S:
+        raise ShapeError(
+            f"{where}: T = {T} queries but S = {S} keys; the queries are the last T positions "
+            "of the keys' sequence, so T <= S (pass the cached keys too)"
+        )

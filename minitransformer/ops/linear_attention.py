@@ -26,10 +26,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..checks import flag
-from ..errors import ShapeError
 from ..function import Function
 from ..tensor import Tensor
-from .attention_checks import check_key_mask, check_qkv
+from .attention_checks import check_key_mask, check_qkv, check_queries_last
 from .feature_map import FEATURE_MAPS, check_feature_map
 from .linear_attention_sums import causal_backward, causal_forward
 
@@ -111,10 +110,6 @@ def linear_attention(
     causal = flag(where, "causal", causal)
     feature_map = check_feature_map(where, feature_map)
     mask = check_key_mask(where, mask, q, k)
-    T, S = q.shape[-2], k.shape[-2]
-    if causal and T > S:
-        raise ShapeError(
-            f"{where}: causal=True with T = {T} queries but S = {S} keys; the queries are the "
-            "last T positions of the keys' sequence, so T <= S (pass the cached keys too)"
-        )
+    if causal:  # query i sits at i + S - T and reads the keys up to there
+        check_queries_last(where, q, k)
     return LinearAttention.apply(q, k, v, mask, causal=causal, feature_map=feature_map)

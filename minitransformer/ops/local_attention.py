@@ -24,10 +24,9 @@ import math
 from typing import Any
 
 from ..checks import flag, positive_int
-from ..errors import ShapeError
 from ..function import Function
 from ..tensor import Tensor
-from .attention_checks import check_key_mask, check_qkv
+from .attention_checks import check_key_mask, check_qkv, check_queries_last
 
 INF = math.inf
 CHUNK = 1024  # queries per chunk
@@ -141,12 +140,7 @@ def check_args(where: str, q: Tensor, k: Tensor, v: Tensor, causal: Any, mask: A
     """q, k, v (T <= S), causal and the key padding mask: (causal, mask as a raw array)."""
     check_qkv(q, k, v, where=where)
     causal = flag(where, "causal", causal)
-    T, S = q.shape[-2], k.shape[-2]
-    if T > S:
-        raise ShapeError(
-            f"{where}: T = {T} queries but S = {S} keys; the queries are the last T positions "
-            "of the keys' sequence, so T <= S (pass the cached keys too)"
-        )
+    check_queries_last(where, q, k)
     return causal, check_key_mask(where, mask, q, k)
 
 
