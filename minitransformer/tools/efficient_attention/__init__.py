@@ -8,7 +8,10 @@ Two tools, one per question of issue 44:
               T = 256 ... 16,384; how fast each grows (the fitted exponent) and from which
               length each beats full attention (cost.py; measure.py, fit.py, report.py)
     quality   full against each kind at equal steps on a task that needs long context
-              (quality.py, recall.py)
+              (quality.py, recall.py, quality_report.py)
+
+What the two commands share (the one-line parser, the flag types, --out checked and
+written, the exit statuses) is command.py.
 
 This file imports nothing: each tool loads only what it needs.
 """

@@ -27,14 +27,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import signal
 import sys
-import threading
 import time
 from typing import Any
 
 from ...backend import host
-from ...errors import MiniTransformerError, Terminated, raise_terminated
+from .command import Parser, bounded, check_out, kinds_flag, out_dir, run_command, whole
 from .fit import crossover, fit_exponent, growth, summarize
 from .measure import (
     BLOCK_SIZE,
@@ -45,7 +43,7 @@ from .measure import (
     full_attention_bytes,
     measure,
 )
-from .report import check_out, make_record, markdown, plot, write
+from .report import REPLACED, make_record, markdown, plot, write
 
 PROG = "python -m minitransformer.tools.efficient_attention.cost"
 DEFAULT_LENGTHS = (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -69,31 +67,10 @@ def machine_gib() -> float | None:
 
 
 # ----------------------------------------------------------------------------- the flags
-def _whole(text: str, low: int, high: int, what: str) -> int:
-    try:
-        value = int(text.strip().replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    if not low <= value <= high:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
-    return value
-
-
-def kinds(text: str) -> list[str]:
-    """--kinds: comma-separated different names of full, blocked, local, strided, linear."""
-    names = [n.strip() for n in text.split(",")]
-    unknown = [n for n in names if n not in KINDS]
-    if unknown or len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(
-            f"expected different kinds of {','.join(KINDS)}, separated by commas; got {text!r}"
-        )
-    return names
-
-
 def lengths(text: str) -> list[int]:
     """--lengths: comma-separated different whole numbers 16..65,536, at most 20."""
     what = f"lengths as whole numbers in {MIN_LENGTH}..{MAX_LENGTH}, e.g. 256,1024,4096"
-    values = [_whole(part, MIN_LENGTH, MAX_LENGTH, what) for part in text.split(",")]
+    values = [whole(part, MIN_LENGTH, MAX_LENGTH, what) for part in text.split(",")]
     if len(set(values)) != len(values) or len(values) > 20:
         raise argparse.ArgumentTypeError(f"expected 1 to 20 different lengths, got {text!r}")
     return sorted(values)
@@ -101,15 +78,8 @@ def lengths(text: str) -> list[int]:
 
 def max_length(text: str) -> list[int]:
     """--max-length: the lengths 256, 512, ... doubling up to this one (256..65,536)."""
-    longest = _whole(text, 256, MAX_LENGTH, f"a length in 256..{MAX_LENGTH}, e.g. 4096")
+    longest = whole(text, 256, MAX_LENGTH, f"a length in 256..{MAX_LENGTH}, e.g. 4096")
     return [n for n in (256 * 2**i for i in range(9)) if n <= longest]
-
-
-def _bounded(low: int, high: int, example: str) -> Any:
-    def parse(text: str) -> int:
-        return _whole(text, low, high, f"a whole number in {low}..{high:,}, e.g. {example}")
-
-    return parse
 
 
 def memory_limit(text: str) -> float:
@@ -125,42 +95,27 @@ def memory_limit(text: str) -> float:
     return value
 
 
-def out_dir(text: str) -> str:
-    """--out: a folder name, not empty or blank (an empty name would be the current folder)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"expected a folder name, got {text!r}")
-    return text
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and a pointer to ``--help``."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        """Print ``PROG: error: MESSAGE`` and ``see: PROG --help``; exit with status 2."""
-        print(f"{self.prog}: error: {message}\nsee: {self.prog} --help", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> Parser:
+    """The command's flags, each checked where it enters by its ``type=``."""
     parser = Parser(prog=PROG, description=DESCRIPTION)
     add = parser.add_argument
-    add("--kinds", type=kinds, default=list(KINDS), metavar="A,B",
+    add("--kinds", type=kinds_flag(KINDS), default=list(KINDS), metavar="A,B",
         help=f"the kinds to measure (default {','.join(KINDS)})")  # fmt: skip
     add("--lengths", type=lengths, metavar="T,...",
         help="the sequence lengths T = S (default 256,512,...,16384)")  # fmt: skip
     add("--max-length", type=max_length, metavar="T",
         help="measure 256, 512, ... doubling up to T (instead of --lengths)")  # fmt: skip
-    add("--window", type=_bounded(1, MAX_LENGTH, "64"), default=64, metavar="W",
+    add("--window", type=bounded(1, MAX_LENGTH, "64"), default=64, metavar="W",
         help="local attention's window: keys within W of the query (default 64)")  # fmt: skip
-    add("--stride", type=_bounded(1, MAX_LENGTH, "128"), metavar="S",
+    add("--stride", type=bounded(1, MAX_LENGTH, "128"), metavar="S",
         help="strided attention's stride (default round(sqrt(T)) at each T, Child et al.'s "
         "choice, which makes its time grow as T^1.5)")  # fmt: skip
     add("--causal", action="store_true", help="measure every kind causal (default: not)")
-    add("--head-size", type=_bounded(1, MAX_HEAD_SIZE, "64"), default=64, metavar="D",
+    add("--head-size", type=bounded(1, MAX_HEAD_SIZE, "64"), default=64, metavar="D",
         help="d, the size of a query, key and value (default 64)")  # fmt: skip
-    add("--repeats", type=_bounded(1, MAX_REPEATS, "3"), default=3, metavar="N",
+    add("--repeats", type=bounded(1, MAX_REPEATS, "3"), default=3, metavar="N",
         help="timed steps per kind and length, after one warm-up (default 3)")  # fmt: skip
-    add("--threads", type=_bounded(1, os.cpu_count() or 1, "1"), default=1, metavar="N",
+    add("--threads", type=bounded(1, os.cpu_count() or 1, "1"), default=1, metavar="N",
         help="NumPy's BLAS threads while measuring (default 1: the algorithm's cost, not "
         "the machine's parallelism)")  # fmt: skip
     add("--memory-limit", type=memory_limit, default=MEMORY_LIMIT_GIB, metavar="GIB",
@@ -204,9 +159,10 @@ def machine() -> tuple[dict[str, Any], str]:
     return facts, line
 
 
-def run(args: argparse.Namespace, chosen: list[int]) -> int:
+def run(args: argparse.Namespace) -> int:
     """Check --out, measure, print the tables, write the files; return 0."""
-    check_out(args.out, args.overwrite)  # before minutes of measuring, not after
+    chosen = args.lengths or args.max_length or list(DEFAULT_LENGTHS)
+    check_out(args.out, args.overwrite, REPLACED)  # before minutes of measuring, not after
     facts, line = machine()
     threads_set = host.openblas_threads_api() is not None
     facts["blas_threads"] = args.threads if threads_set else host.blas_threads()
@@ -237,49 +193,15 @@ def run(args: argparse.Namespace, chosen: list[int]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line; returns the exit status (see the module doc). SIGTERM raises
-    ``Terminated`` while it runs (on the main thread); the handler before comes back."""
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if on_main_thread else None
-    try:
-        return _main(sys.argv[1:] if argv is None else argv)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _main(argv: list[str]) -> int:
-    parser = build_parser()
-    try:
-        try:
-            args = parser.parse_args(argv)
-        except SystemExit as done:  # --help (0) or a usage error (2), already printed
-            return done.code if isinstance(done.code, int) else 2
-        problem = check_together(args)
-        if problem:
-            return _error(parser, problem, 2)
-        return run(args, args.lengths or args.max_length or list(DEFAULT_LENGTHS))
-    except KeyboardInterrupt:
-        return _error(parser, "interrupted (Ctrl-C); nothing was written", 128 + signal.SIGINT)
-    except Terminated:
-        return _error(parser, "stopped by SIGTERM; nothing was written", 128 + signal.SIGTERM)
-    except MemoryError:
-        return _error(parser, "out of memory while measuring. Fix: a smaller --max-length or "
-                      "--memory-limit, or fewer --kinds", 1)  # fmt: skip
-    except (MiniTransformerError, OSError) as err:
-        return _error(parser, " ".join(str(err).split()), 2)
-
-
-def _error(parser: Parser, message: str, status: int) -> int:
-    """One line on stderr (and, for a mistake, the pointer to --help); return ``status``."""
-    try:
-        if status == 2:
-            print(f"{parser.prog}: error: {message}\nsee: {parser.prog} --help", file=sys.stderr)
-        else:
-            print(f"{parser.prog}: {message}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):  # stderr closed or gone
-        pass
-    return status
+    """The command line; returns the exit status (see the module doc)."""
+    return run_command(
+        build_parser(),
+        argv,
+        run,
+        check_together=check_together,
+        out_of_memory="out of memory while measuring. Fix: a smaller --max-length or "
+        "--memory-limit, or fewer --kinds",
+    )
 
 
 __all__ = ["DEFAULT_LENGTHS", "KINDS", "build_parser", "crossover", "fit_exponent", "growth",

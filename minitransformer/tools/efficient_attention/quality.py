@@ -34,9 +34,7 @@ import argparse
 import dataclasses
 import math
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -49,10 +47,11 @@ from ...backend import host
 from ...config import TrainConfig, TransformerConfig
 from ...data.tasks import Task
 from ...data.vocab import PAD
-from ...errors import ConfigError, MiniTransformerError, Terminated, raise_terminated
+from ...errors import ConfigError
 from ...tensor import no_grad
 from ...train import Trainer
-from .quality_report import check_out, make_record, markdown, summarize, write
+from .command import Parser, bounded, check_out, kinds_flag, out_dir, run_command
+from .quality_report import REPLACED, make_record, markdown, summarize, write
 from .recall import MAX_LENGTH, RecallData, RecallTask, to_batch
 
 KINDS = ("full", "local", "strided", "linear")
@@ -248,58 +247,19 @@ DESCRIPTION = (
 )
 
 
-def _whole(low: int, high: int, example: str) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        expected = f"a whole number in {low:,}..{high:,}, e.g. {example}"
-        try:
-            value = int(text.strip().replace("_", ""))
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"expected {expected}, got {value}")
-        return value
-
-    return parse
-
-
-def kinds_flag(text: str) -> tuple[str, ...]:
-    """--kinds: comma-separated different names of full, local, strided, linear."""
-    names = tuple(n.strip() for n in text.split(","))
-    if any(n not in KINDS for n in names) or len(set(names)) != len(names):
-        raise argparse.ArgumentTypeError(
-            f"expected different kinds of {','.join(KINDS)}, separated by commas; got {text!r}"
-        )
-    return names
-
-
 def seeds_flag(text: str) -> tuple[int, ...]:
     """--seeds: comma-separated different whole numbers >= 0, at most 10 (``0,1``)."""
-    values = tuple(_whole(0, 2**32 - 1, "0,1")(part) for part in text.split(","))
+    values = tuple(bounded(0, 2**32 - 1, "0,1")(part) for part in text.split(","))
     if len(set(values)) != len(values) or len(values) > 10:
         raise argparse.ArgumentTypeError(f"expected 1 to 10 different seeds, got {text!r}")
     return values
 
 
-def out_flag(text: str) -> str:
-    """--out: a folder name, not empty or blank (an empty name would be the current folder)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError(f"expected a folder name, got {text!r}")
-    return text
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and a pointer to ``--help``."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        """Print ``PROG: error: MESSAGE`` and ``see: PROG --help``; exit with status 2."""
-        print(f"{self.prog}: error: {message}\nsee: {self.prog} --help", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def build_parser() -> Parser:
+    """The study's flags, each checked where it enters by its ``type=``."""
     parser = Parser(prog=PROG, description=DESCRIPTION)
     add = parser.add_argument
-    add("--kinds", type=kinds_flag, default=KINDS, metavar="A,B",
+    add("--kinds", type=kinds_flag(KINDS), default=KINDS, metavar="A,B",
         help=f"the attention kinds to train (default {','.join(KINDS)})")  # fmt: skip
     add(
         "--seeds",
@@ -308,17 +268,17 @@ def build_parser() -> Parser:
         metavar="S,...",
         help="the seeds (weights and batches); every kind trains at each (default 0,1)",
     )
-    add("--steps", type=_whole(1, MAX_STEPS, "150"), default=150, metavar="N",
+    add("--steps", type=bounded(1, MAX_STEPS, "150"), default=150, metavar="N",
         help="training steps of every run (default 150)")  # fmt: skip
-    add("--batch-size", type=_whole(1, 1024, "8"), default=8, metavar="B",
+    add("--batch-size", type=bounded(1, 1024, "8"), default=8, metavar="B",
         help="sequences a step (default 8)")  # fmt: skip
-    add("--length", type=_whole(MIN_LENGTH, MAX_LENGTH, "512"), default=512, metavar="T",
+    add("--length", type=bounded(MIN_LENGTH, MAX_LENGTH, "512"), default=512, metavar="T",
         help=f"tokens a sequence, {MIN_LENGTH}..{MAX_LENGTH} (default 512)")  # fmt: skip
-    add("--window", type=_whole(1, MAX_LENGTH, "32"), default=32, metavar="W",
+    add("--window", type=bounded(1, MAX_LENGTH, "32"), default=32, metavar="W",
         help="local attention's window (default 32)")  # fmt: skip
-    add("--stride", type=_whole(1, MAX_LENGTH, "23"), metavar="S",
+    add("--stride", type=bounded(1, MAX_LENGTH, "23"), metavar="S",
         help="strided attention's stride (default round(sqrt(T)): 23 at T = 512)")  # fmt: skip
-    add("--out", type=out_flag, default="runs/attention-quality", metavar="DIR",
+    add("--out", type=out_dir, default="runs/attention-quality", metavar="DIR",
         help="the folder for quality.json, quality.md and plots/quality.png; new or empty "
         "unless --overwrite (default runs/attention-quality)")  # fmt: skip
     add("--overwrite", action="store_true", help="replace this study's files in a non-empty --out")
@@ -328,7 +288,7 @@ def build_parser() -> Parser:
 def run(args: argparse.Namespace) -> int:
     """Check --out, run the study, print its table, write its files; return 0."""
     task = RecallTask(length=args.length)  # ConfigError (exit 2) for a length too short
-    check_out(args.out, args.overwrite)  # before minutes of training, not after
+    check_out(args.out, args.overwrite, REPLACED)  # before minutes of training, not after
     stride = args.stride or default_stride(args.length)
     load_start = os.getloadavg()[0]
     started = time.perf_counter()
@@ -355,38 +315,8 @@ def _progress(line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The command line; returns the exit status (see the module doc). SIGTERM raises
-    ``Terminated`` while it runs (on the main thread); the handler before comes back."""
-    on_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, raise_terminated) if on_main_thread else None
-    parser = build_parser()
-    try:
-        try:
-            args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-        except SystemExit as done:  # --help (0) or a usage error (2), already printed
-            return done.code if isinstance(done.code, int) else 2
-        return run(args)
-    except KeyboardInterrupt:
-        return _error(parser, "interrupted (Ctrl-C); nothing was written", 128 + signal.SIGINT)
-    except Terminated:
-        return _error(parser, "stopped by SIGTERM; nothing was written", 128 + signal.SIGTERM)
-    except (MiniTransformerError, OSError) as err:
-        return _error(parser, " ".join(str(err).split()), 2)
-    finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _error(parser: Parser, message: str, status: int) -> int:
-    """One line on stderr (and, for a mistake, the pointer to --help); return ``status``."""
-    try:
-        if status == 2:
-            print(f"{parser.prog}: error: {message}\nsee: {parser.prog} --help", file=sys.stderr)
-        else:
-            print(f"{parser.prog}: {message}", file=sys.stderr, flush=True)
-    except (OSError, ValueError):  # stderr closed or gone
-        pass
-    return status
+    """The command line; returns the exit status (see the module doc)."""
+    return run_command(build_parser(), argv, run)
 
 
 __all__ = ["KINDS", "MODEL", "attention_fields", "build_parser", "build_trainer", "default_stride",

@@ -1,26 +1,23 @@
 """Reporting the quality study (quality.py): its record, the Markdown table, the figure, and
 the files it writes into --out (refusing, before any training, a folder that cannot be
-written or that holds anything unless --overwrite).
+written or that holds anything unless --overwrite: ``command.check_out``).
 
-The files go through runs/files.py: each is written whole to a temp file and renamed over
-its name; nothing is written through a symbolic link.
+The files go through runs/files.py (``command.write_outputs``): each is written whole to a
+temp file and renamed over its name; nothing is written through a symbolic link.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ... import checks
-from ...runtime import runs
-from ...runtime.runs import files
-from ...runtime.runs.outputs import check_output_dir
 from ..viz.figure import SaveTo, decorate, finish, new_figure
+from .command import write_outputs
 
 OUTPUTS = ("quality.json", "quality.md", "plots/quality.png")
+REPLACED = "the study's files"  # what --overwrite replaces, in check_out's refusal
 TIMING_NOTE = (
     "Wall times are of one process on a shared 2-core CPU: other work on the machine moves "
     "them by a factor of 2 or more; compare kinds within one study, not across studies."
@@ -129,35 +126,14 @@ def plot(record: dict[str, Any], path: SaveTo | None = None) -> Any:
     return finish(fig, path)
 
 
-def check_out(out: str | Path, overwrite: bool = False) -> None:
-    """Refuse an ``out`` that cannot be written (``outputs.check_output_dir``), or a folder
-    that holds anything unless ``overwrite`` (then only this study's files are replaced).
-    Called before training, so a refusal comes at the start, not after minutes."""
-    out = Path(out)
-    check_output_dir(out)
-    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    if held and not overwrite:
-        raise runs.RunDirectoryError(
-            f"--out {str(out)!r} is not empty (it holds {checks.listed(held)}); pass an empty "
-            "or new folder, or --overwrite to replace the study's files there"
-        )
-
-
 def write(record: dict[str, Any], out: str | Path, overwrite: bool = False) -> list[Path]:
     """quality.json (the record), quality.md (``markdown``) and plots/quality.png (``plot``)
-    into ``out`` (made when missing); refuses what ``check_out`` refuses. Returns the
-    paths."""
-    out = Path(out)
-    check_out(out, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
-    for link in files.linked_entries(out, OUTPUTS):  # only with overwrite (check_out)
-        files.remove(out, link)
-    files.write_text(out, "quality.json", json.dumps(record, indent=1) + "\n")
-    files.write_text(out, "quality.md", markdown(record))
-    with files.replacing(out, "plots/quality.png") as file:
-        plot(record, file)
-    return [out / name for name in OUTPUTS]
+    into ``out`` (made when missing); refuses what ``command.check_out`` refuses. Returns
+    the paths."""
+    return write_outputs(
+        out, record, OUTPUTS, markdown, plot, overwrite=overwrite, replaced=REPLACED
+    )
 
 
-__all__ = ["OUTPUTS", "TIMING_NOTE", "check_out", "make_record", "markdown", "plot", "summarize",
+__all__ = ["OUTPUTS", "REPLACED", "TIMING_NOTE", "make_record", "markdown", "plot", "summarize",
            "write"]  # fmt: skip

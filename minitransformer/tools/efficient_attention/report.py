@@ -3,23 +3,20 @@
 
 The files go through runs/files.py, as the other tools' do: each is written whole to a temp
 file and renamed over its name, never through a symbolic link; a folder that holds anything
-is refused before the measurement starts, unless ``overwrite`` (``check_out``).
+is refused before the measurement starts, unless ``overwrite`` (``command.check_out``).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from ... import checks
-from ...runtime import runs
-from ...runtime.runs import files
-from ...runtime.runs.outputs import check_output_dir
 from ..viz.figure import SaveTo, decorate, finish, new_figure
+from .command import write_outputs
 from .fit import FIT_FROM, summarize
 
 OUTPUTS = ("cost.json", "cost.md", "plots/cost.png")
+REPLACED = "the measurement's files"  # what --overwrite replaces, in check_out's refusal
 MEMORY_NOTE = (
     "peak memory: the most that tracemalloc saw held during one step, minus what was held "
     "before it (the inputs); NumPy reports every array it allocates to tracemalloc, so this "
@@ -196,33 +193,13 @@ def plot(record: dict[str, Any], path: SaveTo | None = None) -> Any:
     return finish(fig, path)
 
 
-def check_out(out: str | Path, overwrite: bool = False) -> None:
-    """Refuse an ``out`` that cannot be written (``outputs.check_output_dir``), or a folder
-    that holds anything unless ``overwrite`` (then only this tool's files are replaced).
-    Called before the measurement, so a refusal comes at the start, not after minutes."""
-    out = Path(out)
-    check_output_dir(out)
-    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    if held and not overwrite:
-        raise runs.RunDirectoryError(
-            f"--out {str(out)!r} is not empty (it holds {checks.listed(held)}); pass an empty "
-            "or new folder, or --overwrite to replace the measurement's files there"
-        )
-
-
 def write(record: dict[str, Any], out: str | Path, overwrite: bool = False) -> list[Path]:
     """cost.json (the record), cost.md (``markdown``) and plots/cost.png (``plot``) into
-    ``out`` (made when missing); refuses what ``check_out`` refuses. Returns the paths."""
-    out = Path(out)
-    check_out(out, overwrite)
-    out.mkdir(parents=True, exist_ok=True)
-    for link in files.linked_entries(out, OUTPUTS):  # only with overwrite (check_out)
-        files.remove(out, link)
-    files.write_text(out, "cost.json", json.dumps(record, indent=1) + "\n")
-    files.write_text(out, "cost.md", markdown(record))
-    with files.replacing(out, "plots/cost.png") as file:
-        plot(record, file)
-    return [out / name for name in OUTPUTS]
+    ``out`` (made when missing); refuses what ``command.check_out`` refuses. Returns the
+    paths."""
+    return write_outputs(
+        out, record, OUTPUTS, markdown, plot, overwrite=overwrite, replaced=REPLACED
+    )
 
 
 def make_record(rows: list[dict[str, Any]], settings: dict[str, Any], machine: dict[str, Any],
@@ -236,4 +213,4 @@ def make_record(rows: list[dict[str, Any]], settings: dict[str, Any], machine: d
     )  # fmt: skip
 
 
-__all__ = ["OUTPUTS", "check_out", "make_record", "markdown", "plot", "seconds", "size", "write"]
+__all__ = ["OUTPUTS", "REPLACED", "make_record", "markdown", "plot", "seconds", "size", "write"]
