@@ -244,19 +244,22 @@ def marian_config(cfg: TransformerConfig) -> dict[str, Any]:
 
     A model with the paper's interleaved positions is saved with its features reordered
     (see marian_weights.py), so the layout needs no field. Refused (ConfigError): what Marian
-    cannot compute, pre-LN, learned positions, a key_dim or unscaled attention.
+    cannot compute, pre-LN, learned positions, a key_dim, unscaled attention or an attention
+    kind other than the paper's full one.
     """
     unsupported = {
         "pre_norm": (cfg.pre_norm, False),
         "learned_positions": (cfg.learned_positions, False),
         "key_dim": (cfg.key_dim, None),
         "scale_attention": (cfg.scale_attention, True),
+        "attention": (cfg.attention, "full"),
     }
     bad = [f"{k}={v!r}" for k, (v, ok) in unsupported.items() if v != ok]
     if bad:
         raise ConfigError(
             f"save_pretrained: Marian's layout has no place for {', '.join(bad)}; only a "
-            "post-LN model with sinusoidal positions and d_k = d_model / h can be saved in it"
+            "post-LN model with sinusoidal positions, full attention and d_k = d_model / h can be "
+            "saved in it"
         )
     (N, h, d_ff), (N_dec, h_dec, d_ff_dec) = cfg.sizes("encoder"), cfg.sizes("decoder")
     return {

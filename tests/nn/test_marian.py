@@ -276,7 +276,9 @@ def test_folder_problems_say_what_to_do(tmp_path):
 
 
 def test_what_marian_cannot_compute_is_not_saved(tmp_path):
-    for field in (dict(pre_norm=True), dict(learned_positions=True), dict(key_dim=4)):
+    fields = (dict(pre_norm=True), dict(learned_positions=True), dict(key_dim=4),
+              dict(attention="local", attention_window=4), dict(attention="linear"))  # fmt: skip
+    for field in fields:
         cfg = mt.TransformerConfig.preset("tiny", src_vocab=V, tgt_vocab=V, **field)
         with pytest.raises(ConfigError, match=f"no place for {next(iter(field))}"):
             mt.nn.Transformer(cfg).save_pretrained(tmp_path)
