@@ -10,7 +10,7 @@ in blocks of b = w positions, and block c reads only the keys of its own block a
 neighbours (3b keys: every |p - j| <= w lies there), so the scores are (..., T/b, b, 3b),
 masked by one (b, 3b) band pattern (p - j = t - u + b for row t and key slot u), the key
 padding mask and the ends of the sequence (zeros past either end, never read).
-Backward, with dO = dL/d(out), in the same blocks (P kept from forward, O(T·3b)):
+Backward, dO = dL/d(out), in the same blocks (P kept, O(T·3b); q, k, v blocks gathered again):
     dV = Pᵀ dO;  dP = dO Vᵀ;  dS = P * (dP - rowsum(dP * P));
     dQ = dS K / sqrt(d_k);  dK = dSᵀ Q / sqrt(d_k)
 each key's dK, dV summed over the (up to 3) blocks that read it. A query with no readable key
@@ -118,15 +118,17 @@ class LocalAttention(Function):
             s = xp.where(band.allowed(flags, causal), qb @ kb.mT, -INF)
             p = softmax_rows(xp, s)  # (..., blocks, rows, 3b)
             outs.append(band.queries_back(p @ vb))
-            ctx.chunks.append((i0, i1, band, qb, kb, vb, p))  # O(T·(3b + d)) for backward
-        ctx.scale, ctx.shapes = scale, (k.shape, v.shape)
+            ctx.chunks.append((i0, i1, band, p))  # O(T·3b) kept; qb, kb, vb gathered again
+        ctx.save_for_backward(q, k, v)
+        ctx.scale = scale
         return xp.concat(outs, axis=-2)
 
     @staticmethod
     def backward(ctx, grad):
-        xp, dqs = ctx.xp, []
-        dk, dv = (xp.zeros(shape, dtype=grad.dtype, device=grad.device) for shape in ctx.shapes)
-        for i0, i1, band, qb, kb, vb, p in ctx.chunks:
+        (q, k, v), xp, dqs = ctx.saved, ctx.xp, []
+        dk, dv = xp.zeros_like(k), xp.zeros_like(v)
+        for i0, i1, band, p in ctx.chunks:
+            qb, kb, vb = band.queries(q[..., i0:i1, :] * ctx.scale), band.keys(k), band.keys(v)
             g = band.queries(grad[..., i0:i1, :])  # (..., blocks, rows, d_v)
             band.keys_back(p.mT @ g, dv)  # dV = Pᵀ dO
             dp = g @ vb.mT
