@@ -28,8 +28,9 @@ without a GPU):
   NumPy dtypes), ``bool``, ``acos``... ``atanh``, ``atan2``, ``pow``, ``bitwise_*``,
   ``expand_dims``, ``stack``, ``broadcast_to``, ``take``, ``where``, ``matmul``,
   ``tensordot`` (compat passes ``axes=`` through to it), ``sum``,
-  ``mean``, ``max``, ``min``, ``argmax``, ``all``, ``any``, ``unique_*`` (namedtuples in
-  CuPy 14), ``cumulative_sum``, ``cumulative_prod``; arrays have ``.mT`` and ``.device``;
+  ``mean``, ``max``, ``min``, ``minimum``, ``argmax``, ``all``, ``any``, ``flip``
+  (``axis=``), ``unique_*`` (namedtuples in CuPy 14), ``cumulative_sum``,
+  ``cumulative_prod``; arrays have ``.mT`` and ``.device``;
 - left as CuPy's, differing from compat, and not called by this library (see the test that
   greps ``xp.NAME``): ``sign`` (CuPy does not propagate NaN), ``ceil``/``floor``/``trunc``
   (float results for integer input), ``count_nonzero`` (no ``keepdims``), ``std``/``var``
@@ -221,9 +222,9 @@ LINALG_SHIMMED = ("vector_norm", "vecdot")
 # standard and array_api_compat.cupy (see the module doc); a new name goes here only so
 CUPY_OWN = (
     "where", "matmul", "sum", "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "hypot",
-    "maximum", "isfinite", "isnan", "concat", "take", "stack", "permute_dims",
+    "maximum", "minimum", "isfinite", "isnan", "concat", "take", "stack", "permute_dims",
     "expand_dims", "broadcast_to", "max", "min", "mean", "argmax", "all", "any", "isdtype",
-    "matrix_transpose", "tensordot",
+    "matrix_transpose", "tensordot", "cumulative_sum", "flip",
     "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64",
 )  # fmt: skip
