@@ -209,7 +209,7 @@ def test_bad_shapes_masks_and_flags_are_refused(make, rng):
     for bad in (1, "yes", None):
         with pytest.raises(ArgumentError, match="linear_attention: causal must be True or False"):
             linear_attention(q, k, v, causal=bad)
-    with pytest.raises(ShapeError, match="T = 7 queries but S = 5 keys; the queries are the last T"):
+    with pytest.raises(ShapeError, match="T = 7 queries but S = 5 keys; the queries are the last"):
         linear_attention(make(np.zeros((2, 2, 7, 3))), k[..., :5, :], v[..., :5, :], causal=True)
 
 
