@@ -1,7 +1,8 @@
 """Linear attention: equal (outputs and gradients) to the naive formula written with the (T, S)
 matrix A_ij = phi(q_i) · phi(k_j) in float64 to 1e-12, causal or not, T == S and T < S, with
 key padding masks; gradcheck on q, k, v; rows with nothing to read give 0 and gradient 0;
-float32; no (T, S) allocation at T = S = 4096; refusals; a broken backward is caught."""
+float32; no (T, S) allocation at T = S = 4096; refusals; a broken backward is caught.
+``qkv``, ``key_masks`` and ``MASKS`` are test_local_attention.py's."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from test_local_attention import MASKS, key_masks, qkv
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -18,29 +20,6 @@ from minitransformer.ops import feature_map as feature_map_module
 from minitransformer.ops import linear_attention_sums
 from minitransformer.ops.linear_attention import linear_attention
 
-
-def qkv(rng, B=2, H=2, T=5, S=7, d_k=3, d_v=4):
-    return (
-        rng.standard_normal((B, H, T, d_k)),
-        rng.standard_normal((B, H, S, d_k)),
-        rng.standard_normal((B, H, S, d_v)),
-    )
-
-
-def key_masks(S, B=2):
-    """None; padding at the end of one sequence; the first two keys masked (a causal query
-    at position 0 or 1 then reads nothing); a whole sequence masked; one mask for all."""
-    pad = np.ones((B, 1, 1, S), bool)
-    pad[0, ..., -3:] = False
-    first = np.ones((B, 1, 1, S), bool)
-    first[..., :2] = False
-    empty = np.ones((B, 1, 1, S), bool)
-    empty[1] = False
-    shared = np.arange(S) % 3 != 1  # (S,): broadcast over batch, heads and queries
-    return {"none": None, "pad": pad, "first": first, "empty": empty, "shared": shared}
-
-
-MASKS = ["none", "pad", "first", "empty", "shared"]
 SIZES = [(5, 5), (3, 7), (1, 6)]  # (T, S): T == S, and T < S (cached decoding)
 
 
@@ -181,7 +160,7 @@ def test_never_allocates_a_T_by_S_array(causal):
 
 @pytest.mark.parametrize("bad", ["relu", "ELU1", "", "elu"])
 def test_an_unknown_feature_map_is_refused_with_the_list(make, rng, bad):
-    q, k, v = (make(a) for a in qkv(rng))
+    q, k, v = (make(a) for a in qkv(rng, T=5, S=7))
     with pytest.raises(
         ArgumentError, match=r"feature_map .* is unknown; the known ones are 'elu1'"
     ):
@@ -190,7 +169,7 @@ def test_an_unknown_feature_map_is_refused_with_the_list(make, rng, bad):
 
 @pytest.mark.parametrize("bad", [1, None, b"elu1", ["elu1"]])
 def test_a_feature_map_that_is_not_a_str_is_refused(make, rng, bad):
-    q, k, v = (make(a) for a in qkv(rng))
+    q, k, v = (make(a) for a in qkv(rng, T=5, S=7))
     with pytest.raises(ArgumentError, match="feature_map must be a str naming the feature map"):
         linear_attention(q, k, v, feature_map=bad)
 
