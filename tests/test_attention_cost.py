@@ -28,24 +28,34 @@ from minitransformer.tools.efficient_attention.report import markdown
 PROG = cost.PROG
 
 
-def run_main(argv, capsys):
-    code = main(argv)
+def run_tool(tool_main, argv, capsys):
+    """(exit status, stdout, stderr) of a tool's ``main(argv)``."""
+    code = tool_main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
 
-def assert_user_error(code, err, *patterns):
-    """Status 2, ONE error line naming the problem in flag words, then the pointer to
-    --help: no usage block, no traceback, no Python words."""
+def assert_tool_error(prog, python_words, code, err, *patterns):
+    """Status 2, ONE error line of ``prog`` naming the problem in flag words, then the
+    pointer to --help: no usage block, no traceback, none of ``python_words``."""
     assert code == 2, err
     assert "usage:" not in err and "Traceback" not in err, err
     lines = err.splitlines()
-    assert lines == [lines[0], f"see: {PROG} --help"], err
-    assert lines[0].startswith(f"{PROG}: error: "), err
-    for word in ("='", "=True", "memory_limit_gib", "kinds=", "lengths="):
+    assert lines == [lines[0], f"see: {prog} --help"], err
+    assert lines[0].startswith(f"{prog}: error: "), err
+    for word in python_words:
         assert word not in lines[0], (word, lines[0])
     for pattern in patterns:
         assert pattern in lines[0], (pattern, lines[0])
+
+
+def run_main(argv, capsys):
+    return run_tool(main, argv, capsys)
+
+
+def assert_user_error(code, err, *patterns):
+    words = ("='", "=True", "memory_limit_gib", "kinds=", "lengths=")
+    assert_tool_error(PROG, words, code, err, *patterns)
 
 
 # ------------------------------------------------------------------ flags refused

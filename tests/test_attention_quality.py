@@ -11,6 +11,7 @@ import json
 
 import numpy as np
 import pytest
+from test_attention_cost import assert_tool_error, run_tool
 
 from minitransformer.data.vocab import BOS, PAD
 from minitransformer.errors import ArgumentError, ConfigError
@@ -33,23 +34,12 @@ TINY_MODEL = dict(d_model=16, h=2, N=2, d_ff=32, pre_norm=True)
 
 
 def run_main(argv, capsys):
-    code = main(argv)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
+    return run_tool(main, argv, capsys)
 
 
 def assert_user_error(code, err, *patterns):
-    """Status 2, ONE error line naming the problem in flag words, then the pointer to
-    --help: no usage block, no traceback, no Python words."""
-    assert code == 2, err
-    assert "usage:" not in err and "Traceback" not in err, err
-    lines = err.splitlines()
-    assert lines == [lines[0], f"see: {PROG} --help"], err
-    assert lines[0].startswith(f"{PROG}: error: "), err
-    for word in ("='", "=True", "batch_size", "kinds=", "length="):
-        assert word not in lines[0], (word, lines[0])
-    for pattern in patterns:
-        assert pattern in lines[0], (pattern, lines[0])
+    words = ("='", "=True", "batch_size", "kinds=", "length=")
+    assert_tool_error(PROG, words, code, err, *patterns)
 
 
 # ------------------------------------------------------------------ the task's data
