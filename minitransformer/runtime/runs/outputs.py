@@ -5,6 +5,10 @@ writes inside a run).
   trains for minutes, then writes its files; a folder that cannot be written (a path
   through a file, a link to nothing, a read-only place, ``/proc``) must be found at the
   start, not when the minutes are spent: it is tried for real, and nothing is left behind.
+- ``check_study_dir`` / ``write_study_files``: a study's folder (``scale``, the attention
+  cost and quality tools) new or empty unless ``--overwrite``, checked before any work;
+  then its record (JSON), its Markdown and its figure, each written whole, never through a
+  link.
 - ``check_new_file`` / ``write_new_file``: one output file (``bench --json FILE``): a FIFO,
   device or directory refused, a link or an existing file replaced only with
   ``--overwrite``, written through a temp file, never through a link.
@@ -12,13 +16,18 @@ writes inside a run).
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import shlex
 import stat
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from ...checks import listed
 from ...errors import ConfigError
+from . import files
 from .files import _NOFOLLOW, RunDirectoryError, _open_dir, replacing
 
 _KINDS = (
@@ -80,6 +89,48 @@ def check_output_dir(out: str | os.PathLike[str], flag: str = "--out") -> None:
                 folder.rmdir()
             except OSError:
                 pass
+
+
+def check_study_dir(out: str | os.PathLike[str], overwrite: bool, replaced: str) -> None:
+    """Refuse an ``out`` that cannot be written (``check_output_dir``), or a folder that
+    holds anything unless ``overwrite`` (then only the command's own files, named
+    ``replaced`` in the message, e.g. "the study's files", are replaced). Called before the
+    work, so a refusal comes at the start, not after minutes."""
+    out = Path(out)
+    check_output_dir(out)
+    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
+    if held and not overwrite:
+        raise RunDirectoryError(
+            f"--out {str(out)!r} is not empty (it holds {listed(held)}); pass an empty "
+            f"or new folder, or --overwrite to replace {replaced} there"
+        )
+
+
+def write_study_files(
+    out: str | os.PathLike[str],
+    record: dict[str, Any],
+    names: tuple[str, str, str],
+    markdown: Callable[[dict[str, Any]], str],
+    plot: Callable[[dict[str, Any], Any], Any],
+    *,
+    overwrite: bool,
+    replaced: str,
+) -> list[Path]:
+    """Write ``names`` (the JSON record's, its Markdown's and its figure's, in that order)
+    into ``out`` (made when missing): the record, ``markdown(record)`` and ``plot(record,
+    file)``. Refuses what ``check_study_dir`` refuses; with ``overwrite`` a link among the
+    names is removed, never written through. Returns the paths."""
+    out = Path(out)
+    check_study_dir(out, overwrite, replaced)
+    out.mkdir(parents=True, exist_ok=True)
+    for link in files.linked_entries(out, names):  # only with overwrite (check_study_dir)
+        files.remove(out, link)
+    json_name, markdown_name, figure_name = names
+    files.write_text(out, json_name, json.dumps(record, indent=1) + "\n")
+    files.write_text(out, markdown_name, markdown(record))
+    with replacing(out, figure_name) as file:
+        plot(record, file)
+    return [out / name for name in names]
 
 
 def probe(folder: Path) -> None:

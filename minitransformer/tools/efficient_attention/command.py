@@ -5,9 +5,9 @@ frame (exit statuses, Ctrl-C and SIGTERM).
 - ``Parser``: argparse's, but a mistake is ``PROG: error: ...`` and ``see: PROG --help``.
 - ``whole``, ``bounded``, ``kinds_flag``, ``out_dir``: the flags' ``type=`` checks; a bad
   value is an ``argparse.ArgumentTypeError`` naming what was expected and what was given.
-- ``check_out``, ``write_outputs``: the --out folder refused before any work unless it is
-  new or empty (or --overwrite), then the record, its Markdown and its figure written
-  through runs/files.py (whole files renamed over their names, never through a link).
+- the --out folder (new or empty unless --overwrite) and its three files are
+  ``runtime/runs/outputs.py``'s ``check_study_dir`` and ``write_study_files``, which the
+  scaling study uses too.
 - ``run_command``: parse, run, and turn what stops a command into its exit status: 2 and
   one line for a mistake, 130 on Ctrl-C, 143 on SIGTERM (raised as ``Terminated``).
 """
@@ -15,19 +15,12 @@ frame (exit statuses, Ctrl-C and SIGTERM).
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
 
-from ... import checks
 from ...errors import MiniTransformerError, Terminated, raise_terminated
-from ...runtime import runs
-from ...runtime.runs import files
-from ...runtime.runs.outputs import check_output_dir
 
 
 # ----------------------------------------------------------------------------- the parser
@@ -82,49 +75,6 @@ def out_dir(text: str) -> str:
     return text
 
 
-# ----------------------------------------------------------------------------- --out
-def check_out(out: str | Path, overwrite: bool, replaced: str) -> None:
-    """Refuse an ``out`` that cannot be written (``outputs.check_output_dir``), or a folder
-    that holds anything unless ``overwrite`` (then only the command's own files, named
-    ``replaced`` in the message, e.g. "the study's files", are replaced). Called before the
-    work, so a refusal comes at the start, not after minutes."""
-    out = Path(out)
-    check_output_dir(out)
-    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    if held and not overwrite:
-        raise runs.RunDirectoryError(
-            f"--out {str(out)!r} is not empty (it holds {checks.listed(held)}); pass an empty "
-            f"or new folder, or --overwrite to replace {replaced} there"
-        )
-
-
-def write_outputs(
-    out: str | Path,
-    record: dict[str, Any],
-    outputs: tuple[str, str, str],
-    markdown: Callable[[dict[str, Any]], str],
-    plot: Callable[[dict[str, Any], Any], Any],
-    *,
-    overwrite: bool,
-    replaced: str,
-) -> list[Path]:
-    """Write ``outputs`` (the names of the JSON record, its Markdown and its figure, in that
-    order) into ``out`` (made when missing): the record, ``markdown(record)`` and
-    ``plot(record, file)``. Refuses what ``check_out`` refuses; with ``overwrite`` a link
-    among the outputs is removed, never written through. Returns the paths."""
-    out = Path(out)
-    check_out(out, overwrite, replaced)
-    out.mkdir(parents=True, exist_ok=True)
-    for link in files.linked_entries(out, outputs):  # only with overwrite (check_out)
-        files.remove(out, link)
-    json_name, markdown_name, figure_name = outputs
-    files.write_text(out, json_name, json.dumps(record, indent=1) + "\n")
-    files.write_text(out, markdown_name, markdown(record))
-    with files.replacing(out, figure_name) as file:
-        plot(record, file)
-    return [out / name for name in outputs]
-
-
 # ----------------------------------------------------------------------------- main
 def run_command(
     parser: Parser,
@@ -177,5 +127,4 @@ def error(parser: argparse.ArgumentParser, message: str, status: int) -> int:
     return status
 
 
-__all__ = ["Parser", "bounded", "check_out", "error", "kinds_flag", "out_dir", "run_command",
-           "whole", "write_outputs"]  # fmt: skip
+__all__ = ["Parser", "bounded", "error", "kinds_flag", "out_dir", "run_command", "whole"]

@@ -32,7 +32,8 @@ import time
 from typing import Any
 
 from ...backend import host
-from .command import Parser, bounded, check_out, kinds_flag, out_dir, run_command, whole
+from ...runtime.runs.outputs import check_study_dir
+from .command import Parser, bounded, kinds_flag, out_dir, run_command, whole
 from .fit import crossover, fit_exponent, growth, summarize
 from .measure import (
     BLOCK_SIZE,
@@ -162,7 +163,7 @@ def machine() -> tuple[dict[str, Any], str]:
 def run(args: argparse.Namespace) -> int:
     """Check --out, measure, print the tables, write the files; return 0."""
     chosen = args.lengths or args.max_length or list(DEFAULT_LENGTHS)
-    check_out(args.out, args.overwrite, REPLACED)  # before minutes of measuring, not after
+    check_study_dir(args.out, args.overwrite, REPLACED)  # before minutes of measuring, not after
     facts, line = machine()
     threads_set = host.openblas_threads_api() is not None
     facts["blas_threads"] = args.threads if threads_set else host.blas_threads()

@@ -48,9 +48,10 @@ from ...config import TrainConfig, TransformerConfig
 from ...data.tasks import Task
 from ...data.vocab import PAD
 from ...errors import ConfigError
+from ...runtime.runs.outputs import check_study_dir
 from ...tensor import no_grad
 from ...train import Trainer
-from .command import Parser, bounded, check_out, kinds_flag, out_dir, run_command
+from .command import Parser, bounded, kinds_flag, out_dir, run_command
 from .quality_report import REPLACED, make_record, markdown, summarize, write
 from .recall import MAX_LENGTH, RecallData, RecallTask, to_batch
 
@@ -288,7 +289,7 @@ def build_parser() -> Parser:
 def run(args: argparse.Namespace) -> int:
     """Check --out, run the study, print its table, write its files; return 0."""
     task = RecallTask(length=args.length)  # ConfigError (exit 2) for a length too short
-    check_out(args.out, args.overwrite, REPLACED)  # before minutes of training, not after
+    check_study_dir(args.out, args.overwrite, REPLACED)  # before minutes of training, not after
     stride = args.stride or default_stride(args.length)
     load_start = os.getloadavg()[0]
     started = time.perf_counter()

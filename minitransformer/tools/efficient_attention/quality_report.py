@@ -1,8 +1,8 @@
 """Reporting the quality study (quality.py): its record, the Markdown table, the figure, and
 the files it writes into --out (refusing, before any training, a folder that cannot be
-written or that holds anything unless --overwrite: ``command.check_out``).
+written or that holds anything unless --overwrite: ``outputs.check_study_dir``).
 
-The files go through runs/files.py (``command.write_outputs``): each is written whole to a
+The files go through runs/files.py (``outputs.write_study_files``): each is written whole to a
 temp file and renamed over its name; nothing is written through a symbolic link.
 """
 
@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from ...runtime.runs.outputs import write_study_files
 from ..viz.figure import SaveTo, decorate, finish, new_figure
-from .command import write_outputs
 
 OUTPUTS = ("quality.json", "quality.md", "plots/quality.png")
-REPLACED = "the study's files"  # what --overwrite replaces, in check_out's refusal
+REPLACED = "the study's files"  # what --overwrite replaces, in check_study_dir's refusal
 TIMING_NOTE = (
     "Wall times are of one process on a shared 2-core CPU: other work on the machine moves "
     "them by a factor of 2 or more; compare kinds within one study, not across studies."
@@ -128,9 +128,9 @@ def plot(record: dict[str, Any], path: SaveTo | None = None) -> Any:
 
 def write(record: dict[str, Any], out: str | Path, overwrite: bool = False) -> list[Path]:
     """quality.json (the record), quality.md (``markdown``) and plots/quality.png (``plot``)
-    into ``out`` (made when missing); refuses what ``command.check_out`` refuses. Returns
+    into ``out`` (made when missing); refuses what ``outputs.check_study_dir`` refuses. Returns
     the paths."""
-    return write_outputs(
+    return write_study_files(
         out, record, OUTPUTS, markdown, plot, overwrite=overwrite, replaced=REPLACED
     )
 

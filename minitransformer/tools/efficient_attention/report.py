@@ -3,7 +3,7 @@
 
 The files go through runs/files.py, as the other tools' do: each is written whole to a temp
 file and renamed over its name, never through a symbolic link; a folder that holds anything
-is refused before the measurement starts, unless ``overwrite`` (``command.check_out``).
+is refused before the measurement starts, unless ``overwrite`` (``outputs.check_study_dir``).
 """
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...runtime.runs.outputs import write_study_files
 from ..viz.figure import SaveTo, decorate, finish, new_figure
-from .command import write_outputs
 from .fit import FIT_FROM, summarize
 
 OUTPUTS = ("cost.json", "cost.md", "plots/cost.png")
-REPLACED = "the measurement's files"  # what --overwrite replaces, in check_out's refusal
+REPLACED = "the measurement's files"  # what --overwrite replaces, in check_study_dir's refusal
 MEMORY_NOTE = (
     "peak memory: the most that tracemalloc saw held during one step, minus what was held "
     "before it (the inputs); NumPy reports every array it allocates to tracemalloc, so this "
@@ -195,9 +195,9 @@ def plot(record: dict[str, Any], path: SaveTo | None = None) -> Any:
 
 def write(record: dict[str, Any], out: str | Path, overwrite: bool = False) -> list[Path]:
     """cost.json (the record), cost.md (``markdown``) and plots/cost.png (``plot``) into
-    ``out`` (made when missing); refuses what ``command.check_out`` refuses. Returns the
+    ``out`` (made when missing); refuses what ``outputs.check_study_dir`` refuses. Returns the
     paths."""
-    return write_outputs(
+    return write_study_files(
         out, record, OUTPUTS, markdown, plot, overwrite=overwrite, replaced=REPLACED
     )
 

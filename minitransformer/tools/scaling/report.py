@@ -8,21 +8,18 @@ file and renamed over its name, and none is written through a symbolic link.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ... import checks
-from ...runtime import runs
-from ...runtime.runs import files
-from ...runtime.runs.outputs import check_output_dir
+from ...runtime.runs.outputs import check_study_dir, write_study_files
 from ..viz.figure import SaveTo, decorate, finish, new_figure
 from .fit import PowerLaw, fit_study, fits_to_json
 
 OUTPUTS = ("scaling.json", "scaling.md", "plots/scaling.png")
+REPLACED = "the study's files"  # what --overwrite replaces, in check_study_dir's refusal
 
 
 def _mean_range(values: list[float], fmt: str) -> str:
@@ -149,34 +146,22 @@ def write_study(study: dict[str, Any], out: str | Path, overwrite: bool = False,
     """scaling.json (the study and its fits), scaling.md and plots/scaling.png into ``out``
     (made when missing); refuses (RunDirectoryError) what ``check_out`` refuses. Each file
     is written whole, then renamed over its name; nothing is written through a link."""
-    out = Path(out)
-    check_out(out, overwrite)
     fits = fits if fits is not None else fit_study(study)
-    out.mkdir(parents=True, exist_ok=True)
-    for link in files.linked_entries(out, OUTPUTS):  # only with overwrite (check_out)
-        files.remove(out, link)
     record = {**study, "fits": fits_to_json(fits)}
-    files.write_text(out, "scaling.json", json.dumps(record, indent=1, allow_nan=True) + "\n")
-    files.write_text(out, "scaling.md", markdown_table(study, fits))
-    with files.replacing(out, "plots/scaling.png") as file:
-        plot(study, fits, file)
-    return [out / name for name in OUTPUTS]
+    return write_study_files(
+        out, record, OUTPUTS, lambda _: markdown_table(study, fits),
+        lambda _, file: plot(study, fits, file), overwrite=overwrite,
+        replaced=REPLACED,
+    )  # fmt: skip
 
 
 def check_out(out: str | Path, overwrite: bool = False) -> None:
     """Refuse an ``out`` that cannot be written (a file, a path through one, a link to
-    nothing, a read-only place: ``outputs.check_output_dir``), or a folder that holds
-    anything (unless ``overwrite``: then the study's own files are replaced and nothing
-    else is touched). Called before any training, so a refusal comes at the start, not
-    after minutes; nothing is left behind."""
-    out = Path(out)
-    check_output_dir(out)
-    held = sorted(p.name for p in out.iterdir()) if out.is_dir() else []
-    if held and not overwrite:
-        raise runs.RunDirectoryError(
-            f"--out {str(out)!r} is not empty (it holds {checks.listed(held)}); pass an empty "
-            "or new folder, or --overwrite to replace the study's files there"
-        )
+    nothing, a read-only place), or a folder that holds anything (unless ``overwrite``:
+    then the study's own files are replaced and nothing else is touched):
+    ``outputs.check_study_dir``. Called before any training, so a refusal comes at the
+    start, not after minutes; nothing is left behind."""
+    check_study_dir(out, overwrite, REPLACED)
 
 
 __all__ = ["OUTPUTS", "check_out", "markdown_table", "plot", "write_study"]
