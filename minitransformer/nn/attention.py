@@ -250,10 +250,9 @@ class MultiHeadAttention(Module):
             out = self._full(q, key, value, mask, cache)
         else:
             out = attend_below_n2(self, q, key, value, mask, cache)  # (B, H, T, d_v)
-        H = self.h
         gates = self.head_mask
         if gates is not None:  # each head's output times its gate m_h (class doc)
-            out = out * F.reshape(gates, (1, H, 1, 1))
+            out = out * F.reshape(gates, (1, self.h, 1, 1))
         out = MergeHeads.apply(out)  # (B, H, T, d_v) -> (B, T, H, d_v) -> (B, T, D)
         return self.w_o(out)
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from .. import backend
-from ..errors import ArgumentError, ShapeError
-from ..ops.attention_checks import check_mask
+from ..errors import ArgumentError
+from ..ops.attention_checks import check_key_mask
 from ..ops.heads import SplitHeads
 from ..ops.linear_attention import LinearAttention
 from ..ops.linear_attention_state import LinearAttentionState, linear_attention_step
@@ -62,19 +62,12 @@ def attend_below_n2(
 
 
 def _key_mask(layer: Any, keys: Any, q: Tensor, k: Tensor, offset_keys: bool) -> Any:
-    """The key padding mask of the S keys k holds, checked: (B, 1, 1, S) or None. A
-    cache's mask may cover more positions than the keys held (local keeps a window,
-    linear only the new positions): ``offset_keys`` keeps its last S entries."""
-    if keys is None:
-        return None
-    if backend.is_array(keys) and keys.ndim == 4 and keys.shape[2] != 1:
-        raise ShapeError(
-            f"MultiHeadAttention: attention={layer.attention!r} takes a key padding mask "
-            f"(B, 1, 1, S) or nn.masks.Causal(keys), got a mask of shape "
-            f"{tuple(keys.shape)} with a query axis; build the model's masks with "
-            "nn.masks.decoder_mask(cfg.attention, ...)"
-        )
+    """The key padding mask of the S keys k holds, checked (``check_key_mask``): None or an
+    array broadcastable to (B, H, 1, S). A cache's mask may cover more positions than the
+    keys held (local keeps a window, linear only the new positions): ``offset_keys`` keeps
+    its last S entries."""
     S = k.shape[2]
     if offset_keys and backend.is_array(keys) and keys.shape[-1] > S:
         keys = keys[..., -S:]
-    return check_mask(keys, (q.shape[0], 1, 1, S), k, "MultiHeadAttention")
+    where = f"MultiHeadAttention (attention={layer.attention!r})"
+    return check_key_mask(where, keys, q, k, causal_fix="pass nn.masks.Causal(keys)")

@@ -91,11 +91,14 @@ def check_mask(
     return mask
 
 
-def check_key_mask(where: str, mask: Any, q: Tensor, k: Tensor) -> Any:
+def check_key_mask(
+    where: str, mask: Any, q: Tensor, k: Tensor, causal_fix: str = "pass causal=True"
+) -> Any:
     """The key padding mask of an attention that never forms the (T, S) scores (local,
     strided, linear): a raw bool array broadcastable to (..., 1, S), True = key may be read
     (None stays None). A mask with a query axis (a causal or (T, S) mask) is refused: the
-    pattern is the op's own, and ``causal=True`` asks for the causal one."""
+    pattern is the op's own, and ``causal_fix`` says how to ask for the causal one (an op:
+    ``causal=True``; a layer: ``nn.masks.Causal(keys)``)."""
     if mask is None:
         return None
     mask = check_mask(mask, (*q.shape[:-1], k.shape[-2]), q, where)
@@ -103,7 +106,7 @@ def check_key_mask(where: str, mask: Any, q: Tensor, k: Tensor) -> Any:
         raise ShapeError(
             f"{where}: mask of shape {tuple(mask.shape)} has a query axis of "
             f"{mask.shape[-2]}; this op takes only a key padding mask (B, 1, 1, S) "
-            "(True = key may be read); pass causal=True for the causal pattern"
+            f"(True = key may be read); {causal_fix} for the causal pattern"
         )
     return mask
 
