@@ -13,6 +13,7 @@ from .ops.device import astype, to_device
 from .ops.dropout import dropout, dropout_add
 from .ops.elementwise import exp, log, relu, sqrt
 from .ops.embedding import embedding
+from .ops.grouped_heads import repeat_heads  # grouped-query attention
 from .ops.heads import merge_heads, split_heads
 from .ops.indexing import concat, getitem
 from .ops.layernorm import layer_norm
@@ -21,6 +22,8 @@ from .ops.local_attention import local_attention  # below n²: a window of keys
 from .ops.loss import cross_entropy
 from .ops.matmul import linear, matmul
 from .ops.reduce import max, mean, sum
+from .ops.rms_norm import rms_norm
+from .ops.rotary import rotary_embedding  # RoPE
 from .ops.shape import permute, reshape, transpose
 from .ops.smooth_relu import gelu, silu, swish
 from .ops.softmax import log_softmax, softmax
@@ -53,7 +56,10 @@ __all__ = [
     "permute",
     "pow",
     "relu",
+    "repeat_heads",
     "reshape",
+    "rms_norm",
+    "rotary_embedding",
     "scaled_dot_product_attention",
     "sigmoid",
     "silu",

@@ -55,6 +55,7 @@ F_CALLS = {
     "concat": (F.concat, lambda: dict(xs=[f32(2, 3), f32(1, 3)], axis=0), set()),
     "split_heads": (F.split_heads, lambda: dict(x=f32(2, 3, 4), h=2), set()),
     "merge_heads": (F.merge_heads, lambda: dict(x=f32(2, 2, 3, 2)), set()),
+    "repeat_heads": (F.repeat_heads, lambda: dict(x=f32(2, 2, 3, 2), groups=2), set()),
     "matmul": (F.matmul, lambda: dict(a=f32(2, 3), b=f32(3, 4)), set()),
     "linear": (F.linear, lambda: dict(x=f32(2, 3), weight=f32(3, 4), bias=f32(4)), {"x"}),
     "softmax": (F.softmax, lambda: dict(x=f32(2, 3)), {"x"}),
@@ -62,6 +63,8 @@ F_CALLS = {
     "layer_norm": (
         F.layer_norm, lambda: dict(x=f32(2, 3), gamma=f32(3), beta=f32(3)), {"x"},
     ),
+    "rms_norm": (F.rms_norm, lambda: dict(x=f32(2, 3), gamma=f32(3)), {"x", "gamma"}),
+    "rotary_embedding": (F.rotary_embedding, lambda: dict(x=f32(2, 3, 4)), {"x"}),
     "scaled_dot_product_attention": (
         F.scaled_dot_product_attention,
         lambda: dict(q=f32(1, 2, 4), k=f32(1, 3, 4), v=f32(1, 3, 4)),
