@@ -25,7 +25,7 @@ from .ops.reduce import max, mean, sum
 from .ops.rms_norm import rms_norm
 from .ops.rotary import rotary_embedding  # RoPE
 from .ops.shape import permute, reshape, transpose
-from .ops.smooth_relu import gelu, silu, swish
+from .ops.smooth_relu import gelu, gelu_tanh, silu, swish
 from .ops.softmax import log_softmax, softmax
 from .ops.strided_attention import strided_attention  # below n²: Child et al.'s pattern
 
@@ -40,6 +40,7 @@ __all__ = [
     "embedding",
     "exp",
     "gelu",
+    "gelu_tanh",
     "getitem",
     "layer_norm",
     "linear",

@@ -37,6 +37,7 @@ F_CALLS = {
     "tanh": (F.tanh, lambda: dict(x=f32(2, 3)), {"x"}),
     "sigmoid": (F.sigmoid, lambda: dict(x=f32(2, 3)), {"x"}),
     "gelu": (F.gelu, lambda: dict(x=f32(2, 3)), {"x"}),
+    "gelu_tanh": (F.gelu_tanh, lambda: dict(x=f32(2, 3)), {"x"}),
     "silu": (F.silu, lambda: dict(x=f32(2, 3)), {"x"}),
     "swish": (F.swish, lambda: dict(x=f32(2, 3)), {"x"}),
     "neg": (F.neg, lambda: dict(x=f32(2, 3)), set()),

@@ -1,4 +1,4 @@
-"""Smooth ReLUs: GELU and SiLU (swish), the feed-forward activations of later Transformers.
+"""Smooth ReLUs: GELU (exact and tanh), SiLU (swish): later Transformers' FFN activations.
 
 Shapes: x (...) -> y (...), elementwise. Both are x times a soft gate in (0, 1) that opens
 as x grows: near x for large x (like relu), near 0 for very negative x, smooth at 0.
@@ -8,8 +8,14 @@ as x grows: near x for large x (like relu), near 0 for very negative x, smooth a
     silu(x) = x σ(x),   σ(x) = 1 / (1 + e^-x)             (swish; the sigmoid of activations.py)
         dy/dx = σ(x) + x σ(x)(1 - σ(x)) = σ(x) (1 + x (1 - σ(x)))
 
-This GELU is the exact one (PyTorch's ``gelu(approximate="none")``, Hugging Face's
-``ACT2FN["gelu"]``), not the tanh approximation. erf comes from ``backend.special``.
+    gelu_tanh(x) = x (1 + t) / 2,   t = tanh(u),   u = c (x + k x³),   c = √(2/π), k = 0.044715
+        dy/dx = (1 + t) / 2 + x (1 - t²) c (1 + 3k x²) / 2     (tanh' = 1 - tanh²)
+
+GELU is the exact one (PyTorch's ``gelu(approximate="none")``, Hugging Face's
+``ACT2FN["gelu"]``); gelu_tanh is its tanh approximation, GPT-2's ``gelu_new`` (PyTorch's
+``gelu(approximate="tanh")``), within 5e-4 of it. erf comes from ``backend.special``.
+gelu_tanh's u uses x clipped to [-20, 20] (t is ±1 to the last bit beyond |x| = 10), so x³
+never overflows float32 and y = x, dy/dx = 1 (or 0, 0) stay exact in the tails.
 Forward saves x and the gate (Φ or σ); backward needs only these (and GELU one exp, for φ).
 Limits, kept finite for any x: as x -> +inf, y -> x and dy/dx -> 1; as x -> -inf, y -> 0
 and dy/dx -> 0 (from below: both dip below 0 for negative x before rising back to 0).
@@ -28,6 +34,8 @@ from .checks import floats
 
 _SQRT_HALF = math.sqrt(0.5)  # 1/√2, as PyTorch multiplies (not divides) by it
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)  # c of gelu_tanh
+_CUBIC = 0.044715  # k of gelu_tanh
 
 
 class GELU(Function):
@@ -46,6 +54,26 @@ class GELU(Function):
         x, cdf = ctx.saved
         pdf = _INV_SQRT_2PI * ctx.xp.exp(-0.5 * (x * x))  # φ(x)
         return grad * (cdf + x * pdf)
+
+
+class GELUTanh(Function):
+    """y = x (1 + t) / 2, t = tanh(c (x + k x³));
+    dx = g * ((1 + t) / 2 + x (1 - t²) c (1 + 3k x²) / 2)."""
+
+    fresh_grads = True
+
+    @staticmethod
+    def forward(ctx, x):
+        xc = ctx.xp.clip(x, min=-20.0, max=20.0)  # t is ±1 beyond |x| = 10: x³ never overflows
+        t = ctx.xp.tanh(_SQRT_2_OVER_PI * (xc + _CUBIC * (xc * xc * xc)))
+        ctx.save_for_backward(x, xc, t)
+        return 0.5 * x * (1.0 + t)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, xc, t = ctx.saved
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _CUBIC * (xc * xc))  # du/dx (of the clipped x)
+        return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du)
 
 
 class SiLU(Function):
@@ -69,6 +97,13 @@ def gelu(x: Tensor) -> Tensor:
     """Elementwise exact GELU, x Φ(x) (Φ the standard normal CDF); see the module docstring."""
     floats("gelu", x=x)
     return GELU.apply(x)
+
+
+def gelu_tanh(x: Tensor) -> Tensor:
+    """Elementwise GELU, tanh approximation: x (1 + tanh(√(2/π) (x + 0.044715 x³))) / 2,
+    GPT-2's ``gelu_new``; see the module docstring."""
+    floats("gelu_tanh", x=x)
+    return GELUTanh.apply(x)
 
 
 def silu(x: Tensor) -> Tensor:
