@@ -17,6 +17,7 @@ import math
 from typing import Any
 
 from ..config import MAX_LEN, TransformerConfig
+from ..config.blocks import BLOCKS
 from ..config.train import CHOICE_KNOBS, MAX_BATCH, MAX_SEED, knob_problem, task_size_problem
 from ..data import tasks
 from ..data.text import readable_text
@@ -48,7 +49,8 @@ samples = checked(
 seed = checked(int, lambda v: 0 <= v <= MAX_SEED, f"a whole number in 0..{MAX_SEED:,}")
 BOOLS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 MODEL_KEYS = tuple(f.name for f in dataclasses.fields(TransformerConfig))
-"""The keys of ``--model KEY=VALUE``: TransformerConfig's fields (and the lm's tokenizer)."""
+"""The keys of ``--model KEY=VALUE``: TransformerConfig's fields (and block, the paper's,
+GPT-2's or Llama's switches at once, config/blocks.py; and the lm's tokenizer)."""
 
 __all__ = [
     "BOOLS", "MAX_BATCH", "MODEL_KEYS", "TASKS", "alpha", "argv_text", "batch_size", "beam",
@@ -122,15 +124,23 @@ def model_override(text: str) -> tuple[str, Any]:
             raise argparse.ArgumentTypeError(f"{text!r}: the tokenizer is {choices}")
         return key, raw
     kinds = {f.name: str(f.type) for f in dataclasses.fields(TransformerConfig)}
+    if key == "block":  # the layer's switches at once (config/blocks.py); --model KEY wins
+        if raw not in BLOCKS:
+            raise argparse.ArgumentTypeError(
+                f"{text!r}: the block is one of {', '.join(BLOCKS)} (the paper's layer, "
+                "GPT-2's or Llama's)"
+            )
+        return key, raw
     if key not in MODEL_KEYS:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: unknown key {key!r}; valid keys: {', '.join(sorted(MODEL_KEYS))}"
+            f"{text!r}: unknown key {key!r}; valid keys: {', '.join(sorted(MODEL_KEYS))}, "
+            "block (paper, gpt2 or llama)"
         )
     try:
         if kinds[key] == "bool":
             return key, bool_text(raw)
-        if kinds[key] == "int | None" and raw.lower() == "none":
-            return key, None  # key_dim, attention_block_size: None = the default behaviour
+        if kinds[key] in ("int | None", "str | None") and raw.lower() == "none":
+            return key, None  # key_dim, kv_heads, rotary...: None = the default behaviour
         if kinds[key] in ("int", "int | None"):
             value = int_text(raw)
             low = 0 if key.endswith("_id") else 1
@@ -144,7 +154,11 @@ def model_override(text: str) -> tuple[str, Any]:
             return key, value
         if kinds[key] == "float":
             value = float(raw)
-            if not 0 <= value < 1:  # dropout, label_smoothing; NaN fails too
+            if key == "rotary_base" and not 1 < value < math.inf:  # NaN fails too
+                raise ValueError(f"rotary_base must be a finite number > 1, got {raw!r}")
+            if key == "norm_eps" and not 0 < value < 1:
+                raise ValueError(f"norm_eps must be a number in (0, 1), e.g. 1e-5, got {raw!r}")
+            if key != "rotary_base" and not 0 <= value < 1:  # dropout, label_smoothing
                 raise ValueError(f"{key} must be a number in [0, 1), got {raw!r}")
             return key, value
         if key == "dtype" and raw not in ("float32", "float64"):

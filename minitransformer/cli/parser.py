@@ -221,8 +221,10 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
                            f"{_default(field)})")  # fmt: skip
     train.add_argument(
         "--model", metavar="KEY=VALUE", type=flags.model_override, action="append", default=[],
-        help="override a model size or switch, e.g. --model d_model=32 --model N=1 (default: "
-        f"the preset's); keys: {', '.join(flags.MODEL_KEYS)}, and tokenizer (lm)",
+        help="override a model size or switch, e.g. --model d_model=32 --model N=1, or take "
+        "a block's switches at once, --model block=llama (paper, gpt2 or llama; the keys given "
+        f"beside it win) (default: the preset's); keys: {', '.join(flags.MODEL_KEYS)}, and "
+        "tokenizer (lm)",
     )  # fmt: skip
     train.add_argument(
         "--knob", metavar="KEY=VALUE", type=flags.key_value, action="append", default=[],

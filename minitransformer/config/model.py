@@ -29,6 +29,8 @@ from typing import Any, ClassVar
 from ..checks import is_int, is_real
 from ..errors import ConfigError
 from .attention import attention_problems
+from .blocks import block_fields, block_problems, rotary_problem
+from .shapes import Shapes, shape_groups
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {"d_model": 64, "h": 4, "N": 2, "d_ff": 256, "dropout": 0.0},
@@ -38,13 +40,10 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 _DTYPES = ("float32", "float64")
-ACTIVATIONS = ("relu", "gelu", "swish")  # the feed-forward's nonlinearity; the paper's is relu
+ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "swish")  # the feed-forward's; the paper's: relu
 POSITION_LAYOUTS = ("interleaved", "halves")  # sin, cos, sin, ... (paper) | all sines, then cosines
 MAX_LEN = 65_536  # positions; sentences are hundreds of tokens, the paper's table is 5,000
 MAX_PARAMETER_GIB = 16  # float32 weights; the paper's big model is ~0.8 GiB
-
-Shapes = dict[str, tuple[int, ...]]
-"""Weight name -> shape, as ``state_dict()`` lists them."""
 
 
 def head_split_problem(d_model: int, h: int) -> str | None:
@@ -91,7 +90,8 @@ class TransformerConfig:
             default), "local", "strided" or "linear", and the window of local or the
             stride of strided (config/attention.py; cross-attention is always full).
         activation: the feed-forward's nonlinearity, "relu" (the paper's max(0, x)),
-            "gelu" (x Φ(x)) or "swish" (x σ(x), also called SiLU; Marian's opus-mt models).
+            "gelu" (x Φ(x)), "gelu_tanh" (GPT-2's tanh approximation of it) or "swish"
+            (x σ(x), also called SiLU; Marian's opus-mt models, Llama's SwiGLU).
         position_layout: where the sinusoids sit in the positional vector: "interleaved"
             (the paper: sin, cos, sin, cos, ...) or "halves" (Marian: every sine first, then
             every cosine; the same frequencies, the features in another order).
@@ -107,7 +107,14 @@ class TransformerConfig:
         dtype: "float32" (default) or "float64" (for gradient checks).
         decoder_only: True = the decoder-only language model (nn.TransformerLM): no encoder,
             no cross-attention; N layers of masked self-attention and feed-forward over one
-            vocabulary (src_vocab == tgt_vocab; the decoder_* fields unset).
+            vocabulary (src_vocab == tgt_vocab; the decoder_* fields unset). Its bos_id
+            may equal eos_id (GPT-2's one <|endoftext|> token).
+        norm, norm_eps, rotary, rotary_base, gated_ffn, kv_heads, linear_bias: the block
+            since 2017 (config/blocks.py, which also names the blocks "paper", "gpt2" and
+            "llama"): "layer" or "rms" norms and their eps; rotary positions (RoPE, "halves"
+            or "interleaved", base rotary_base) instead of an added table; the gated
+            feed-forward (act(x W1) ⊙ x W3) W2; h_kv key/value heads shared by the h query
+            heads (GQA; None = h); biases in the attention and feed-forward linears.
     """
 
     src_vocab: int
@@ -139,12 +146,20 @@ class TransformerConfig:
     eos_id: int = 2
     dtype: str = "float32"
     decoder_only: bool = False
+    norm: str = "layer"
+    norm_eps: float = 1e-5
+    rotary: str | None = None
+    rotary_base: float = 10000.0
+    gated_ffn: bool = False
+    kv_heads: int | None = None
+    linear_bias: bool = True
 
     # Fields newer than the first checkpoints: a checkpoint without one has its default.
     ADDED: ClassVar[tuple[str, ...]] = (
         "attention_block_size", "activation", "position_layout", "scale_embedding",
         "logits_bias", "decoder_N", "decoder_h", "decoder_d_ff", "decoder_only",
-        "attention", "attention_window",
+        "attention", "attention_window", "norm", "norm_eps", "rotary", "rotary_base",
+        "gated_ffn", "kv_heads", "linear_bias",
     )  # fmt: skip
 
     def __post_init__(self) -> None:
@@ -165,15 +180,17 @@ class TransformerConfig:
         return self.decoder_N or self.N, self.decoder_h or self.h, self.decoder_d_ff or self.d_ff
 
     @classmethod
-    def preset(cls, name: str, **overrides: Any) -> TransformerConfig:
-        """A named size ("tiny", "small", "base", "big"); ``overrides`` set any field
-        (src_vocab and tgt_vocab are required)."""
+    def preset(cls, name: str, block: str | None = None, **overrides: Any) -> TransformerConfig:
+        """A named size ("tiny", "small", "base", "big"); ``block`` (None, "paper", "gpt2",
+        "llama": config/blocks.py) the layer's switches; ``overrides`` set any field (src_vocab
+        and tgt_vocab are required), the block's among them."""
         if name not in PRESETS:
             raise ConfigError(
                 f"preset: unknown name {name!r}; choose one of {sorted(PRESETS)}, "
                 "or build TransformerConfig(...) with explicit sizes"
             )
-        fields = {**PRESETS[name], **overrides}
+        switches = {} if block is None else block_fields(f"preset({name!r})", block)
+        fields = {**PRESETS[name], **switches, **overrides}
         missing = [k for k in ("src_vocab", "tgt_vocab") if k not in fields]
         if missing:
             raise ConfigError(
@@ -212,6 +229,9 @@ class TransformerConfig:
             self.attention, self.attention_window, self.attention_block_size,
             self.scale_attention,
         )  # fmt: skip
+        problems += block_problems(self)
+        if not problems and (problem := rotary_problem(self)):
+            problems.append(problem)
         for name in ("dropout", "label_smoothing"):
             value = getattr(self, name)
             if not (is_real(value) and 0.0 <= value < 1.0):  # NaN fails 0 <= value
@@ -226,11 +246,13 @@ class TransformerConfig:
                 problems.append(f"{name} must be True or False, got {value!r}")
         sizes_ok = not problems
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
-        distinct = {repr(v) for v in ids.values()}
-        if len(distinct) < (2 if repr(self.bos_id) == repr(self.pad_id) else 3):
+        # bos_id may equal pad_id (Marian's decoder start) or, in a language model, eos_id
+        same = repr(self.pad_id) == repr(self.eos_id)
+        if same or (repr(self.bos_id) == repr(self.eos_id) and self.decoder_only is not True):
             problems.append(
                 f"pad_id, bos_id and eos_id must be distinct (only bos_id may equal pad_id, "
-                f"as in Marian's decoder start), got {ids}"
+                f"as in Marian's decoder start, or eos_id in a language model, as GPT-2's "
+                f"<|endoftext|>), got {ids}"
             )
         vocab = min(self.src_vocab, self.tgt_vocab) if sizes_ok else None
         for name, value in ids.items():
@@ -298,47 +320,8 @@ class TransformerConfig:
         return sum(copies * len(shapes) for _, copies, shapes in self._shape_groups())
 
     def _shape_groups(self) -> list[tuple[str, int, Shapes]]:
-        """The shape table as (name prefix, copies, {name: shape}) in state_dict order;
-        "encoder.layers.{i}." has N copies (i = 0 .. N - 1), every other group one. Per layer:
-
-            self_attn (+ cross_attn in the decoder): w_q, w_k (D, h d_k), w_v, w_o (D, D),
-                                                     each with a bias of its width
-            ffn: w_1 (D, d_ff) + (d_ff,), w_2 (d_ff, D) + (D,)
-            block1, block2 (+ block3): norm.gamma, norm.beta (D,), one per sublayer
-        """
-        D, V = self.d_model, self.tgt_vocab
-        # The model's own parameter (logits_bias) comes before its modules' in state_dict.
-        top: Shapes = {"logits_bias": (V,)} if self.logits_bias else {}
-        if self.decoder_only:  # nn.TransformerLM: one embedding, one stack ("decoder")
-            top["embed.weight"] = (V, D)
-        else:
-            top["src_embed.weight"] = (self.src_vocab, D)
-            if not self.tie_embeddings:
-                top["tgt_embed.weight"] = (V, D)
-        if self.learned_positions:
-            top["positions.table"] = (self.max_len, D)
-        groups = [("", 1, top)]
-        for stack in ("decoder",) if self.decoder_only else ("encoder", "decoder"):
-            N, h, d_ff = self.sizes(stack)
-            cross = stack == "decoder" and not self.decoder_only
-            attentions = ("self_attn", "cross_attn") if cross else ("self_attn",)
-            qk = h * (self.key_dim or D // h)  # h d_k: key_dim may differ from D / h
-            layer: Shapes = {}
-            for attention in attentions:
-                for w, width in (("w_q", qk), ("w_k", qk), ("w_v", D), ("w_o", D)):
-                    layer[f"{attention}.{w}.weight"] = (D, width)
-                    layer[f"{attention}.{w}.bias"] = (width,)
-            layer["ffn.w_1.weight"], layer["ffn.w_1.bias"] = (D, d_ff), (d_ff,)
-            layer["ffn.w_2.weight"], layer["ffn.w_2.bias"] = (d_ff, D), (D,)
-            for block in range(1, len(attentions) + 2):
-                norm = f"block{block}.norm"
-                layer[f"{norm}.gamma"], layer[f"{norm}.beta"] = (D,), (D,)
-            groups.append((f"{stack}.layers.{{i}}.", N, layer))
-            if self.pre_norm:  # the stack's final LayerNorm
-                groups.append((f"{stack}.norm.", 1, {"gamma": (D,), "beta": (D,)}))
-        if not self.tie_embeddings:
-            groups.append(("", 1, {"out_proj.weight": (D, V)}))
-        return groups
+        """The shape table (config/shapes.py) as (name prefix, copies, {name: shape})."""
+        return shape_groups(self)
 
     def _size_problems(self) -> list[str]:
         """Sizes that would exhaust memory before the first step: refused up front."""

@@ -29,6 +29,7 @@ from ..checks import is_int, is_real
 from ..data import tasks
 from ..data.tasks import SPLITS
 from ..errors import ConfigError
+from .blocks import block_fields
 from .model import PRESETS, TransformerConfig
 
 # Defaults per task, chosen (and measured, see the README) so each reaches its target on a
@@ -286,9 +287,13 @@ def _check_fields(cfg: TrainConfig) -> None:
         raise ConfigError(f"TrainConfig: task_knobs of task {cfg.task!r}: {size}")
     unknown = sorted(
         set(cfg.model_overrides) - {f.name for f in dataclasses.fields(TransformerConfig)}
-    )
+        - {"block"}
+    )  # fmt: skip
     if unknown:
-        raise bad("model_overrides", f"a dict of TransformerConfig fields; unknown: {unknown}")
+        raise bad("model_overrides", f"a dict of TransformerConfig fields (and block); "
+                  f"unknown: {unknown}")  # fmt: skip
+    if "block" in cfg.model_overrides:  # the layer's switches at once (config/blocks.py)
+        block_fields("TrainConfig: model_overrides", cfg.model_overrides["block"])
     problem = task_decides_problem(cfg.task, cfg.model_overrides)
     if problem:
         raise ConfigError(f"TrainConfig: model_overrides {problem}")

@@ -12,7 +12,7 @@ from ..config import TransformerConfig
 from .attention import KVCache, MultiHeadAttention
 from .blocks import Block, CausalStack, Decoder, DecoderLayer, Encoder, EncoderLayer
 from .language_model import TransformerLM
-from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward
+from .layers import Dropout, Embedding, LayerNorm, Linear, PositionwiseFeedForward, RMSNorm
 from .masks import causal_mask, padding_mask, target_mask
 from .module import Module, ModuleList, Parameter, StateDictKeyError
 from .positional import PositionalEncoding, sinusoid_table
@@ -56,6 +56,7 @@ __all__ = [
     "Parameter",
     "PositionalEncoding",
     "PositionwiseFeedForward",
+    "RMSNorm",
     "RNNCell",
     "RNNSeq2Seq",
     "StateDictKeyError",

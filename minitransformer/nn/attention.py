@@ -7,9 +7,17 @@ All h heads come from ONE (D, D) projection each: project, then split the last a
 (H, d_k) and move the head axis forward, (B, T, D) -> (B, T, H, d_k) -> (B, H, T, d_k).
 The heads then run as one batched attention; no Python loop over heads.
 
-Cached decoding: a ``KVCache`` keeps the projected keys and values so a decoder step
-projects only its new token. Self-attention caches grow by one position per step;
-cross-attention caches (``static=True``) hold the memory's keys and values, computed once.
+Grouped-query attention (cfg.kv_heads = h_kv < h; Ainslie et al. 2023): the keys and values
+are projected to h_kv heads only, and each serves h / h_kv query heads (h_kv = 1 is
+multi-query attention, Shazeer 2019); ``RepeatHeads`` copies them to h heads for the
+attention itself, and its backward sums the copies' gradients. Rotary positions
+(cfg.rotary, RoPE; Su et al. 2021): each self-attention rotates its queries and keys by
+their positions (``ops/rotary.py``), so q·k depends on how far apart they are.
+
+Cached decoding: a ``KVCache`` keeps the projected keys and values (h_kv heads: what GQA
+saves) so a decoder step projects only its new token. Self-attention caches grow by one
+position per step; cross-attention caches (``static=True``) hold the memory's keys and
+values, computed once.
 
 The attention itself is one of four kinds (``config/attention.py``): the paper's full
 softmax attention, or, for self-attention, local, strided or linear attention, which never
@@ -33,8 +41,10 @@ from ..ops.attention import ScaledDotProductAttention
 from ..ops.attention_checks import check_mask, check_sizes
 from ..ops.blocked_attention import BlockedAttention, check_block_size
 from ..ops.checks import not_a_tensor
+from ..ops.grouped_heads import RepeatHeads
 from ..ops.heads import MergeHeads, SplitHeads
 from ..ops.linear_attention_state import LinearAttentionState
+from ..ops.rotary import Rotary, rotary_cos_sin
 from ..tensor import Tensor
 from .attention_kinds import attend_below_n2
 from .layers import Linear
@@ -44,17 +54,20 @@ from .module import Module
 
 @dataclass
 class KVCache:
-    """Projected keys and values (B, H, L, d_k) of one attention layer, seen so far.
+    """Projected keys and values (B, h_kv, L, d_k) of one attention layer, seen so far
+    (h_kv = cfg.kv_heads, or the h heads of the paper's attention).
 
     ``static=False`` (self-attention): each call appends the new positions' k and v.
     ``static=True`` (cross-attention): the first call projects key/value (the memory) and
-    later calls reuse them.
+    later calls reuse them. ``seen``: the positions a self-attention cache has taken in so
+    far (the next one's position, which rotary positions need; local attention keeps fewer).
     """
 
     static: bool = False
     k: Tensor | None = None
     v: Tensor | None = None
     state: LinearAttentionState | None = None  # linear attention's sums, instead of k and v
+    seen: int = 0
 
     @property
     def rows(self) -> int | None:
@@ -107,10 +120,12 @@ class MultiHeadAttention(Module):
 
     ``MultiHeadAttention(cfg, h, generator=None, cross=False)``: a layer's attention, given
     its TransformerConfig (read as it is: cfg.d_model, cfg.key_dim, cfg.scale_attention,
-    cfg.attention_block_size, cfg.attention, cfg.attention_window) and its stack's heads h
-    (``cfg.sizes``); the layers build theirs so. ``cross=True`` (a decoder's
-    cross-attention) runs full attention whatever cfg.attention says: the source is read
-    whole. Otherwise each argument is checked here (``check_attention``).
+    cfg.attention_block_size, cfg.attention, cfg.attention_window, cfg.kv_heads,
+    cfg.rotary, cfg.rotary_base, cfg.linear_bias) and its stack's heads h (``cfg.sizes``);
+    the layers build theirs so. ``cross=True`` (a decoder's cross-attention) runs full
+    attention, unrotated, whatever cfg.attention and cfg.rotary say: the source is read
+    whole. Otherwise each argument is checked here (``check_attention``), and the layer
+    is the paper's (h key/value heads, no rotation, biases).
 
     ``head_mask`` (None: every head on) gates the heads: a (H,) float Tensor, or numbers,
     that multiplies each head's output before the heads are merged,
@@ -134,13 +149,16 @@ class MultiHeadAttention(Module):
         cross: bool = False,
     ):
         super().__init__()
+        h_kv, rotary, base, bias = h, None, 10000.0, True  # the paper's attention
         if isinstance(d_model, TransformerConfig):  # validated when made, frozen since
             cfg = d_model
             d_model, d_k, scale = cfg.d_model, cfg.key_dim, cfg.scale_attention
             block_size = cfg.attention_block_size
             attention, window = cfg.attention, cfg.attention_window
+            h_kv, rotary, base = cfg.kv_heads or h, cfg.rotary, cfg.rotary_base
+            bias = cfg.linear_bias
             if cross is True:  # a decoder's cross-attention reads the whole source
-                attention, window = "full", None
+                attention, window, rotary = "full", None, None
         else:
             d_model, h, d_k, scale, block_size = check_attention(
                 "MultiHeadAttention", d_model, h, d_k, scale, block_size
@@ -151,10 +169,11 @@ class MultiHeadAttention(Module):
         self.d_k = self.d_v if d_k is None else d_k
         self.scale, self.block_size = scale, block_size
         self.attention, self.window = attention, window
-        self.w_q = Linear(d_model, h * self.d_k, generator=generator, _checked=True)
-        self.w_k = Linear(d_model, h * self.d_k, generator=generator, _checked=True)
-        self.w_v = Linear(d_model, d_model, generator=generator, _checked=True)
-        self.w_o = Linear(d_model, d_model, generator=generator, _checked=True)
+        self.h_kv, self.rotary, self.rotary_base = h_kv, rotary, base
+        self.w_q = Linear(d_model, h * self.d_k, bias, generator, _checked=True)
+        self.w_k = Linear(d_model, h_kv * self.d_k, bias, generator, _checked=True)
+        self.w_v = Linear(d_model, h_kv * self.d_v, bias, generator, _checked=True)
+        self.w_o = Linear(d_model, d_model, bias, generator, _checked=True)
         self.store_weights = False
         self.last_weights: Any = None
         self.head_mask = None
@@ -192,12 +211,33 @@ class MultiHeadAttention(Module):
             )
         return mask
 
+    def _rotated(self, x: Tensor, offset: int) -> Tensor:
+        """x (B, H, L, d) rotated by the positions offset .. offset + L - 1 (RoPE), or x
+        itself when the layer has no rotary positions."""
+        if self.rotary is None:
+            return x
+        L, d = x.shape[2], x.shape[3]
+        cos, sin = rotary_cos_sin(backend.namespace(x.data), offset, L, d, self.rotary_base,
+                                  x.data.dtype)  # (L, d/2) each  # fmt: skip
+        return Rotary.apply(x, cos, sin, layout=self.rotary)
+
+    def _grouped(self, x: Tensor) -> Tensor:
+        """Keys or values (B, h_kv, S, d) -> (B, h, S, d): each of the h_kv heads copied to
+        the h / h_kv query heads it serves (GQA); x itself when h_kv = h."""
+        return x if self.h_kv == self.h else RepeatHeads.apply(x, groups=self.h // self.h_kv)
+
+    def _project_keys_values(self, key: Tensor, value: Tensor, offset: int):
+        """The new positions' keys and values, (B, h_kv, S_new, d_k) and (B, h_kv, S_new,
+        d_v), the keys rotated to positions offset .. (when rotary)."""
+        k = SplitHeads.apply(self.w_k(key), h=self.h_kv)  # (B, h_kv, S_new, d_k)
+        v = SplitHeads.apply(self.w_v(value), h=self.h_kv)  # (B, h_kv, S_new, d_v)
+        return self._rotated(k, offset), v
+
     def _keys_values(self, key: Tensor, value: Tensor, cache: KVCache | None):
-        """Projected (B, H, S, d_k) keys and values, through the cache when there is one."""
+        """Projected (B, h_kv, S, d_k) keys and values, through the cache when there is one."""
         if cache is not None and cache.static and cache.k is not None:
             return cache.k, cache.v
-        k = SplitHeads.apply(self.w_k(key), h=self.h)  # (B, H, S_new, d_k)
-        v = SplitHeads.apply(self.w_v(value), h=self.h)  # (B, H, S_new, d_v)
+        k, v = self._project_keys_values(key, value, 0 if cache is None else cache.seen)
         if cache is not None:
             if not cache.static and cache.k is not None:
                 k = F.concat([cache.k, k], axis=2)  # (B, H, S_old + S_new, d_k)
@@ -244,12 +284,16 @@ class MultiHeadAttention(Module):
             )
         # Checked once, here: the ops below trust these shapes (no second check of q, k, v).
         q = SplitHeads.apply(self.w_q(query), h=self.h)  # (B, T, H * d_k) -> (B, H, T, d_k)
+        growing = cache is not None and not cache.static  # a self-attention cache
+        q = self._rotated(q, cache.seen if growing else 0)  # RoPE (when cfg.rotary)
         if not self.scale:  # the op divides by √d_k: pre-multiply so the logits are q kᵀ
             q = q * math.sqrt(self.d_k)
         if self.attention == "full":
             out = self._full(q, key, value, mask, cache)
         else:
             out = attend_below_n2(self, q, key, value, mask, cache)  # (B, H, T, d_v)
+        if growing:
+            cache.seen += query.shape[1]
         gates = self.head_mask
         if gates is not None:  # each head's output times its gate m_h (class doc)
             out = out * F.reshape(gates, (1, self.h, 1, 1))
@@ -258,7 +302,8 @@ class MultiHeadAttention(Module):
 
     def _full(self, q: Tensor, key: Tensor, value: Tensor, mask: Any, cache: Any) -> Tensor:
         """The paper's attention over every key (plain, or blocked): (B, H, T, d_v)."""
-        k, v = self._keys_values(key, value, cache)  # (B, H, S, d_k) each
+        k, v = self._keys_values(key, value, cache)  # (B, h_kv, S, d_k) each
+        k, v = self._grouped(k), self._grouped(v)  # (B, H, S, d_k): GQA's heads shared
         B, H, T, _ = q.shape
         S = k.shape[2]
         if S == 0:  # no keys: nothing to attend to (the op would reduce over none)
@@ -281,6 +326,9 @@ class MultiHeadAttention(Module):
         extra += "" if self.window is None else f", window={self.window}"
         extra += "" if self.scale else ", scale=False"
         extra += "" if self.block_size is None else f", block_size={self.block_size}"
+        extra += "" if self.h_kv == self.h else f", kv_heads={self.h_kv}"
+        extra += "" if self.rotary is None else f", rotary={self.rotary!r}"
+        extra += "" if self.w_q.bias is not None else ", bias=False"
         return f"d_model={self.d_model}, h={self.h}, d_k={self.d_k}{extra}"
 
 

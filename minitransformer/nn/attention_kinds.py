@@ -23,7 +23,6 @@ from typing import Any
 from .. import backend
 from ..errors import ArgumentError
 from ..ops.attention_checks import check_key_mask
-from ..ops.heads import SplitHeads
 from ..ops.linear_attention import LinearAttention
 from ..ops.linear_attention_state import LinearAttentionState, linear_attention_step
 from ..ops.local_attention import LocalAttention
@@ -46,13 +45,14 @@ def attend_below_n2(
     causal = isinstance(mask, Causal)
     keys = mask.keys if causal else mask
     if layer.attention == "linear" and cache is not None:  # the RNN form: running sums
-        k = SplitHeads.apply(layer.w_k(key), h=layer.h)  # (B, H, T, d_k), new positions
-        v = SplitHeads.apply(layer.w_v(value), h=layer.h)
+        k, v = layer._project_keys_values(key, value, cache.seen)  # (B, h_kv, T, d), new
+        k, v = layer._grouped(k), layer._grouped(v)  # (B, H, T, d_k): GQA's heads shared
         keys = _key_mask(layer, keys, q, k, offset_keys=True)
         if cache.state is None:
             cache.state = LinearAttentionState()
         return linear_attention_step(q, k, v, cache.state, mask=keys)
-    k, v = layer._keys_values(key, value, cache)  # (B, H, S, d_k); local: a window
+    k, v = layer._keys_values(key, value, cache)  # (B, h_kv, S, d_k); local: a window
+    k, v = layer._grouped(k), layer._grouped(v)  # (B, H, S, d_k): GQA's heads shared
     keys = _key_mask(layer, keys, q, k, offset_keys=cache is not None)
     if layer.attention == "local":
         return LocalAttention.apply(q, k, v, keys, window=layer.window, causal=causal)

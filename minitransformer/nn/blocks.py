@@ -8,6 +8,8 @@ encoder-decoder (transformer.py) and the decoder-only language model (language_m
 Each sublayer sits in a residual block:
     post-LN (the paper, default):  x = LayerNorm(x + Dropout(Sublayer(x)))
     pre-LN (pre_norm=True):        x = x + Dropout(Sublayer(LayerNorm(x)))
+The norm is LayerNorm, or RMSNorm when cfg.norm is "rms" (config/blocks.py: the switches
+that make the paper's layer GPT-2's or Llama's).
 
 A decoder layer without its cross-attention has exactly an encoder layer's sublayers: what
 makes it a decoder is the mask it is given (causal: position t sees 0..t) and the key/value
@@ -39,10 +41,10 @@ from .attention import KVCache, MultiHeadAttention, check_attention
 from .layers import (
     Dropout,
     Embedding,
-    LayerNorm,
     Linear,
     PositionwiseFeedForward,
     check_feed_forward,
+    norm_layer,
 )
 from .module import Module, ModuleList, Parameter
 
@@ -84,7 +86,7 @@ class _Residual(Module):
 
     def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        self.norm = LayerNorm(cfg.d_model, _checked=True)
+        self.norm = norm_layer(cfg)  # cfg.norm: LayerNorm, or RMSNorm
         self.dropout = Dropout(cfg.dropout, _checked=True)
         self.pre_norm = cfg.pre_norm
 
@@ -226,7 +228,7 @@ class _Stack(Module):
                                d_k, scale, activation, block_size, N=N)  # fmt: skip
         N = cfg.sizes(self.layer_class.STACK)[0]
         self.layers = ModuleList([self.layer_class(cfg, generator=generator) for _ in range(N)])
-        self.norm = LayerNorm(cfg.d_model, _checked=True) if cfg.pre_norm else None
+        self.norm = norm_layer(cfg) if cfg.pre_norm else None  # the final norm of pre-LN
 
 
 class Encoder(_Stack):

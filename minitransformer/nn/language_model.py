@@ -59,8 +59,10 @@ class TransformerLM(TokenModel):
     """TransformerLM(vocab=V, **fields, seed=0) or TransformerLM(config=cfg, seed=0).
 
     ``fields`` are TransformerConfig's (d_model, h, N, d_ff, dropout, max_len, pre_norm,
-    learned_positions, tie_embeddings, activation, ...; the paper's base sizes where left
-    out; label_smoothing 0). ``config``: a TransformerConfig with decoder_only=True (the
+    learned_positions, tie_embeddings, activation, norm, rotary, gated_ffn, kv_heads, ...;
+    the paper's base sizes where left out; label_smoothing 0), and ``block`` ("paper",
+    "gpt2" or "llama": config/blocks.py) sets the layer's switches at once, the fields
+    given beside it winning. ``config``: a TransformerConfig with decoder_only=True (the
     Trainer's and a checkpoint's). Weights drawn from ``seed`` on the host; ``lm.to("cuda")``
     moves them. See the module doc.
     """
@@ -84,12 +86,15 @@ class TransformerLM(TokenModel):
         self._build_output(cfg, gen)  # W (unless tied), the logits bias, √d_model
 
     @classmethod
-    def preset(cls, name: str, vocab: int, seed: int = 0, **overrides: Any) -> TransformerLM:
+    def preset(cls, name: str, vocab: int, seed: int = 0, block: str | None = None,
+               **overrides: Any) -> TransformerLM:  # fmt: skip
         """A named size ("tiny", "small", "base", "big": TransformerConfig's presets) for a
-        vocabulary of ``vocab`` tokens; ``overrides`` set any other field."""
+        vocabulary of ``vocab`` tokens; ``block``: None, "paper", "gpt2" or "llama" (the
+        layer's switches, config/blocks.py); ``overrides`` set any other field."""
         cfg = TransformerConfig.preset(
-            name, src_vocab=vocab, tgt_vocab=vocab, decoder_only=True, **{**DEFAULTS, **overrides}
-        )
+            name, block, src_vocab=vocab, tgt_vocab=vocab, decoder_only=True,
+            **{**DEFAULTS, **overrides},
+        )  # fmt: skip
         return cls(config=cfg, seed=seed)
 
     @property

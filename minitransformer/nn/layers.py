@@ -1,4 +1,4 @@
-"""The basic layers: Linear, Embedding, LayerNorm, Dropout, PositionwiseFeedForward.
+"""The basic layers: Linear, Embedding, LayerNorm, RMSNorm, Dropout, PositionwiseFeedForward.
 
 Weights are drawn on the host in float64 by a seeded ``backend.Generator`` (the model's,
 or the default CPU generator that ``backend.manual_seed`` seeds), then stored as float32
@@ -120,6 +120,35 @@ class LayerNorm(Module):
         return f"D={self.D}, eps={self.eps}"
 
 
+class RMSNorm(Module):
+    """y = gamma * x / sqrt(mean(x²) + eps) over the last axis (size D): LayerNorm without
+    the mean's subtraction and without beta (Zhang & Sennrich 2019; Llama's norm).
+
+    Shapes: x (..., D) -> y (..., D); gamma = 1 at init. The op: ops/rms_norm.py.
+    """
+
+    def __init__(self, D: int, eps: float = 1e-5, *, _checked: bool = False):
+        super().__init__()
+        if not _checked:
+            where = "RMSNorm"
+            D = checks.positive_int(where, "D", D, "D is the width of the last axis, d_model")
+            eps = checks.real(where, "eps", eps, 0.0, low_open=True, fix="the usual is 1e-5")
+        self.D, self.eps = D, eps
+        self.gamma = Parameter(_host().ones(D), dtype="float32")
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.rms_norm(x, self.gamma, eps=self.eps)
+
+    def extra_repr(self) -> str:
+        return f"D={self.D}, eps={self.eps}"
+
+
+def norm_layer(cfg: TransformerConfig) -> LayerNorm | RMSNorm:
+    """The norm a TransformerConfig asks for (cfg.norm, cfg.norm_eps), d_model wide."""
+    norm = RMSNorm if cfg.norm == "rms" else LayerNorm
+    return norm(cfg.d_model, cfg.norm_eps, _checked=True)
+
+
 class Dropout(Module):
     """In training, zero each element with probability p and scale the rest by 1/(1-p)
     (so the expectation is unchanged); in eval mode, the identity."""
@@ -155,9 +184,14 @@ class PositionwiseFeedForward(Module):
     """FFN(x) = act(x W1 + b1) W2 + b2, applied to each position alone (paper eq. 2).
 
     Shapes: x (B, T, d_model) -> (B, T, d_ff) -> (B, T, d_model).
-    ``activation``: "relu" (the paper's max(0, x), default), "gelu" (x Φ(x)) or "swish"
-    (x σ(x), SiLU: Marian's opus-mt models); each an op with its own backward
-    (ops/elementwise.py, ops/smooth_relu.py).
+    ``activation``: "relu" (the paper's max(0, x), default), "gelu" (x Φ(x)), "gelu_tanh"
+    (GPT-2's tanh approximation of it) or "swish" (x σ(x), SiLU: Marian's opus-mt models);
+    each an op with its own backward (ops/elementwise.py, ops/smooth_relu.py).
+
+    Gated (cfg.gated_ffn, Shazeer 2020): a third matrix W3 (d_model, d_ff) gates the hidden
+    units, FFN(x) = (act(x W1) ⊙ x W3) W2; with "swish" this is Llama's SwiGLU. Three
+    matrices instead of two: a gated layer with d_ff = 2/3 of a plain one's has its
+    parameter count. cfg.linear_bias False builds the linears without biases.
     ``dropout`` is an optional dropout on the hidden activations (PyTorch's
     nn.Transformer and the Annotated Transformer use one); the default 0.0 is the paper's
     formula, and the model uses that.
@@ -168,7 +202,8 @@ class PositionwiseFeedForward(Module):
     checks each where it enters.
     """
 
-    FUNCTIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu"}  # name -> F.<function>
+    FUNCTIONS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_tanh", "swish": "silu"}
+    # name -> F.<function>
 
     def __init__(
         self,
@@ -179,23 +214,31 @@ class PositionwiseFeedForward(Module):
         activation: str = "relu",
     ):
         super().__init__()
+        gated, bias = False, True
         if isinstance(d_model, TransformerConfig):  # validated when made, frozen since
-            d_model, activation = d_model.d_model, d_model.activation
+            cfg = d_model
+            d_model, activation, gated, bias = cfg.d_model, cfg.activation, cfg.gated_ffn, \
+                cfg.linear_bias  # fmt: skip
         else:
             d_model, d_ff, dropout, activation = check_feed_forward(
                 "PositionwiseFeedForward", d_model, d_ff, dropout, activation
             )
         self.activation = activation
         self.act = getattr(F, self.FUNCTIONS[activation])
-        self.w_1 = Linear(d_model, d_ff, generator=generator, _checked=True)
-        self.w_2 = Linear(d_ff, d_model, generator=generator, _checked=True)
+        self.w_1 = Linear(d_model, d_ff, bias, generator, _checked=True)
+        self.w_2 = Linear(d_ff, d_model, bias, generator, _checked=True)
+        self.w_3 = Linear(d_model, d_ff, bias, generator, _checked=True) if gated else None
         self.dropout = Dropout(dropout, _checked=True)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.dropout(self.act(self.w_1(x))))
+        hidden = self.act(self.w_1(x))  # (B, T, d_ff)
+        if self.w_3 is not None:  # gated: act(x W1) ⊙ x W3
+            hidden = hidden * self.w_3(x)
+        return self.w_2(self.dropout(hidden))
 
     def extra_repr(self) -> str:
-        return "" if self.activation == "relu" else f"activation={self.activation}"
+        extra = "" if self.activation == "relu" else f"activation={self.activation}"
+        return extra + (", gated" if self.w_3 is not None else "")
 
 
 def check_feed_forward(

@@ -1,8 +1,8 @@
 """TransformerLM's arguments, checked where they enter (language_model.py reads as the
 model; what a caller can get wrong is here):
 
-- ``lm_config``: TransformerLM(vocab=V, **fields) or config=cfg -> its TransformerConfig
-  (an unknown field named with the closest valid one);
+- ``lm_config``: TransformerLM(vocab=V, block=None, **fields) or config=cfg -> its
+  TransformerConfig (an unknown field named with the closest valid one);
 - ``check_cache``, ``check_cache_batch``: forward's cache is this model's, for these rows;
 - ``check_generation``: generate's prompts (at most MAX_PROMPTS: their texts are returned at
   once) and settings, as lists of ints and a ``Generation``.
@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import backend, checks
 from ..config import TransformerConfig
+from ..config.blocks import block_fields
 from ..errors import ArgumentError, ConfigError, ShapeError
 from .inputs import check_ids
 from .sampling import check_sampling
@@ -104,7 +105,7 @@ def lm_config(vocab: Any, config: Any, fields: dict[str, Any]) -> TransformerCon
             raise ArgumentError(
                 f"TransformerLM: {name} is set by the model itself; give vocab=V instead"
             )
-    unknown = sorted(set(fields) - set(FIELDS))
+    unknown = sorted(set(fields) - set(FIELDS) - {"block"})
     if unknown:
         guess = difflib.get_close_matches(unknown[0], FIELDS, n=1)
         hint = f" (did you mean {guess[0]!r}?)" if guess else ""
@@ -112,7 +113,9 @@ def lm_config(vocab: Any, config: Any, fields: dict[str, Any]) -> TransformerCon
             f"TransformerLM: unknown field(s) {unknown}{hint}; valid fields: "
             f"{sorted(FIELDS)} (and vocab, config, seed)"
         )
-    fields = {**DEFAULTS, **fields}
+    block = fields.pop("block", None)  # the paper's, GPT-2's or Llama's switches, overridable
+    switches = {} if block is None else block_fields("TransformerLM", block)
+    fields = {**DEFAULTS, **switches, **fields}
     return TransformerConfig(src_vocab=vocab, tgt_vocab=vocab, decoder_only=True, **fields)
 
 

@@ -14,7 +14,9 @@ were trained with that table. The two layouts give the same family of models up 
 reordering of the features, but a pretrained model needs the table it was trained with.
 The table (max_len, D) is a non-persistent buffer (the config determines it, so
 checkpoints need not store it). With ``learned=True`` the table is a Parameter instead,
-initialised with the sinusoids.
+initialised with the sinusoids. A model with rotary positions (cfg.rotary, RoPE: every
+self-attention rotates its queries and keys by position, ops/rotary.py) adds no table: its
+PositionalEncoding only drops out and checks the length.
 """
 
 from __future__ import annotations
@@ -66,10 +68,12 @@ class PositionalEncoding(Module):
         layout: str = "interleaved",
     ):
         super().__init__()
+        self.rotary = False  # True: positions enter the attention (RoPE), no table here
         if isinstance(d_model, TransformerConfig):
             cfg = d_model
             d_model, max_len, dropout = cfg.d_model, cfg.max_len, cfg.dropout
             learned, layout = cfg.learned_positions, cfg.position_layout
+            self.rotary = cfg.rotary is not None
         else:
             where = "PositionalEncoding"
             d_model = checks.positive_int(where, "d_model", d_model, "the model width, e.g. 512")
@@ -79,9 +83,11 @@ class PositionalEncoding(Module):
             learned = checks.flag(where, "learned", learned)
             dropout = checks.probability(where, "dropout", dropout)
         self.d_model, self.max_len, self.learned = d_model, max_len, learned
-        table = sinusoid_table(max_len, d_model, layout)  # checks layout
         self.layout = layout
-        if learned:
+        table = None if self.rotary else sinusoid_table(max_len, d_model, layout)  # checks layout
+        if table is None:
+            self.table = None
+        elif learned:
             self.table = Parameter(table, dtype="float32")
         else:
             self.register_buffer(
@@ -106,8 +112,12 @@ class PositionalEncoding(Module):
                 f"PositionalEncoding: {where} exceed(s) max_len = {self.max_len}; raise "
                 f"max_len in the config (TransformerConfig(max_len=...)) or shorten the input"
             )
+        if self.table is None:  # rotary: the attention layers place the tokens
+            return self.dropout(x)
         return self.dropout(x + self.table[offset : offset + T])  # (B, T, D) + (T, D)
 
     def extra_repr(self) -> str:
+        if self.rotary:
+            return f"d_model={self.d_model}, max_len={self.max_len}, rotary (no table)"
         extra = "" if self.layout == "interleaved" else f", layout={self.layout}"
         return f"d_model={self.d_model}, max_len={self.max_len}, learned={self.learned}{extra}"

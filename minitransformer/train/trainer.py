@@ -66,7 +66,8 @@ class Trainer(TrainingStep):
                 f"give max_len of at least {self.task.max_len}, or leave it out"
             )
         overrides.update(cfg.model_overrides)
-        self.model_cfg = TransformerConfig.preset(cfg.preset, **overrides)
+        block = overrides.pop("block", None)  # the layer's switches; the fields given win
+        self.model_cfg = TransformerConfig.preset(cfg.preset, block, **overrides)
         self.model = build_model(self.model_cfg, seed=cfg.seed).to(cfg.device)
         self.optimizer = Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         factor = NoamSchedule.factor_for_peak(cfg.peak_lr, self.model_cfg.d_model, cfg.warmup)

@@ -52,7 +52,10 @@ def test_preset_overrides_and_errors():
         ({"label_smoothing": -0.1}, "label_smoothing must be in"),
         ({"eos_id": 0}, "pad_id, bos_id and eos_id must be distinct"),
         ({"bos_id": 2}, r"must be distinct \(only bos_id may equal pad_id"),
-        ({"activation": "tanh"}, r"activation must be one of \('relu', 'gelu', 'swish'\)"),
+        (
+            {"activation": "tanh"},
+            r"activation must be one of \('relu', 'gelu', 'gelu_tanh', 'swish'\)",
+        ),
         ({"position_layout": "mixed"}, "position_layout must be one of"),
         ({"logits_bias": 1}, "logits_bias must be True or False, got 1"),
         ({"scale_embedding": "yes"}, "scale_embedding must be True or False"),
