@@ -217,8 +217,8 @@ class MultiHeadAttention(Module):
         if self.rotary is None:
             return x
         L, d = x.shape[2], x.shape[3]
-        cos, sin = rotary_cos_sin(backend.namespace(x.data), offset, L, d, self.rotary_base,
-                                  x.data.dtype)  # (L, d/2) each  # fmt: skip
+        xp, data = backend.namespace(x.data), x.data
+        cos, sin = rotary_cos_sin(xp, offset, L, d, self.rotary_base, data.dtype, data.device)
         return Rotary.apply(x, cos, sin, layout=self.rotary)
 
     def _grouped(self, x: Tensor) -> Tensor:
