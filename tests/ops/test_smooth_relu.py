@@ -1,5 +1,5 @@
-"""GELU and SiLU (swish), and the erf under GELU: forward against NumPy formulas and PyTorch,
-backward against finite differences on every backend, finite limits at extreme inputs,
+"""GELU (exact and tanh), SiLU (swish), and the erf under GELU: forward against NumPy formulas
+and PyTorch, backward against finite differences on every backend, finite limits at extreme inputs,
 dtype preservation, and a wrong backward that the gradient check must catch."""
 
 import math
@@ -12,13 +12,17 @@ import minitransformer as mt
 import minitransformer.functional as F
 from minitransformer import backend
 from minitransformer.errors import ArgumentError, DTypeError
-from minitransformer.ops.smooth_relu import GELU, SiLU
+from minitransformer.ops.smooth_relu import GELU, GELUTanh, SiLU
 
 np_erf = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def np_gelu(x):
     return x * 0.5 * (1.0 + np_erf(x / math.sqrt(2.0)))
+
+
+def np_gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
 
 
 def np_silu(x):
@@ -83,7 +87,9 @@ def test_erf_refuses_what_it_cannot_take():
 # ----------------------------------------------------------------------------- GELU and SiLU
 
 
-@pytest.mark.parametrize("name, ref", [("gelu", np_gelu), ("silu", np_silu)])
+@pytest.mark.parametrize(
+    "name, ref", [("gelu", np_gelu), ("gelu_tanh", np_gelu_tanh), ("silu", np_silu)]
+)
 @pytest.mark.parametrize("shape", [(3, 5), (2, 3, 4), ()])
 def test_forward_and_gradcheck(make, rng, name, ref, shape):
     x_np = rng.uniform(-4, 4, shape)
@@ -93,7 +99,10 @@ def test_forward_and_gradcheck(make, rng, name, ref, shape):
     assert mt.gradcheck(fn, x)  # with a random upstream gradient (see gradcheck.py)
 
 
-@pytest.mark.parametrize("name", ["gelu", "silu"])
+TORCH = {"gelu": {}, "gelu_tanh": {"approximate": "tanh"}, "silu": {}}
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu"])
 def test_matches_torch(rng, name):
     torch = pytest.importorskip("torch")
     x_np = np.concatenate([rng.standard_normal(200) * 3, [-40.0, -8.0, -0.0, 0.0, 8.0, 40.0]])
@@ -102,13 +111,46 @@ def test_matches_torch(rng, name):
     y = getattr(F, name)(x)
     (y * g_np).sum().backward()
     xt = torch.tensor(x_np, requires_grad=True)
-    yt = getattr(torch.nn.functional, name)(xt)  # gelu: approximate="none", the exact one
+    torch_name = name.removesuffix("_tanh")  # gelu: approximate="none", the exact one
+    yt = getattr(torch.nn.functional, torch_name)(xt, **TORCH[name])
     (yt * torch.tensor(g_np)).sum().backward()
-    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=1e-14, atol=1e-15)
-    np.testing.assert_allclose(x.grad, xt.grad.numpy(), rtol=1e-13, atol=1e-15)
+    rtol = 1e-11 if name == "gelu_tanh" else 1e-14  # 1 + tanh cancels for x < 0: a few ulp
+    np.testing.assert_allclose(y.numpy(), yt.detach().numpy(), rtol=rtol, atol=1e-15)
+    np.testing.assert_allclose(x.grad, xt.grad.numpy(), rtol=10 * rtol, atol=1e-15)
 
 
-@pytest.mark.parametrize("name", ["gelu", "silu"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu_tanh_matches_torch_in_float32_and_past_torchs_overflow(rng, dtype):
+    """float32 values and gradients agree; at |x| = 1e30 torch's x³ overflows (NaN gradient
+    in float32), ours clips inside the cubic and gives y = x or 0, dy/dx = 1 or 0."""
+    torch = pytest.importorskip("torch")
+    x_np = (rng.standard_normal(300) * 4).astype(dtype)
+    x = mt.tensor(x_np, requires_grad=True)
+    F.gelu_tanh(x).sum().backward()
+    xt = torch.tensor(x_np, requires_grad=True)
+    yt = torch.nn.functional.gelu(xt, approximate="tanh")
+    yt.sum().backward()
+    tol = 2e-6 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(F.gelu_tanh(x).numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(x.grad, xt.grad.numpy(), rtol=tol, atol=tol)
+    far = mt.tensor(np.array([-1e30, 1e30], dtype=dtype), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        y = F.gelu_tanh(far)
+        y.sum().backward()
+    np.testing.assert_array_equal(
+        y.numpy(), [0.0, 1e30 if dtype == "float64" else np.float32(1e30)]
+    )
+    np.testing.assert_array_equal(far.grad, [0.0, 1.0])
+
+
+def test_gelu_tanh_is_within_5e_4_of_the_exact_gelu():
+    x = mt.tensor(np.linspace(-8.0, 8.0, 32_001))
+    gap = np.abs(F.gelu_tanh(x).numpy() - F.gelu(x).numpy())
+    assert 1e-4 < gap.max() < 5e-4
+
+
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_extreme_inputs_are_finite_with_the_right_limits(make, name, dtype):
     x = make(np.array([-1000.0, -50.0, 0.0, 50.0, 1000.0]), dtype=dtype)
@@ -158,6 +200,15 @@ class GELUWithoutDensity(GELU):
         return grad * cdf
 
 
+class GELUTanhWithoutCubicTerm(GELUTanh):
+    """du/dx taken as c, forgetting the cubic's 3k x²."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, _, t = ctx.saved
+        return grad * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * math.sqrt(2.0 / math.pi))
+
+
 class SiLUWithoutProductRule(SiLU):
     """dy/dx = σ(x), as if the gate were a constant."""
 
@@ -167,14 +218,16 @@ class SiLUWithoutProductRule(SiLU):
         return grad * sig
 
 
-@pytest.mark.parametrize("wrong", [GELUWithoutDensity, SiLUWithoutProductRule])
+@pytest.mark.parametrize(
+    "wrong", [GELUWithoutDensity, GELUTanhWithoutCubicTerm, SiLUWithoutProductRule]
+)
 def test_gradcheck_catches_a_wrong_backward(make, rng, wrong):
     x = make(rng.uniform(-3, 3, (3, 4)))
     with pytest.raises(mt.GradcheckError, match="input 0 at position"):
         mt.gradcheck(wrong.apply, x)
 
 
-@pytest.mark.parametrize("name", ["gelu", "silu", "swish"])
+@pytest.mark.parametrize("name", ["gelu", "gelu_tanh", "silu", "swish"])
 def test_inputs_are_checked(name):
     fn = getattr(F, name)
     with pytest.raises(ArgumentError, match=f"{name}: x must"):
