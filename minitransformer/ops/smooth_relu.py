@@ -16,9 +16,10 @@ GELU is the exact one (PyTorch's ``gelu(approximate="none")``, Hugging Face's
 ``gelu(approximate="tanh")``), within 5e-4 of it. erf comes from ``backend.special``.
 gelu_tanh's u uses x clipped to [-20, 20] (t is ±1 to the last bit beyond |x| = 10), so x³
 never overflows float32 and y = x, dy/dx = 1 (or 0, 0) stay exact in the tails.
-Forward saves x and the gate (Φ or σ); backward needs only these (and GELU one exp, for φ).
+Forward saves x and the gate (Φ, σ, or t with gelu_tanh's clipped x); backward needs only
+these (and GELU one exp, for φ).
 Limits, kept finite for any x: as x -> +inf, y -> x and dy/dx -> 1; as x -> -inf, y -> 0
-and dy/dx -> 0 (from below: both dip below 0 for negative x before rising back to 0).
+and dy/dx -> 0 (from below: all three dip below 0 for negative x before rising back to 0).
 σ is computed from z = e^-|x|, which never overflows (as in ``activations.Sigmoid``).
 """
 
