@@ -8,7 +8,7 @@ Reading refuses what is not a regular file and anything larger than ``cap`` (a f
 grows while read included) with a CheckpointError naming the path and ``fix``. Writing goes
 to a temporary file created with ``O_EXCL | O_NOFOLLOW`` (never through a link) and renamed
 over ``path``: a reader sees the old file or the new one, never half of one. The tokenizer
-(sentencepiece.py) and the model's weights (nn/marian_weights.py) both use them.
+(sentencepiece.py) and the model folders (nn/safetensors_folder.py) both use them.
 """
 
 from __future__ import annotations

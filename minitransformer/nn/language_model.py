@@ -28,6 +28,8 @@ whose exponential is the perplexity).
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,7 @@ from ..config import TransformerConfig
 from ..tensor import Tensor, no_grad
 from .attention import KVCache
 from .blocks import CausalStack, TokenModel
+from .gpt2_llama_weights import read_gpt2_llama, write_gpt2_llama
 from .inputs import check_ids
 from .layers import Embedding
 from .lm_arguments import (
@@ -223,3 +226,24 @@ class TransformerLM(TokenModel):
         c = self.cfg
         return f"decoder-only, d_model={c.d_model}, h={c.h}, N={c.N}, d_ff={c.d_ff}, " \
             f"vocab={c.tgt_vocab}, tied={c.tie_embeddings}"  # fmt: skip
+
+    # ------------------------------------------------------------------ GPT-2's and Llama's files
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike[str], dtype: str = "float32") -> TransformerLM:
+        """The model of a Hugging Face GPT2LMHeadModel or LlamaForCausalLM folder (config.json
+        and model.safetensors), in eval mode; ``lm(ids)`` gives transformers' logits. Every
+        field and array is checked first (nn/gpt2_llama_config.py, nn/gpt2_llama_weights.py);
+        a pad_token_id of null becomes the smallest id that is neither bos nor eos."""
+        cfg, state = read_gpt2_llama(path, dtype)
+        model = cls(config=cfg)
+        model.load_state_dict(state)
+        return model.eval()
+
+    def save_pretrained(self, path: str | os.PathLike[str], overwrite: bool = False) -> Path:
+        """Write this model as a GPT-2 folder (block "gpt2": LayerNorm, learned positions) or a
+        Llama one (block "llama": RMSNorm, rotary, gated FFN) that
+        transformers.AutoModelForCausalLM.from_pretrained reads with the same logits; returns
+        the folder. A model of neither shape is refused by field name; existing files need
+        ``overwrite``."""
+        overwrite = checks.flag("save_pretrained", "overwrite", overwrite)
+        return write_gpt2_llama(self, path, overwrite)

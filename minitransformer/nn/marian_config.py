@@ -126,6 +126,14 @@ def config_from_marian(d: Any, where: str = "config.json", dtype: str = "float32
     every field that is missing, of the wrong type, another value than ``FIXED`` or unknown."""
     if not isinstance(d, dict):
         raise ConfigError(f"{where}: must be a JSON object, got {type(d).__name__}")
+    if d.get("model_type", "marian") != "marian":  # another model: say so, not every field
+        lm = " (a GPT-2 or Llama folder: mt.nn.TransformerLM.from_pretrained)"
+        raise ConfigError(
+            f"{where}: model_type = {short(d['model_type'])} (this library computes 'marian'): "
+            f"Transformer.from_pretrained reads Marian (MarianMTModel) folders only"
+            f"{lm if d['model_type'] in ('gpt2', 'llama') else ''}; load this model with "
+            "transformers instead"
+        )
     known = {
         *SIZES,
         *IDS,
@@ -244,8 +252,10 @@ def marian_config(cfg: TransformerConfig) -> dict[str, Any]:
 
     A model with the paper's interleaved positions is saved with its features reordered
     (see marian_weights.py), so the layout needs no field. Refused (ConfigError): what Marian
-    cannot compute, pre-LN, learned positions, a key_dim, unscaled attention or an attention
-    kind other than the paper's full one.
+    cannot compute, pre-LN, learned positions, a key_dim, unscaled attention, an attention
+    kind other than the paper's full one, and the switches of the block since 2017 (RMSNorm,
+    another norm eps, rotary positions, a gated FFN, shared key/value heads, no biases,
+    GPT-2's gelu_tanh).
     """
     unsupported = {
         "pre_norm": (cfg.pre_norm, False),
@@ -253,8 +263,16 @@ def marian_config(cfg: TransformerConfig) -> dict[str, Any]:
         "key_dim": (cfg.key_dim, None),
         "scale_attention": (cfg.scale_attention, True),
         "attention": (cfg.attention, "full"),
+        "norm": (cfg.norm, "layer"),
+        "norm_eps": (cfg.norm_eps, 1e-5),  # Marian's LayerNorms: PyTorch's default eps
+        "rotary": (cfg.rotary, None),
+        "gated_ffn": (cfg.gated_ffn, False),
+        "kv_heads": (cfg.kv_heads, None),
+        "linear_bias": (cfg.linear_bias, True),
     }
     bad = [f"{k}={v!r}" for k, (v, ok) in unsupported.items() if v != ok]
+    if cfg.activation not in ACTIVATIONS:  # GPT-2's gelu_tanh: no name in Marian's config
+        bad.append(f"activation={cfg.activation!r}")
     if bad:
         raise ConfigError(
             f"save_pretrained: Marian's layout has no place for {', '.join(bad)}; only a "

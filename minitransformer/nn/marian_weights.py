@@ -27,7 +27,8 @@ the features' order). The projections' output axis is d_model wide too, but it i
 heads: reordering it would mix features across heads and change the function, so it is never
 reordered.
 
-A ``pytorch_model.bin`` is a pickle, which can run code when loaded: it is never opened.
+The folder's files are read and written by safetensors_folder.py (shared with GPT-2 and
+Llama): a ``pytorch_model.bin`` is a pickle, which can run code when loaded: it is never opened.
 """
 
 from __future__ import annotations
@@ -39,22 +40,20 @@ from typing import Any
 
 import numpy as np
 
-from .. import backend, checks
-from ..checks import listed
+from .. import backend
 from ..config import TransformerConfig
-from ..data.folder_files import read_json, write_replacing
 from ..errors import CheckpointError
 from .marian_config import config_from_marian, marian_config
 from .positional import sinusoid_table
-
-MAX_CONFIG_BYTES = 1 << 20  # a config.json is a few KB
-DTYPES = {"F16": "float16", "F32": "float32", "F64": "float64"}  # safetensors' names
-_NOT_SAFETENSORS = (  # other weight files, named when model.safetensors is missing
-    "pytorch_model.bin",
-    "model.safetensors.index.json",  # sharded: not read here
-    "tf_model.h5",
-    "flax_model.msgpack",
-    "rust_model.ot",
+from .safetensors_folder import (
+    check_headers,
+    checked_dtype,
+    model_folder,
+    open_safetensors,
+    read_config,
+    read_finite,
+    safetensors_bytes,
+    write_model_folder,
 )
 
 
@@ -95,34 +94,12 @@ def marian_names(cfg: TransformerConfig) -> dict[str, tuple[str, bool, tuple[int
 def read_marian(path: str | os.PathLike[str], dtype: str = "float32"):
     """(TransformerConfig, {our name: array}) of a Marian folder, every file and array checked
     (names, shapes and dtypes before any array is read); see the module docstring."""
-    folder = _folder(path)
-    fix = "a Marian folder needs config.json as transformers writes it"
-    config = read_json(folder / "config.json", MAX_CONFIG_BYTES, fix)
+    folder = model_folder(path, "a Marian model folder", _HUB)
+    dtype = checked_dtype(dtype)
+    config = read_config(folder, "a Marian folder needs config.json as transformers writes it")
     cfg = config_from_marian(config, f"{folder}/config.json", dtype)
-    weights = folder / "model.safetensors"
-    if weights.exists() and not weights.is_file():  # a FIFO would make safe_open wait
-        raise CheckpointError(
-            f"{weights}: not a regular file (a FIFO, a device or a folder); put the model's "
-            "model.safetensors file there"
-        )
-    if not weights.is_file():
-        found = [n for n in _NOT_SAFETENSORS if (folder / n).exists()]
-        raise CheckpointError(
-            f"{folder}: no model.safetensors (found {found or 'no weights file'}). This "
-            "library reads only safetensors, never a pickle (pytorch_model.bin can run code "
-            'when opened). Convert a folder you trust once with transformers: python -c "from '
-            f"transformers import MarianMTModel as M; M.from_pretrained('{folder}')"
-            f".save_pretrained('{folder}-safetensors')\", then load that folder"
-        )
-    from safetensors import SafetensorError, safe_open
-
-    try:
-        with safe_open(str(weights), framework="numpy") as f:
-            state = _read_weights(f, cfg, weights)
-    except SafetensorError as err:
-        raise CheckpointError(
-            f"{weights}: not a valid safetensors file ({err}); download it again"
-        ) from None
+    with open_safetensors(folder, "MarianMTModel") as (f, weights):
+        state = _read_weights(f, cfg, weights)
     return cfg, state
 
 
@@ -135,33 +112,13 @@ def _read_weights(f: Any, cfg: TransformerConfig, weights: Path) -> dict[str, An
         if "model.shared.weight" not in names and copies:
             expected[copies[0]] = expected.pop("model.shared.weight")
         also.update({n: (cfg.src_vocab, D) for n in copies if n not in expected})
-    problems = [f"unexpected {n}" for n in sorted(names - set(expected) - set(also))]
-    problems += [f"missing {n}" for n in sorted(set(expected) - names - {"final_logits_bias"})]
-    for name in sorted(names & (set(expected) | set(also))):  # the known names' headers
-        piece = f.get_slice(name)
-        shape, kind = tuple(piece.get_shape()), piece.get_dtype()
-        want = expected[name][2] if name in expected else also[name]
-        if shape != want or kind not in DTYPES:
-            problems.append(f"{name} is {kind}{list(shape)}, expected F32{list(want)}")
-    if problems:
-        raise CheckpointError(
-            f"{weights}: the weights do not fit its config.json: {'; '.join(problems[:8])}"
-            f"{' ...' if len(problems) > 8 else ''}. Use the config.json saved with them"
-        )
-    state, bad = {}, []
-    for name in sorted(names & set(expected)):
+    shapes = {name: shape for name, (_, _, shape) in expected.items()}
+    check_headers(f, weights, shapes, also, optional=["final_logits_bias"])
+    arrays = read_finite(f, weights, names & set(expected), cfg.dtype)
+    state = {}
+    for name, a in arrays.items():
         ours, transposed, _ = expected[name]
-        a = f.get_tensor(name).astype(cfg.dtype, copy=False)
-        if not np.isfinite(a).all():
-            bad.append(name)
         state[ours] = a.T if transposed else a.reshape(-1) if ours == "logits_bias" else a
-    if bad:
-        raise CheckpointError(
-            f"{weights}: {len(bad)} of its arrays hold NaN or Inf values ({listed(bad)}): the "
-            "file is damaged or was saved from a model that diverged. Download it again (for a "
-            "Hub model, delete it from the cache first: huggingface-cli delete-cache), or ask "
-            "whoever published it"
-        )
     state.setdefault("logits_bias", np.zeros(cfg.tgt_vocab, dtype=cfg.dtype))  # older files
     table = sinusoid_table(cfg.max_len, D, "halves")
     for name in sorted(names & set(also)):  # stored copies must be what they copy
@@ -195,15 +152,6 @@ def write_marian(model: Any, path: str | os.PathLike[str], overwrite: bool = Fal
     model.safetensors); an existing file there is an error unless ``overwrite``."""
     cfg = model.cfg
     config = marian_config(cfg)  # refuses what Marian cannot compute
-    folder = Path(os.fspath(path))
-    files = ("config.json", "generation_config.json", "model.safetensors")
-    taken = [n for n in files if (folder / n).exists() or (folder / n).is_symlink()]
-    if taken and not overwrite:
-        raise CheckpointError(
-            f"save_pretrained: {folder} already holds {taken}; choose a new folder, or pass "
-            "overwrite=True to replace them"
-        )
-    folder.mkdir(parents=True, exist_ok=True)
     ours = {k: backend.to_numpy(v) for k, v in model.state_dict().items()}
     order = None if cfg.position_layout == "halves" else feature_order(cfg.d_model)
     tensors = {}
@@ -220,26 +168,16 @@ def write_marian(model: Any, path: str | os.PathLike[str], overwrite: bool = Fal
         "bad_words_ids": [[cfg.pad_id]],
         "max_length": cfg.max_len,
     }
-    from safetensors.numpy import save
-
-    write_replacing(folder / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    write_replacing(folder / "generation_config.json", json.dumps(generation, indent=2).encode())
-    write_replacing(folder / "config.json", json.dumps(config, indent=2).encode())  # last: complete
-    return folder
-
-
-def _folder(path: Any) -> Path:
-    """``path`` as an existing folder, or an error that says how to get one."""
-    folder = checks.checked_path("from_pretrained", path, "a Marian model folder")
-    if not folder.is_dir():
-        shown = checks.shown_name(str(path))
-        hub = "" if folder.exists() or str(path).count("/") != 1 else (
-            f"; to download the Hugging Face model {shown}, run `minitransformer translate "
-            f"--pretrained {shown} TEXT` once (it needs huggingface_hub and the network), or "
-            "huggingface_hub.snapshot_download and pass the folder it returns"
-        )  # fmt: skip
-        raise CheckpointError(f"from_pretrained: {shown} is not a folder{hub}")
-    return folder
+    files = {
+        "model.safetensors": safetensors_bytes(tensors),
+        "generation_config.json": json.dumps(generation, indent=2).encode(),
+        "config.json": json.dumps(config, indent=2).encode(),  # last: the folder is complete
+    }
+    return write_model_folder(path, files, overwrite)
 
 
+_HUB = (
+    "run `minitransformer translate --pretrained {shown} TEXT` once (it needs huggingface_hub "
+    "and the network), or huggingface_hub.snapshot_download and pass the folder it returns"
+)
 _TIED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
