@@ -1,4 +1,4 @@
-"""The exercise checks of every lesson (01-20) (lessons/checks/) tell right from wrong.
+"""The exercise checks of every lesson (01-21) (lessons/checks/) tell right from wrong.
 
 For every exercise: the reference solution (lessons/solutions/lessonNN.py) passes; the
 placeholder the notebook ships (a function raising NotImplementedError, or None) is reported as
@@ -978,8 +978,24 @@ CASES_20 = {
 }  # fmt: skip
 CASES.update(CASES_20)
 
+# ------------------------------------ lesson 21 (more cases: tests/test_lesson_exercises_21.py)
+s21 = solutions(21)
+CASES_21 = {
+    "21_1": (checks.check_21_1, lambda: s21.rms_norm_backward, lambda: placeholder,
+             # r taken as a constant: only the first term of dx
+             [lambda: lambda x, g, u, e: (u * g / np.sqrt((x * x).mean(-1, keepdims=True) + e),
+                                          s21.rms_norm_backward(x, g, u, e)[1])]),
+    "21_2": (checks.check_21_2, lambda: s21.rope_halves, lambda: placeholder,
+             [lambda: lambda x, o, b: s21.rope_halves(x, 0, b)]),  # the offset left out
+    "21_3": (checks.check_21_3, lambda: s21.kv_cache_bytes, lambda: placeholder,
+             [lambda: lambda N, D, h, kv, L, b: 2 * N * h * (D // h) * L * b]),  # h, not kv_heads
+}  # fmt: skip
+CASES.update(CASES_21)
 
-@pytest.mark.parametrize("name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18, *CASES_19, *CASES_20])
+
+@pytest.mark.parametrize(
+    "name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18, *CASES_19, *CASES_20, *CASES_21]
+)
 def test_lesson15_16_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)

@@ -1,4 +1,4 @@
-"""Checks for the exercises of every lesson (01-20), one function per exercise: ``check_NN_K``.
+"""Checks for the exercises of every lesson (01-21), one function per exercise: ``check_NN_K``.
 
 A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
 
@@ -42,6 +42,7 @@ from .lesson17 import check_17_1, check_17_2, check_17_3
 from .lesson18 import check_18_1, check_18_2, check_18_3
 from .lesson19 import check_19_1, check_19_2
 from .lesson20 import check_20_1, check_20_2, check_20_3
+from .lesson21 import check_21_1, check_21_2, check_21_3
 
 __all__ = [
     "CORRECT",
@@ -105,4 +106,7 @@ __all__ = [
     "check_20_1",
     "check_20_2",
     "check_20_3",
+    "check_21_1",
+    "check_21_2",
+    "check_21_3",
 ]
