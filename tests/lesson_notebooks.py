@@ -36,6 +36,14 @@ def code_cells(notebook: Path) -> list[str]:
     return _cells(notebook, "code")
 
 
+def code_before(notebook: Path, name: str) -> str:
+    """The code cells of ``notebook`` above the one that defines ``def name(`` (an exercise),
+    joined: what a learner has seen before writing it."""
+    cells = code_cells(notebook)
+    at = next(i for i, c in enumerate(cells) if f"def {name}(" in c)
+    return "\n".join(cells[:at])
+
+
 def markdown_cells(notebook: Path) -> list[str]:
     """The text of every markdown cell of ``notebook``, in order."""
     return _cells(notebook, "markdown")

@@ -24,7 +24,7 @@ import math
 import matplotlib
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_cells
+from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_before
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
@@ -228,20 +228,14 @@ def test_ships_placeholders_and_calls_each_check_once():
     )  # fmt: skip
 
 
-def _before(name: str) -> str:
-    cells = code_cells(NOTEBOOK)
-    at = next(i for i, c in enumerate(cells) if f"def {name}(" in c)
-    return "\n".join(cells[:at])
-
-
 def test_no_cell_gives_an_exercise_away_before_it():
     """No position comparison before exercise 1, no running sum before exercise 2, no solved
     inequality before exercise 3."""
-    before_1 = _before("band_mask")
+    before_1 = code_before(NOTEBOOK, "band_mask")
     assert "S - T" not in before_1 and "<= window" not in before_1 and "np.abs(" not in before_1
-    before_2 = _before("causal_linear_attention")
+    before_2 = code_before(NOTEBOOK, "causal_linear_attention")
     assert "cumsum" not in before_2 and "np.outer" not in before_2 and "+=" not in before_2
-    before_3 = _before("crossover_length")
+    before_3 = code_before(NOTEBOOK, "crossover_length")
     assert "floor(" not in before_3 and "ceil(" not in before_3 and "overhead" not in before_3
 
 

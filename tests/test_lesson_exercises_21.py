@@ -23,7 +23,7 @@ import importlib
 
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_cells
+from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_before, code_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
@@ -287,21 +287,15 @@ def test_ships_placeholders_and_calls_each_check_once():
     )  # fmt: skip
 
 
-def _before(name: str) -> str:
-    cells = code_cells(NOTEBOOK)
-    at = next(i for i, c in enumerate(cells) if f"def {name}(" in c)
-    return "\n".join(cells[:at])
-
-
 def test_no_cell_gives_an_exercise_away_before_it():
     """No RMSNorm gradient before exercise 1, no rotation before exercise 2, no count of the
     cache before exercise 3."""
-    before_1 = _before("rms_norm_backward")
+    before_1 = code_before(NOTEBOOK, "rms_norm_backward")
     assert "x_hat" not in before_1 and "rms_norm(" not in before_1 and ".grad" not in before_1
-    before_2 = _before("rope_halves")
+    before_2 = code_before(NOTEBOOK, "rope_halves")
     assert "np.cos(" not in before_2 and "np.sin(" not in before_2
     assert "rotary_embedding(" not in before_2
-    before_3 = _before("kv_cache_bytes")
+    before_3 = code_before(NOTEBOOK, "kv_cache_bytes")
     assert "nbytes" not in before_3 and "itemsize" not in before_3 and "kv_heads or" not in before_3
 
 

@@ -179,6 +179,23 @@ def _rng(seed: int = 0) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
+def _array(x, what: str, kinds: str = "biuf") -> np.ndarray:
+    """x as a NumPy array of one of the dtype ``kinds`` (default: numbers or booleans): NumPy,
+    a list, or a Tensor (its ``.numpy()``); anything else an AssertionError naming ``what``."""
+    if hasattr(x, "numpy") and callable(x.numpy):  # a library Tensor (or a torch tensor)
+        x = x.numpy()
+    if isinstance(x, str | bytes | dict | set) or x is None:
+        raise AssertionError(f"{what}: expected an array, got {type(x).__name__}")
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError) as err:  # a ragged list, an object that is not an array
+        raise AssertionError(f"{what}: expected an array, got {type(x).__name__}") from err
+    assert a.dtype.kind in kinds, (
+        f"{what}: expected an array of numbers, got {type(x).__name__} of dtype {a.dtype}"
+    )
+    return a
+
+
 def _softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

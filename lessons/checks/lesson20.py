@@ -36,23 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._shared import _exercise, _rng, _without_library
-
-
-def _array(x, what: str) -> np.ndarray:
-    """x as a NumPy array of numbers or booleans: NumPy, a list, or a Tensor (its ``.numpy()``)."""
-    if hasattr(x, "numpy") and callable(x.numpy):  # a library Tensor (or a torch tensor)
-        x = x.numpy()
-    if isinstance(x, str | bytes | dict | set) or x is None:
-        raise AssertionError(f"{what}: expected an array, got {type(x).__name__}")
-    try:
-        a = np.asarray(x)
-    except (TypeError, ValueError) as err:  # a ragged list, an object that is not an array
-        raise AssertionError(f"{what}: expected an array, got {type(x).__name__}") from err
-    assert a.dtype.kind in "biuf", (
-        f"{what}: expected an array of numbers, got {type(x).__name__} of dtype {a.dtype}"
-    )
-    return a
+from ._shared import _array, _exercise, _rng, _without_library
 
 
 # ------------------------------------------------------------------ exercise 1

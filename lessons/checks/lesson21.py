@@ -33,26 +33,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._shared import _exercise, _rng, _without_library
+from ._shared import _array, _exercise, _rng, _without_library
 
 EXACT = 1e-12  # exercise 1's tolerance, relative to the gradient's size: beyond finite differences
 NEAR = 1e-5  # an answer this close but not EXACT came from finite differences (or float32)
 
 
-def _array(x, what: str) -> np.ndarray:
-    """x as a float64 NumPy array: NumPy, a list, or a Tensor (its ``.numpy()``)."""
-    if hasattr(x, "numpy") and callable(x.numpy):  # a library Tensor (or a torch tensor)
-        x = x.numpy()
-    if isinstance(x, str | bytes | dict | set) or x is None:
-        raise AssertionError(f"{what}: expected an array, got {type(x).__name__}")
-    try:
-        a = np.asarray(x)
-    except (TypeError, ValueError) as err:  # a ragged list, an object that is not an array
-        raise AssertionError(f"{what}: expected an array, got {type(x).__name__}") from err
-    assert a.dtype.kind in "iuf", (
-        f"{what}: expected an array of numbers, got {type(x).__name__} of dtype {a.dtype}"
-    )
-    return a.astype(np.float64)
+def _floats(x, what: str) -> np.ndarray:
+    """x as a float64 NumPy array: NumPy, a list, or a Tensor (``_shared._array``)."""
+    return _array(x, what, kinds="iuf").astype(np.float64)
 
 
 def _unchanged(inputs: dict[str, np.ndarray], copies: dict[str, np.ndarray], where: str) -> None:
@@ -156,7 +145,7 @@ def check_21_1(rms_norm_backward: Callable) -> None:
         assert is_pair, f"{where}: return the pair (dx, dgamma), got {type(got).__name__}" + (
             f" of length {len(got)}" if isinstance(got, tuple | list) else ""
         )
-        dx, dgamma = _array(got[0], f"{where}, dx"), _array(got[1], f"{where}, dgamma")
+        dx, dgamma = _floats(got[0], f"{where}, dx"), _floats(got[1], f"{where}, dgamma")
         if dx.shape == (D,) and dgamma.shape == shape and shape != (D,):
             raise AssertionError(f"{where}: you return (dgamma, dx); the order is (dx, dgamma)")
         assert dx.shape == shape, (
@@ -233,7 +222,7 @@ def check_21_2(rope_halves: Callable) -> None:
             instead="the angles (offset + t)·theta_i, then each pair's rotation, in NumPy",
         )  # fmt: skip
         _unchanged({"x": x}, {"x": copy}, where)
-        got = _array(got, where)
+        got = _floats(got, where)
         assert got.shape == x.shape, f"{where}: a rotation keeps x's shape {shape}; got {got.shape}"
         if not _close(got, _rope(x, offset, base), 1e-10):
             raise AssertionError(f"{where}: {_rope_hint(got, x, offset, base)}")
