@@ -122,6 +122,15 @@ def test_the_config_refuses_switches_that_do_not_fit(fields, words):
         TransformerConfig.preset("tiny", src_vocab=9, tgt_vocab=9, **fields)
 
 
+CAP_WORDS = [(None, "GiB of position table"), ("halves", "rotary positions need no table")]
+
+
+@pytest.mark.parametrize("rotary, words", CAP_WORDS)
+def test_the_position_cap_says_why_for_a_table_and_for_rotary(rotary, words):
+    with pytest.raises(ConfigError, match=rf"above the cap of 65,536 positions \(.*{words}"):
+        TransformerConfig(src_vocab=9, tgt_vocab=9, max_len=131_072, rotary=rotary)
+
+
 def test_kv_heads_must_divide_the_decoders_heads_too():
     with pytest.raises(ConfigError, match=r"must divide the query heads h \(2\)"):
         TransformerConfig.preset("tiny", src_vocab=9, tgt_vocab=9, kv_heads=4, decoder_h=2)

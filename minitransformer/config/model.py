@@ -327,10 +327,12 @@ class TransformerConfig:
         """Sizes that would exhaust memory before the first step: refused up front."""
         problems = []
         if self.max_len > MAX_LEN:
+            table = f"{self.max_len * self.d_model * 8 / 2**30:,.1f} GiB of position table"
+            why = "rotary positions need no table, but the cap holds for every model"
+            why = why if self.rotary else table
             problems.append(
-                f"max_len = {self.max_len:,} is above the cap of {MAX_LEN:,} positions (the "
-                f"position table alone would be {self.max_len * self.d_model * 8 / 2**30:,.1f} "
-                "GiB); use a max_len a little above the longest sentence, e.g. 256"
+                f"max_len = {self.max_len:,} is above the cap of {MAX_LEN:,} positions ({why}); "
+                "use a max_len a little above the longest sentence, e.g. 256"
             )
         gib = self.num_parameters() * 4 / 2**30  # float32 weights alone
         if gib > MAX_PARAMETER_GIB:
