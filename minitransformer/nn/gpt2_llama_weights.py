@@ -31,7 +31,6 @@ and h.i.attn.masked_bias, Llama's rotary_emb.inv_freq.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -49,7 +48,6 @@ from .safetensors_folder import (
     open_safetensors,
     read_config,
     read_finite,
-    safetensors_bytes,
     write_model_folder,
 )
 
@@ -217,12 +215,7 @@ def write_gpt2_llama(model: Any, path: str | os.PathLike[str], overwrite: bool =
         a = np.concatenate([ours[m] for m in mine], axis=-1) if len(mine) > 1 else ours[mine[0]]
         tensors[name] = np.ascontiguousarray((a.T if transposed else a).reshape(shape))
     generation = {k: config[k] for k in ("bos_token_id", "eos_token_id", "pad_token_id")}
-    files = {
-        "model.safetensors": safetensors_bytes(tensors),
-        "generation_config.json": json.dumps(generation, indent=2).encode(),
-        "config.json": json.dumps(config, indent=2).encode(),  # last: the folder is complete
-    }
-    return write_model_folder(path, files, overwrite)
+    return write_model_folder(path, tensors, config, generation, overwrite)
 
 
 _HUB = (

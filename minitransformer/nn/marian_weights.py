@@ -33,7 +33,6 @@ Llama): a ``pytorch_model.bin`` is a pickle, which can run code when loaded: it 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -52,7 +51,6 @@ from .safetensors_folder import (
     open_safetensors,
     read_config,
     read_finite,
-    safetensors_bytes,
     write_model_folder,
 )
 
@@ -168,12 +166,7 @@ def write_marian(model: Any, path: str | os.PathLike[str], overwrite: bool = Fal
         "bad_words_ids": [[cfg.pad_id]],
         "max_length": cfg.max_len,
     }
-    files = {
-        "model.safetensors": safetensors_bytes(tensors),
-        "generation_config.json": json.dumps(generation, indent=2).encode(),
-        "config.json": json.dumps(config, indent=2).encode(),  # last: the folder is complete
-    }
-    return write_model_folder(path, files, overwrite)
+    return write_model_folder(path, tensors, config, generation, overwrite)
 
 
 _HUB = (

@@ -9,7 +9,8 @@ architecture. Marian (marian_weights.py) and GPT-2 / Llama (gpt2_llama_weights.p
     with open_safetensors(folder, "MarianMTModel") as (f, weights):
         check_headers(f, weights, expected)          names, shapes and dtypes, before any read
         arrays = read_finite(f, weights, names, dtype)    the arrays, NaN and Inf refused
-    write_model_folder(folder, files, overwrite)     the files, config.json last
+    write_model_folder(folder, tensors, config, generation, overwrite)
+                                                     the three files, config.json last
 
 Only safetensors is read. A ``pytorch_model.bin`` is a pickle, which can run code when it is
 loaded: it is never opened, and the message says how to convert a folder one trusts.
@@ -17,6 +18,7 @@ loaded: it is never opened, and the message says how to convert a folder one tru
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -156,27 +158,28 @@ def read_finite(f: Any, weights: Path, names: Iterable[str], dtype: str) -> dict
     return arrays
 
 
-def write_model_folder(path: Any, files: dict[str, bytes], overwrite: bool) -> Path:
-    """Write ``files`` ({file name: bytes}, in that order: put config.json last, so a folder
-    with a config.json is complete) into the folder ``path``, created if needed; a file of
-    that name already there is a CheckpointError unless ``overwrite``. Each file is written
-    beside its place and renamed over it (never through a link)."""
+def write_model_folder(
+    path: Any, tensors: dict[str, Any], config: dict[str, Any], generation: dict[str, Any],
+    overwrite: bool,
+) -> Path:  # fmt: skip
+    """Write a model folder into ``path``, created if needed: model.safetensors holding
+    ``tensors`` (contiguous NumPy arrays, with the metadata transformers writes,
+    ``{"format": "pt"}``), generation_config.json and config.json (last, so a folder with a
+    config.json is complete). A file of one of these names already there is a
+    CheckpointError unless ``overwrite``. Each file is written beside its place and renamed
+    over it (never through a link)."""
+    from safetensors.numpy import save
+
     folder = Path(os.fspath(path))
-    taken = sorted(n for n in files if (folder / n).exists() or (folder / n).is_symlink())
+    names = ("model.safetensors", "generation_config.json", "config.json")  # config.json last
+    taken = sorted(n for n in names if (folder / n).exists() or (folder / n).is_symlink())
     if taken and not overwrite:
         raise CheckpointError(
             f"save_pretrained: {folder} already holds {taken}; choose a new folder, or pass "
             "overwrite=True to replace them"
         )
     folder.mkdir(parents=True, exist_ok=True)
-    for name, data in files.items():
-        write_replacing(folder / name, data)
+    write_replacing(folder / names[0], save(tensors, metadata={"format": "pt"}))
+    write_replacing(folder / names[1], json.dumps(generation, indent=2).encode())
+    write_replacing(folder / names[2], json.dumps(config, indent=2).encode())
     return folder
-
-
-def safetensors_bytes(tensors: dict[str, Any]) -> bytes:
-    """The bytes of a model.safetensors holding ``tensors`` (contiguous NumPy arrays), with
-    the metadata transformers writes (``{"format": "pt"}``)."""
-    from safetensors.numpy import save
-
-    return save(tensors, metadata={"format": "pt"})
