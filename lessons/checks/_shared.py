@@ -196,6 +196,25 @@ def _array(x, what: str, kinds: str = "biuf") -> np.ndarray:
     return a
 
 
+def _whole_number(got: object, where: str, what: str) -> int:
+    """An answer as an int: an int (of any size), a NumPy integer, an integral float, or one
+    of these in a one-element array or Tensor (not a bool, not a string); else an
+    AssertionError asking for a whole number of ``what``."""
+    if hasattr(got, "numpy") and callable(got.numpy):
+        got = got.numpy()
+    if isinstance(got, int) and not isinstance(got, bool):
+        return got  # a Python int, of any size
+    ok = not isinstance(got, bool | str | bytes) and got is not None
+    try:
+        value = np.asarray(got) if ok else np.asarray([])
+    except (TypeError, ValueError):
+        value = np.asarray([])
+    ok = ok and value.size == 1 and value.dtype.kind in "iuf"
+    ok = ok and bool(np.isfinite(value).all()) and bool((value == np.round(value)).all())
+    assert ok, f"{where}: you return {got!r:.60}; return a whole number of {what} (an int)"
+    return int(value.reshape(()))
+
+
 def _softmax(s: np.ndarray) -> np.ndarray:
     e = np.exp(s - s.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._shared import _array, _exercise, _rng, _without_library
+from ._shared import _array, _exercise, _rng, _whole_number, _without_library
 
 
 # ------------------------------------------------------------------ exercise 1
@@ -212,22 +212,6 @@ def check_20_2(causal_linear_attention: Callable) -> None:
 
 
 # ------------------------------------------------------------------ exercise 3
-def _whole_number(got: object, where: str) -> int:
-    """An answer as an int: an int, a NumPy integer, an integral float, or one of these in a
-    one-element array or Tensor (not a bool, not a string)."""
-    if hasattr(got, "numpy") and callable(got.numpy):
-        got = got.numpy()
-    ok = not isinstance(got, bool | str | bytes) and got is not None
-    try:
-        value = np.asarray(got) if ok else np.asarray([])
-    except (TypeError, ValueError):
-        value = np.asarray([])
-    ok = ok and value.size == 1 and value.dtype.kind in "iuf"
-    ok = ok and bool(np.isfinite(value).all()) and bool((value == np.round(value)).all())
-    assert ok, f"{where}: you return {got!r:.60}; return a whole number of positions T (an int)"
-    return int(value.reshape(()))
-
-
 # the usual slips of exercise 3, each as the length it gives, with its hint
 _CROSSOVER_SLIPS = [
     (lambda d, w, o: math.ceil(o * (2 * w + 1)), "where overhead·(2w + 1) is a whole number "
@@ -264,7 +248,7 @@ def check_20_3(crossover_length: Callable) -> None:
     answers, wrong = {}, []
     for d, window, overhead in _CROSSOVER_CASES:
         where = f"crossover_length(d={d}, window={window}, overhead={overhead})"
-        T = _whole_number(crossover_length(d, window, overhead), where)
+        T = _whole_number(crossover_length(d, window, overhead), where, "positions T")
         answers[d, window, overhead] = T
         if T != _first_length(d, window, overhead):
             wrong.append((d, window, overhead))

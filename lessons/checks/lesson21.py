@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._shared import _array, _exercise, _rng, _without_library
+from ._shared import _array, _exercise, _rng, _whole_number, _without_library
 
 EXACT = 1e-12  # exercise 1's tolerance, relative to the gradient's size: beyond finite differences
 NEAR = 1e-5  # an answer this close but not EXACT came from finite differences (or float32)
@@ -229,24 +229,6 @@ def check_21_2(rope_halves: Callable) -> None:
 
 
 # ------------------------------------------------------------------ exercise 3
-def _whole_number(got: object, where: str) -> int:
-    """An answer as an int: an int, a NumPy integer, an integral float, or one of these in a
-    one-element array or Tensor (not a bool, not a string)."""
-    if hasattr(got, "numpy") and callable(got.numpy):
-        got = got.numpy()
-    if isinstance(got, int) and not isinstance(got, bool):
-        return got  # a Python int, of any size
-    ok = not isinstance(got, bool | str | bytes) and got is not None
-    try:
-        value = np.asarray(got) if ok else np.asarray([])
-    except (TypeError, ValueError):
-        value = np.asarray([])
-    ok = ok and value.size == 1 and value.dtype.kind in "iuf"
-    ok = ok and bool(np.isfinite(value).all()) and bool((value == np.round(value)).all())
-    assert ok, f"{where}: you return {got!r:.60}; return a whole number of bytes (an int)"
-    return int(value.reshape(()))
-
-
 def _kv_bytes(N, d_model, h, kv_heads, positions, itemsize) -> int:
     return 2 * N * kv_heads * (d_model // h) * positions * itemsize
 
@@ -287,7 +269,7 @@ def check_21_3(kv_cache_bytes: Callable) -> None:
             kv_cache_bytes, *case, where=where,
             instead="multiply the sizes the cache holds, in plain Python",
         )  # fmt: skip
-        answers[case] = _whole_number(got, where)
+        answers[case] = _whole_number(got, where, "bytes")
         if answers[case] != _kv_bytes(*case):
             wrong.append(case)
     if not wrong:
