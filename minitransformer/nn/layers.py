@@ -105,11 +105,7 @@ class LayerNorm(Module):
 
     def __init__(self, D: int, eps: float = 1e-5, *, _checked: bool = False):
         super().__init__()
-        if not _checked:
-            where = "LayerNorm"
-            D = checks.positive_int(where, "D", D, "D is the width of the last axis, d_model")
-            eps = checks.real(where, "eps", eps, 0.0, low_open=True, fix="the usual is 1e-5")
-        self.D, self.eps = D, eps
+        self.D, self.eps = (D, eps) if _checked else check_norm("LayerNorm", D, eps)
         self.gamma = Parameter(_host().ones(D), dtype="float32")
         self.beta = Parameter(_host().zeros(D), dtype="float32")
 
@@ -129,11 +125,7 @@ class RMSNorm(Module):
 
     def __init__(self, D: int, eps: float = 1e-5, *, _checked: bool = False):
         super().__init__()
-        if not _checked:
-            where = "RMSNorm"
-            D = checks.positive_int(where, "D", D, "D is the width of the last axis, d_model")
-            eps = checks.real(where, "eps", eps, 0.0, low_open=True, fix="the usual is 1e-5")
-        self.D, self.eps = D, eps
+        self.D, self.eps = (D, eps) if _checked else check_norm("RMSNorm", D, eps)
         self.gamma = Parameter(_host().ones(D), dtype="float32")
 
     def forward(self, x: Tensor) -> Tensor:
@@ -141,6 +133,14 @@ class RMSNorm(Module):
 
     def extra_repr(self) -> str:
         return f"D={self.D}, eps={self.eps}"
+
+
+def check_norm(where: str, D: int, eps: float) -> tuple[int, float]:
+    """A norm's arguments (LayerNorm's or RMSNorm's), checked: (D, eps), D a positive int,
+    eps a real > 0."""
+    D = checks.positive_int(where, "D", D, "D is the width of the last axis, d_model")
+    eps = checks.real(where, "eps", eps, 0.0, low_open=True, fix="the usual is 1e-5")
+    return D, eps
 
 
 def norm_layer(cfg: TransformerConfig) -> LayerNorm | RMSNorm:
