@@ -167,10 +167,11 @@ def test_never_allocates_a_T_by_S_array(causal):
 
 
 def refused(error, message, call):
-    """``call()`` raises ``error`` with one line matching ``message``."""
+    """``call()`` raises ``error`` with one line matching ``message``; the error raised."""
     with pytest.raises(error, match=message) as caught:
         call()
     assert "\n" not in str(caught.value)
+    return caught.value
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3", None])

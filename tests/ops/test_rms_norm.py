@@ -8,6 +8,7 @@ import warnings
 
 import numpy as np
 import pytest
+from test_local_attention import refused
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -194,9 +195,7 @@ REFUSALS = {
 @pytest.mark.parametrize("case", list(REFUSALS.values()), ids=list(REFUSALS))
 def test_bad_arguments_are_refused_in_one_line_naming_them(case):
     call, kind, pattern = case
-    with pytest.raises(kind, match=pattern) as info:
-        call()
-    assert type(info.value) is kind and "\n" not in str(info.value)
+    assert type(refused(kind, pattern, call)) is kind
 
 
 def test_no_rows_is_an_empty_result():
