@@ -162,6 +162,50 @@ def test_attention_weights_are_refused_where_they_are_never_formed(kind):
 
 
 # ------------------------------------------------------------------ cached decoding
+# (the helpers serve tests/test_blocks_since_2017.py too)
+
+
+def lm_stepwise_and_full(model, ids, prompt=5):
+    """(logits of ids fed as a ``prompt``-token prompt then one token a step through the
+    cache, logits of ids fed at once, the cache)."""
+    with mt.no_grad():
+        full = model(ids).numpy()
+        cache = model.new_cache()
+        parts = [model(ids[:, :prompt], cache).numpy()]
+        parts += [model(ids[:, t : t + 1], cache).numpy() for t in range(prompt, ids.shape[1])]
+    return np.concatenate(parts, axis=1), full, cache
+
+
+def generated_with_and_without_cache(model, prompt, max_new_tokens=10):
+    """Greedy continuations of ``prompt``, with the cache and recomputing."""
+    cached = model.generate(prompt, max_new_tokens, temperature=0, seed=0)
+    uncached = model.generate(prompt, max_new_tokens, temperature=0, seed=0, use_cache=False)
+    return np.asarray(cached), np.asarray(uncached)
+
+
+def decoded_stepwise_and_full(model, src, tgt):
+    """(the translator's logits of tgt decoded one token a step through the cache, of tgt
+    decoded at once)."""
+    with mt.no_grad():
+        memory = model.encode(src)
+        full = model.decode(tgt, memory, src).numpy()
+        cache = model.new_cache()
+        steps = [model.decode(tgt[:, t : t + 1], memory, src, cache).numpy()
+                 for t in range(tgt.shape[1])]  # fmt: skip
+    return np.concatenate(steps, axis=1), full
+
+
+def kept_rows_step_and_fresh(model, ids, order):
+    """(the last position's logits after the cache of ids[:, :-1] kept the rows ``order``,
+    the same logits of ids[order] computed afresh)."""
+    with mt.no_grad():
+        cache = model.new_cache()
+        model(ids[:, :-1], cache)
+        for layer in cache.self_attn:
+            layer.keep_rows(order)
+        step = model(ids[order, -1:], cache).numpy()
+        fresh = model(ids[order]).numpy()[:, -1:]
+    return step, fresh
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -182,13 +226,8 @@ def test_the_lm_cached_equals_uncached(kind):
     token a step through the cache: local's window of the cache, strided's whole cache,
     linear's running sums."""
     model = TransformerLM(config=_cfg(kind, decoder_only=True), seed=1)
-    ids = _ids((3, 12))
-    with mt.no_grad():
-        full = model(ids).numpy()
-        cache = model.new_cache()
-        parts = [model(ids[:, :5], cache).numpy()]
-        parts += [model(ids[:, t : t + 1], cache).numpy() for t in range(5, 12)]
-    np.testing.assert_allclose(np.concatenate(parts, axis=1), full, atol=1e-10)
+    stepwise, full, cache = lm_stepwise_and_full(model, _ids((3, 12)))
+    np.testing.assert_allclose(stepwise, full, atol=1e-10)
     if kind == "local":  # the window of the cache: no more than the last 2 positions
         assert cache.self_attn[0].k.shape[2] == 2
     if kind == "linear":  # no keys at all, the sums: (B, H, d_k, d_v) and (B, H, d_k)
@@ -199,10 +238,7 @@ def test_the_lm_cached_equals_uncached(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_generate_with_the_cache_equals_without(kind):
     model = TransformerLM(config=_cfg(kind, decoder_only=True), seed=2)
-    prompt = _ids((2, 3))
-    cached = model.generate(prompt, max_new_tokens=10, temperature=0, seed=0)
-    uncached = model.generate(prompt, max_new_tokens=10, temperature=0, seed=0, use_cache=False)
-    np.testing.assert_array_equal(np.asarray(cached), np.asarray(uncached))
+    np.testing.assert_array_equal(*generated_with_and_without_cache(model, _ids((2, 3))))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -213,13 +249,9 @@ def test_the_translator_cached_equals_uncached_with_a_padded_target(kind):
     tgt = _ids((3, 7), seed=2)
     tgt[:, 0] = BOS
     tgt[1, 5:] = PAD  # padding after a shorter target
-    with mt.no_grad():
-        memory = model.encode(src)
-        full = model.decode(tgt, memory, src).numpy()
-        cache = model.new_cache()
-        steps = [model.decode(tgt[:, t : t + 1], memory, src, cache).numpy() for t in range(7)]
-    np.testing.assert_allclose(np.concatenate(steps, axis=1)[:, :5], full[:, :5], atol=1e-10)
-    np.testing.assert_allclose(np.concatenate(steps, axis=1)[0], full[0], atol=1e-10)
+    steps, full = decoded_stepwise_and_full(model, src, tgt)
+    np.testing.assert_allclose(steps[:, :5], full[:, :5], atol=1e-10)
+    np.testing.assert_allclose(steps[0], full[0], atol=1e-10)
     assert greedy_decode(model, src, max_len=10) == greedy_decode(
         model, src, max_len=10, use_cache=False
     )
@@ -230,15 +262,7 @@ def test_keeping_rows_of_a_cache_equals_decoding_those_rows(kind):
     """What beam search does to a cache (keep_rows) leaves each kind's cache as if the kept
     rows had been decoded on their own."""
     model = TransformerLM(config=_cfg(kind, decoder_only=True), seed=5)
-    ids = _ids((3, 6))
-    order = np.array([2, 0, 0])
-    with mt.no_grad():
-        cache = model.new_cache()
-        model(ids[:, :5], cache)
-        for layer in cache.self_attn:
-            layer.keep_rows(order)
-        step = model(ids[order, 5:6], cache).numpy()
-        fresh = model(ids[order]).numpy()[:, 5:6]
+    step, fresh = kept_rows_step_and_fresh(model, _ids((3, 6)), np.array([2, 0, 0]))
     np.testing.assert_allclose(step, fresh, atol=1e-10)
 
 

@@ -13,6 +13,12 @@ import math
 
 import numpy as np
 import pytest
+from test_attention_kinds import (
+    decoded_stepwise_and_full,
+    generated_with_and_without_cache,
+    kept_rows_step_and_fresh,
+    lm_stepwise_and_full,
+)
 from test_cli import assert_user_error, run_main
 from test_lm_cli import SMALL as LM_SMALL
 from tiny_runs import TINY
@@ -233,13 +239,8 @@ def test_the_lm_cached_equals_uncached(name):
     """Logits of a 12-token sequence fed at once, and as a 5-token prompt then one token a
     step through the cache (rotary: each step rotated at its own position)."""
     model = TransformerLM(config=_cfg(name), seed=1)
-    ids = _ids((3, 12))
-    with mt.no_grad():
-        full = model(ids).numpy()
-        cache = model.new_cache()
-        parts = [model(ids[:, :5], cache).numpy()]
-        parts += [model(ids[:, t : t + 1], cache).numpy() for t in range(5, 12)]
-    np.testing.assert_allclose(np.concatenate(parts, axis=1), full, atol=1e-10)
+    stepwise, full, cache = lm_stepwise_and_full(model, _ids((3, 12)))
+    np.testing.assert_allclose(stepwise, full, atol=1e-10)
     assert cache.self_attn[0].seen == 12
 
 
@@ -258,10 +259,7 @@ def test_the_cache_holds_kv_heads_heads(kv_heads):
 @pytest.mark.parametrize("name", ["paper", "gpt2", "llama", "llama-mqa", "rotary-local"])
 def test_generate_with_the_cache_equals_without(name):
     model = TransformerLM(config=_cfg(name), seed=2)
-    prompt = _ids((2, 3))
-    cached = model.generate(prompt, max_new_tokens=10, temperature=0, seed=0)
-    uncached = model.generate(prompt, max_new_tokens=10, temperature=0, seed=0, use_cache=False)
-    np.testing.assert_array_equal(np.asarray(cached), np.asarray(uncached))
+    np.testing.assert_array_equal(*generated_with_and_without_cache(model, _ids((2, 3))))
 
 
 @pytest.mark.parametrize("name", ["llama-gqa", "rotary-interleaved", "gpt2"])
@@ -271,12 +269,8 @@ def test_the_translator_cached_equals_uncached_and_beam_one_is_greedy(name):
     src[2, 4:] = PAD
     tgt = _ids((3, 7), seed=2)
     tgt[:, 0] = BOS
-    with mt.no_grad():
-        memory = model.encode(src)
-        full = model.decode(tgt, memory, src).numpy()
-        cache = model.new_cache()
-        steps = [model.decode(tgt[:, t : t + 1], memory, src, cache).numpy() for t in range(7)]
-    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, atol=1e-10)
+    steps, full = decoded_stepwise_and_full(model, src, tgt)
+    np.testing.assert_allclose(steps, full, atol=1e-10)
     assert greedy_decode(model, src, max_len=10) == greedy_decode(
         model, src, max_len=10, use_cache=False
     )
@@ -286,15 +280,7 @@ def test_the_translator_cached_equals_uncached_and_beam_one_is_greedy(name):
 @pytest.mark.parametrize("name", ["llama-gqa", "rotary-interleaved"])
 def test_keeping_rows_of_a_cache_equals_decoding_those_rows(name):
     model = TransformerLM(config=_cfg(name), seed=5)
-    ids = _ids((3, 6))
-    order = np.array([2, 0, 0])
-    with mt.no_grad():
-        cache = model.new_cache()
-        model(ids[:, :5], cache)
-        for layer in cache.self_attn:
-            layer.keep_rows(order)
-        step = model(ids[order, 5:6], cache).numpy()
-        fresh = model(ids[order]).numpy()[:, 5:6]
+    step, fresh = kept_rows_step_and_fresh(model, _ids((3, 6)), np.array([2, 0, 0]))
     np.testing.assert_allclose(step, fresh, atol=1e-10)
 
 
