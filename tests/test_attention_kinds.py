@@ -320,20 +320,8 @@ def test_replace_checks_the_kind_again():
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_training_step_of_each_kind_makes_no_host_read(kind, tmp_path, monkeypatch):
     """On the strict stand-in for a GPU, a step with each kind never reads the device."""
-    from test_no_sync import TINY as SIZES
-    from test_no_sync import _refuse_host_reads
+    from test_no_sync import read_back_of_steps_without_host_reads
 
-    from minitransformer.train import TrainConfig, Trainer
-
-    overrides = {**SIZES, "attention": kind, "attention_window": KINDS[kind]}
-    cfg = TrainConfig(task="copy", device="strict:device1", out=str(tmp_path), steps=5,
-                      batch_size=8, progress=False, plots=False, model_overrides=overrides,
-                      task_knobs=dict(n_train=64, n_valid=8, n_test=8))  # fmt: skip
-    trainer = Trainer(cfg)
-    batches = [next(trainer.stream) for _ in range(2)]
-    with monkeypatch.context() as m:
-        _refuse_host_reads(m)
-        for batch in batches:
-            trainer.train_step(batch)
-            trainer.step += 1
-    assert all(math.isfinite(v) for v in trainer.read_back())
+    overrides = {"attention": kind, "attention_window": KINDS[kind]}
+    values = read_back_of_steps_without_host_reads(tmp_path, monkeypatch, "copy", overrides)
+    assert all(math.isfinite(v) for v in values)

@@ -363,20 +363,7 @@ def test_a_training_step_with_the_switches_makes_no_host_read(switches, task, tm
                                                               monkeypatch):  # fmt: skip
     """On the strict stand-in for a GPU, a step of each block never reads the device (the
     rotary angles are made on the device, at the offset the host knows)."""
-    from test_no_sync import TINY as SIZES
-    from test_no_sync import _refuse_host_reads
+    from test_no_sync import read_back_of_steps_without_host_reads
 
-    from minitransformer.train import TrainConfig, Trainer
-
-    knobs = dict(n_train=64, n_valid=8, n_test=8) if task == "copy" else {}
-    cfg = TrainConfig(task=task, device="strict:device1", out=str(tmp_path), steps=5,
-                      batch_size=8, progress=False, plots=False,
-                      model_overrides={**SIZES, **switches}, task_knobs=knobs)  # fmt: skip
-    trainer = Trainer(cfg)
-    batches = [next(trainer.stream) for _ in range(2)]
-    with monkeypatch.context() as m:
-        _refuse_host_reads(m)
-        for batch in batches:
-            trainer.train_step(batch)
-            trainer.step += 1
-    assert all(math.isfinite(v) for v in trainer.read_back())
+    values = read_back_of_steps_without_host_reads(tmp_path, monkeypatch, task, switches)
+    assert all(math.isfinite(v) for v in values)

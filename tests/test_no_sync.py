@@ -53,6 +53,23 @@ def _trainer(tmp_path, steps=50, **kw):
     return Trainer(cfg)
 
 
+def read_back_of_steps_without_host_reads(tmp_path, monkeypatch, task, overrides, steps=2):
+    """Two (``steps``) training steps of ``task`` with TINY sizes and ``overrides`` on the
+    strict device, every host read refused inside them; the values read back after."""
+    knobs = dict(n_train=64, n_valid=8, n_test=8) if task == "copy" else {}
+    cfg = TrainConfig(task=task, device="strict:device1", out=str(tmp_path), steps=5,
+                      batch_size=8, progress=False, plots=False,
+                      model_overrides={**TINY, **overrides}, task_knobs=knobs)  # fmt: skip
+    trainer = Trainer(cfg)
+    batches = [next(trainer.stream) for _ in range(steps)]
+    with monkeypatch.context() as m:
+        _refuse_host_reads(m)
+        for batch in batches:
+            trainer.train_step(batch)
+            trainer.step += 1
+    return trainer.read_back()
+
+
 def test_steps_make_no_host_read(tmp_path, monkeypatch):
     trainer = _trainer(tmp_path)
     batches = [next(trainer.stream) for _ in range(3)]
