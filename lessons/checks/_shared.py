@@ -14,6 +14,11 @@
   no frame of these checks; when the learner's own code raised, the traceback of that code
   follows, starting at the learner's first line (``_render_traceback_``, IPython's hook for
   an exception that renders itself). Elsewhere it is an ordinary ``AssertionError``.
+- Inputs unchanged: ``_exercise`` hands the check each answer watched (``_inputs.py``): a
+  call that writes into an array the check passed in (``x *= 2``) fails with a hint naming
+  the argument, Function classes' forward and backward included; ``_exercise(name,
+  writes=(0,))`` exempts an argument the exercise asks the answer to fill (lesson 14's
+  buffers).
 - ``_rng(seed)``: the seeded NumPy generator every check draws its inputs from.
 - ``_softmax(s)``: a plain NumPy softmax over the last axis (lessons 05 and 06).
 - ``_library_calls(fn, *args)`` and ``_without_library(fn, *args, where=, instead=)``: whether
@@ -36,6 +41,8 @@ from typing import Any
 import numpy as np
 
 import minitransformer as mt
+
+from ._inputs import guarded
 
 
 class _Correct(str):
@@ -148,9 +155,14 @@ def _wrong_answer(name: str, error: Exception) -> WrongAnswer:
     return WrongAnswer(f"✗ {name}: {message}", yours)
 
 
-def _exercise(name: str) -> Callable:
+def _exercise(name: str, writes: tuple[int | str, ...] = ()) -> Callable:
     """Wrap a check: placeholder -> 'not attempted yet' (None), pass -> '✓ correct' (CORRECT),
-    a wrong answer -> ``WrongAnswer`` (its hint)."""
+    a wrong answer -> ``WrongAnswer`` (its hint).
+
+    The check receives each answer watched (``_inputs.guarded``): every call it makes into
+    the learner's code fails when the answer wrote into an array passed to it, and the
+    check then fails with that hint whatever it did with the error. ``writes``: the
+    arguments (positions from 0, keyword names) the exercise asks the answer to write into."""
 
     def wrap(check: Callable) -> Callable:
         @functools.wraps(check)
@@ -158,15 +170,24 @@ def _exercise(name: str) -> Callable:
             if any(a is None for a in args):
                 print(f"{name}: not attempted yet (replace the placeholder, then run this cell)")
                 return NOT_ATTEMPTED
+            changes: list[str] = []  # the hints of the answer's writes into its inputs
+            args = tuple(guarded(a, changes, writes) for a in args)
+            kwargs = {k: guarded(v, changes, writes) for k, v in kwargs.items()}
             try:
                 check(*args, **kwargs)
             except (NotImplementedError, _NotAttempted):
-                print(f"{name}: not attempted yet (replace the placeholder, then run this cell)")
-                return NOT_ATTEMPTED
+                if not changes:
+                    print(
+                        f"{name}: not attempted yet (replace the placeholder, then run this cell)"
+                    )
+                    return NOT_ATTEMPTED
             except Exception as error:  # a hint, the answer's own error, or a value of a
-                wrong = _wrong_answer(name, error)  # kind the check cannot use
-                cause = wrong.yours or (None if isinstance(error, AssertionError) else error)
-                raise wrong from cause
+                if not changes:  # kind the check cannot use
+                    wrong = _wrong_answer(name, error)
+                    cause = wrong.yours or (None if isinstance(error, AssertionError) else error)
+                    raise wrong from cause
+            if changes:  # the answer wrote into its input (even if the check caught that)
+                raise WrongAnswer(f"✗ {name}: {changes[0]}") from None
             print(f"✓ {name}: correct")
             return CORRECT
 

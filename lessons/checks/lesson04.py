@@ -129,7 +129,7 @@ def check_04_3(add_norm_backward: Callable) -> None:
     W = rng.standard_normal((D, D)) / np.sqrt(D)
     g = rng.standard_normal((B, T, D))
     got = _without_library(
-        add_norm_backward, x.copy(), W.copy(), g.copy(), where="add_norm_backward",
+        add_norm_backward, x, W, g, where="add_norm_backward",
         instead="NumPy, and this notebook's my_layer_norm / my_layer_norm_backward if you like",
     )  # fmt: skip
     assert isinstance(got, tuple | list) and len(got) == 2, (
