@@ -3,8 +3,8 @@ built from scratch on NumPy (CuPy on a GPU) with a hand-written forward and back
 every op, to be read as much as run.
 
 Where to start
-    lessons/01_autograd.ipynb ... 21_block_since_2017.ipynb build it up step by step:
-    autograd, softmax and cross-entropy, LayerNorm, attention, the encoder-decoder,
+    lessons/00_tokens_from_scratch.ipynb ... 21_block_since_2017.ipynb build it up step by
+    step: tokens (byte-pair encoding), autograd, softmax and cross-entropy, LayerNorm, attention, the encoder-decoder,
     training, decoding, speed, recurrence, ablations, data parallelism, attention at length,
     a real translator, the decoder-only language model, its scaling and its heads,
     attention below n² (local, strided, linear), and the block since 2017 (GPT-2's and

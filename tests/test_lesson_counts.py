@@ -28,18 +28,21 @@ WORDS = {word: n for n, word in enumerate(_WORDS.split(), start=2)}
 NUMBER = r"(\d+|" + "|".join(WORDS) + r")"
 TO = r"\s*(?:-|–|—|\.\.\.?|…|to|through)\s*"
 
-# each form of a count; group 1 is the number of lessons it claims (or the last lesson's name)
+# each form of a count; group 1 is the number of lessons it claims
 COUNTS = [
-    # "all 19 together", "all 19 lessons", in a sentence about lessons (checked below)
+    # "all 22 together", "all 22 lessons", in a sentence about lessons (checked below)
     re.compile(r"\ball " + NUMBER + r"\b(?! ?(?:%|s\b|min|seconds|steps|runs))", re.I),
-    # "19 lessons", "the 19 notebooks", "19 lesson notebooks"
+    # "22 lessons", "the 22 notebooks", "22 lesson notebooks"
     re.compile(r"\b" + NUMBER + r" (?:lesson )?(?:lessons|notebooks)\b", re.I),
-    # "lessons 01-19", "every lesson (01-19)", "lessons 1 to 19"
-    re.compile(r"\blessons?\s*\(?0?1" + TO + r"(\d{1,2})\b", re.I),
-    # "(01-19)" after other words
-    re.compile(r"\(01" + TO + r"(\d\d)\)"),
 ]
-LAST_NAME = re.compile(r"\b01_\w+\.ipynb" + TO + r"(?:lessons/)?(\d\d_\w+)\.ipynb")
+# each form of a range of lessons; groups 1 and 2 are the first and the last lesson's numbers
+RANGES = [
+    # "lessons 00-21", "every lesson (00-21)", "lessons 0 to 21"
+    re.compile(r"\blessons?\s*\(?(0?[01])" + TO + r"(\d{1,2})\b", re.I),
+    # "(00-21)" after other words
+    re.compile(r"\((0[01])" + TO + r"(\d\d)\)"),
+]
+LAST_NAME = re.compile(r"\b0[01]_\w+\.ipynb" + TO + r"(?:lessons/)?(\d\d_\w+)\.ipynb")
 NAMED = re.compile(r"\b(\d\d_[a-z0-9_]+)\.ipynb")
 
 
@@ -63,6 +66,12 @@ def stale_counts(text: str, lessons: list[str] = NOTEBOOKS) -> list[str]:
             if "lesson" in _sentence(text, m.start()).lower():
                 if _number(m.group(1)) != len(lessons):
                     wrong.append(f"{m.group(0)!r} (there are {len(lessons)} lessons)")
+    first, last = int(lessons[0][:2]), int(lessons[-1][:2])
+    for pattern in RANGES:
+        for m in pattern.finditer(text):
+            if "lesson" in _sentence(text, m.start()).lower():
+                if (int(m.group(1)), int(m.group(2))) != (first, last):
+                    wrong.append(f"{m.group(0)!r} (the lessons are {first:02d} to {last:02d})")
     for m in LAST_NAME.finditer(text):
         if m.group(1) != lessons[-1]:
             wrong.append(f"{m.group(0)!r} (the last lesson is {lessons[-1]}.ipynb)")
@@ -83,9 +92,10 @@ def _pages() -> dict[str, str]:
     return pages
 
 
-def test_there_are_lessons_numbered_from_01_without_gaps():
+def test_there_are_lessons_numbered_from_00_without_gaps():
+    """Lesson 00 (tokens) comes first: text becomes ids before anything else happens."""
     assert NOTEBOOKS and [name[:2] for name in NOTEBOOKS] == [
-        f"{n:02d}" for n in range(1, len(NOTEBOOKS) + 1)
+        f"{n:02d}" for n in range(len(NOTEBOOKS))
     ]
 
 
@@ -102,7 +112,7 @@ def test_the_pages_do_count_the_lessons():
     found = {
         name
         for name, text in pages.items()
-        for pattern in [*COUNTS, LAST_NAME]
+        for pattern in [*COUNTS, *RANGES, LAST_NAME]
         for m in pattern.finditer(text)
         if "lesson" in _sentence(text, m.start()).lower() or pattern is LAST_NAME
     }
@@ -121,6 +131,7 @@ STALE = [
     "There are eighteen lessons.",
     "every lesson (01-18), one function per exercise",
     "the lessons 01–20 in order",
+    "lessons/00_tokens.ipynb ... 18_the_curve_kept_bending.ipynb build it up",
     "lessons/01_autograd.ipynb ... 18_the_curve_kept_bending.ipynb build it up",
     "open 20_the_next_one.ipynb in the lessons",
 ]
@@ -151,3 +162,25 @@ def test_a_stale_count_is_found(text):
 @pytest.mark.parametrize("text", RIGHT)
 def test_a_right_count_or_another_number_is_not_flagged(text):
     assert not stale_counts(text, NINETEEN), text
+
+
+# 22 lessons from 00, as in the tree since lesson 00 (tokens) was added
+FROM_00 = ["00_tokens_from_scratch", "01_autograd", *(f"{n:02d}_lesson" for n in range(2, 21))]
+FROM_00 += ["21_block_since_2017"]
+
+
+@pytest.mark.parametrize(
+    ("text", "stale"),
+    [
+        ("every lesson (01-21), one function per exercise", True),  # lesson 00 left out
+        ("the lessons 01 to 21 in order", True),
+        ("all 21 lessons together", True),
+        ("lessons/01_autograd.ipynb ... 21_block_since_2017.ipynb", False),  # a name, not a count
+        ("every lesson (00-21), one function per exercise", False),
+        ("lessons 00-21, all 22 together", False),
+        ("lessons/00_tokens_from_scratch.ipynb ... 21_block_since_2017.ipynb", False),
+        ("lessons/00_tokens_from_scratch.ipynb ... 20_below_n_squared.ipynb", True),
+    ],
+)
+def test_counts_of_lessons_from_00(text, stale):
+    assert bool(stale_counts(text, FROM_00)) == stale, text

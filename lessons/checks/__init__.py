@@ -1,4 +1,4 @@
-"""Checks for the exercises of every lesson (01-21), one function per exercise: ``check_NN_K``.
+"""Checks for the exercises of every lesson (00-21), one function per exercise: ``check_NN_K``.
 
 A notebook's check cell calls ``checks.check_NN_K(<your answer>)``. Each check
 
@@ -22,6 +22,7 @@ package re-exports every ``check_NN_K``, so a notebook only needs ``import check
 """
 
 from ._shared import CORRECT, NOT_ATTEMPTED, WrongAnswer
+from .lesson00 import check_00_1, check_00_2
 from .lesson01 import check_01_1, check_01_2, check_01_3
 from .lesson02 import check_02_1, check_02_2, check_02_3
 from .lesson03 import check_03_1, check_03_2, check_03_3
@@ -48,6 +49,8 @@ __all__ = [
     "CORRECT",
     "NOT_ATTEMPTED",
     "WrongAnswer",
+    "check_00_1",
+    "check_00_2",
     "check_01_1",
     "check_01_2",
     "check_01_3",

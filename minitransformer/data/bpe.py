@@ -148,8 +148,19 @@ class BPE:
         if split_punctuation:
             texts = map(split_punct, texts)
         counts = Counter(w for t in texts for w in t.split())
-        merges = learn_merges(counts, n_merges)
-        chars = sorted({c for w in counts for c in w})
+        return cls.from_merges(learn_merges(counts, n_merges), counts, split_punctuation)
+
+    @classmethod
+    def from_merges(
+        cls, merges: Iterable[Pair], words: Iterable[str], split_punctuation: bool = False
+    ) -> BPE:
+        """The tokenizer of `merges` (in the order they were learned) from the training
+        `words`: its vocabulary is the end-of-word marker, every character of the words alone
+        and at a word's end, and one piece per merge. A prefix of a merge list learned with
+        `learn_merges` is the list fewer merges would have learned, so one long learning
+        gives the tokenizers of every smaller size."""
+        merges = [(a, b) for a, b in merges]
+        chars = sorted({c for w in words for c in w})
         pieces = [EOW] + [s for c in chars for s in (c, c + EOW)] + [a + b for a, b in merges]
         return cls(merges, Vocab(pieces), split_punctuation)
 

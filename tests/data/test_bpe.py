@@ -1,7 +1,9 @@
 import json
 import time
+from collections import Counter
 
 import numpy as np
+import pytest
 
 from minitransformer.data.bpe import BPE, EOW, join_punct, learn_merges, split_punct
 from minitransformer.data.vocab import UNK
@@ -93,3 +95,15 @@ def test_incremental_counts_match_a_naive_recount():
     words = {"".join(rng.choice(list("aab"), rng.integers(1, 9))) for _ in range(300)}
     counts = {w: int(rng.integers(1, 20)) for w in sorted(words)}
     assert learn_merges(counts, 60) == naive_merges(counts, 60)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 25])
+def test_a_prefix_of_the_merges_is_the_smaller_tokenizer(n):
+    """from_merges on the first n of a longer learning = BPE.train with n merges: the same
+    merges, vocabulary and pieces (lesson 00 builds its vocabulary sweep this way)."""
+    words = Counter(w for t in TEXTS for w in t.split())
+    long = learn_merges(words, 40)
+    small, trained = BPE.from_merges(long[:n], words), BPE.train(TEXTS, n_merges=n)
+    assert small.merges == trained.merges
+    assert small.vocab.to_dict() == trained.vocab.to_dict()
+    assert [small.tokenize(t) for t in TEXTS] == [trained.tokenize(t) for t in TEXTS]
