@@ -5,7 +5,10 @@ experiment).
 
 The sign, 1/τ for 1/τ², the softmax backward without its row term, dP taken for the scores'
 gradient and an array for a number fail with their own hints; the library's autograd fails;
-NumPy forms (einsum, a 0-d array, a library Tensor of one number) pass.
+NumPy forms (einsum, a 0-d array, a library Tensor of one number) pass. Issue 46: the check
+compares with the derivative written out at 1e-12 of its terms' size, so central differences
+fail at every step with a hint asking for the analytic derivative; exercise 2 (the padding mask
+from lengths) watches library calls, so building ids and calling mt.nn.padding_mask fails.
 """
 
 from __future__ import annotations
@@ -55,7 +58,32 @@ WRONG = {
     "an array": (_grad(total=False), "one number"),
     "otherwise wrong": (_grad(factor=lambda S, tau: -S), "go backwards"),
     "the library's autograd": (_autograd, "calls the library"),
+    "central differences": (lambda S, tau, dP: _central(S, tau, dP, 1e-5), "analytic"),
 }
+
+
+def _central(S, tau, dP, h):
+    """dL/dτ by central differences with step h."""
+    loss = lambda t: float((dP * _softmax(S / t)).sum())  # noqa: E731
+    return (loss(tau + h) - loss(tau - h)) / (2 * h)
+
+
+@pytest.mark.parametrize("h", [1e-3, 1e-4, 1e-5, 3e-6, 1e-6, 1e-7, 1e-8])
+def test_05_1_central_differences_fail_at_every_step(h):
+    """The best step (near 1e-5 here) is within 1e-10 of the derivative, not within the
+    check's 1e-12: the hint asks for the analytic derivative."""
+    assert "analytic" in _fails(checks.check_05_1, lambda S, tau, dP: _central(S, tau, dP, h))
+
+
+def _mask_via_library(lengths, S):
+    ids = np.zeros((len(lengths), S), dtype=np.int64)
+    for b, n in enumerate(lengths):
+        ids[b, :n] = 1
+    return mt.nn.padding_mask(ids, pad_id=0)
+
+
+def test_05_2_refuses_the_library_mask():
+    assert "calls the library" in _fails(checks.check_05_2, _mask_via_library)
 
 
 @pytest.mark.parametrize("name", WRONG)
@@ -85,10 +113,12 @@ def test_05_1_accepts_valid_forms(name):
 
 
 def test_the_check_agrees_with_the_library():
-    """Finite differences (the check's oracle) and the library's autograd give one number."""
+    """The derivative written out (the check's oracle, the solution) and the library's
+    autograd give one number, and central differences agree with it to about 1e-9."""
     rng = np.random.default_rng(0)
     S, dP = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 4, 5))
     assert np.isclose(_autograd(S, 0.8, dP), s5.temperature_grad(S, 0.8, dP), rtol=1e-9)
+    assert np.isclose(_central(S, 0.8, dP, 1e-5), s5.temperature_grad(S, 0.8, dP), rtol=1e-8)
 
 
 def test_no_cell_before_the_exercises_differentiates_a_temperature():

@@ -4,6 +4,10 @@
 - ``check_05_2``: Exercise 2 (padding mask from lengths)
 - ``check_05_3``: Exercise 3 (local causal mask)
 
+Exercise 1 is an analytic derivative, compared at 1e-12 of its terms' size (``_analytic``): a
+central-difference answer fails with a hint asking for the derivative written out. Exercises 1
+and 2 watch library calls (``_shared._without_library``).
+
 See the package docstring (``checks/__init__.py``) for what a check does.
 """
 
@@ -17,12 +21,8 @@ import numpy as np
 import minitransformer as mt
 import minitransformer.functional as F
 
+from . import _analytic
 from ._shared import _exercise, _rng, _softmax, _without_library
-
-
-def _temperature_loss(S: np.ndarray, tau: float, dP: np.ndarray) -> float:
-    """L(τ) = Σ dP ⊙ softmax(S / τ): linear in P, so dL/dτ is what the exercise asks."""
-    return float((dP * _softmax(S / tau)).sum())
 
 
 def _temperature_hint(mine: Any, S: np.ndarray, tau: float, dP: np.ndarray) -> str:
@@ -48,26 +48,40 @@ def _temperature_hint(mine: Any, S: np.ndarray, tau: float, dP: np.ndarray) -> s
     return "go backwards from P to the scaled scores S/τ (this lesson's backward), then to τ"
 
 
+def _temperature_grad(S: np.ndarray, tau: float, dP: np.ndarray) -> tuple[float, float]:
+    """dL/dτ written out, and the size of what it sums (its terms' magnitudes)."""
+    P = _softmax(S / tau)
+    row = (dP * P).sum(axis=-1, keepdims=True)
+    dZ = P * (dP - row)
+    scale = (P * (np.abs(dP) + np.abs(row)) * np.abs(S)).sum() / tau**2
+    return float((dZ * -S / tau**2).sum()), float(scale)
+
+
 @_exercise("Exercise 1 (the gradient of a softmax temperature)")
 def check_05_1(temperature_grad: Callable) -> None:
-    """dL/dτ of P = softmax(S/τ), L = Σ dP ⊙ P, against central differences in float64, on
-    scores with one and with two leading axes; NumPy only."""
+    """dL/dτ of P = softmax(S/τ), L = Σ dP ⊙ P, against the derivative written out, in float64
+    at 1e-12 of the size of its terms (``_analytic``: central differences cannot reach it and
+    get a hint saying so), on scores with one and with two leading axes; NumPy only."""
     rng = _rng(10)
     for shape, tau in [((3, 5), 1.0), ((2, 3, 4, 6), 0.7), ((4, 7), 2.5)]:
         S, dP = rng.standard_normal(shape) * 2, rng.standard_normal(shape)
-        h = 1e-6 * tau
-        numeric = (_temperature_loss(S, tau + h, dP) - _temperature_loss(S, tau - h, dP)) / (2 * h)
+        want, scale = _temperature_grad(S, tau, dP)
         mine = _without_library(
-            temperature_grad, S.copy(), tau, dP.copy(), where="temperature_grad",
+            temperature_grad, S, tau, dP, where="temperature_grad",
             instead="the softmax backward of this lesson and the chain rule, in NumPy",
         )  # fmt: skip
         if isinstance(mine, mt.Tensor):  # a library Tensor of one number is a number too
             mine = mine.numpy()
-        ok = np.size(mine) == 1 and np.isclose(float(np.asarray(mine).reshape(())), numeric,
-                                               rtol=1e-6, atol=1e-9)  # fmt: skip
-        assert ok, (
-            f"scores {shape}, τ = {tau}: finite differences give dL/dτ = {numeric:.6g}, you "
-            f"give {mine!r:.60}; hint: {_temperature_hint(mine, S, tau, dP)}"
+        if np.size(mine) == 1:
+            got = _analytic.floats(mine, "dL/dτ").reshape(())
+            if _analytic.exact(got, np.asarray(want), scale):
+                continue
+            if _analytic.near(got, np.asarray(want), scale):
+                hint = _analytic.numerical_hint("dL/dτ")
+                raise AssertionError(f"scores {shape}, τ = {tau}: {hint}")
+        raise AssertionError(
+            f"scores {shape}, τ = {tau}: dL/dτ = {want:.6g}, you give {mine!r:.60}; hint: "
+            f"{_temperature_hint(mine, S, tau, dP)}"
         )
 
 
@@ -79,7 +93,11 @@ def check_05_2(padding_mask_from_lengths: Callable) -> None:
         for b, n in enumerate(lengths):
             ids[b, :n] = rng.integers(4, 20, size=n)
         expected = mt.nn.padding_mask(ids, pad_id=0)
-        mine = np.asarray(padding_mask_from_lengths(lengths, S))
+        mine = _without_library(
+            padding_mask_from_lengths, lengths, S, where="padding_mask_from_lengths",
+            instead="compare each position with its sentence's length, in NumPy",
+        )  # fmt: skip
+        mine = np.asarray(mine)
         want = (len(lengths), 1, 1, S)
         assert mine.shape == want, f"shape must be (B, 1, 1, S) = {want}, got {mine.shape}"
         assert mine.dtype == bool, f"the mask must be bool (True = may attend), got {mine.dtype}"

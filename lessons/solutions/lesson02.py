@@ -18,6 +18,10 @@ def linear_t_backward(x, W, G):
     return dx, dW
 
 
-# Exercise 3: s (1, H, 1, 1) was broadcast over axes 0, 2, 3
-def head_scale_grad(x, s, G):
-    return np.sum(G * x, axis=(0, 2, 3), keepdims=True)
+# Exercise 3: y = x * s[idx]. The gather copies row s[v] to every position whose id is v, so
+# row v of the gradient sums G * x over those positions; np.add.at adds every copy (a
+# fancy-indexed ds[idx] += ... would keep one position per repeated id)
+def gather_scale_grad(x, s, idx, G):
+    ds = np.zeros_like(s, dtype=np.float64)
+    np.add.at(ds, idx, G * x)
+    return ds
