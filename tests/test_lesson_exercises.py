@@ -23,7 +23,9 @@ import minitransformer as mt
 from minitransformer.function import Function
 
 through_rank0 = importlib.import_module("test_lesson_exercises_14")._through_rank0  # not a ring
-t04, t10 = (importlib.import_module(f"test_lesson_exercises_{n}") for n in ("04", "10"))
+t02, t03, t04, t10 = (
+    importlib.import_module(f"test_lesson_exercises_{n}") for n in ("02", "03", "04", "10")
+)
 
 
 def solutions(n: int):
@@ -304,22 +306,22 @@ CASES = {
             lambda: lambda x, W, G: (G @ W, G[0].T @ x[0]),  # one batch entry only
         ],
     ),
-    "02_3": (
+    "02_3": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_02.py
         checks.check_02_3,
-        lambda: s2.head_scale_grad,
+        lambda: s2.gather_scale_grad,
         lambda: placeholder,
         [
-            lambda: lambda x, s, G: (G * x).sum(axis=(0, 2, 3)),  # lost the kept axes
-            lambda: lambda x, s, G: G.sum(axis=(0, 2, 3), keepdims=True),  # forgot x
+            lambda: t02._buffered,  # a repeated id counted once
+            lambda: lambda x, s, idx, G: t02._fixed_add(s, idx, G),  # forgot x
         ],
     ),
-    "03_1": (
+    "03_1": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_03.py
         checks.check_03_1,
-        lambda: s3.logsumexp,
+        lambda: s3.logsumexp_with_grad,
         lambda: placeholder,
         [
-            lambda: lambda x, axis=-1: np.log(np.exp(x).sum(axis=axis)),
-            lambda: lambda x, axis=-1: np.max(x, axis=axis),
+            lambda: t03._cells_log_softmax,  # nan on a fully masked row
+            lambda: lambda x, axis=-1: np.logaddexp.reduce(x, axis=axis),  # no gradient
         ],
     ),
     "03_2": (
@@ -331,13 +333,14 @@ CASES = {
             lambda: lambda eps, V: np.log((1 - eps) / (eps / V)),
         ],
     ),
-    "03_3": (
+    "03_3": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_03.py
         checks.check_03_3,
         lambda: s3.ce_grad,
         lambda: placeholder,
         [
             lambda: lambda x, t, eps, ig: s3.ce_grad(x, t, eps, ig) * (t != ig).sum() / len(t),
             lambda: lambda x, t, eps, ig: s3.ce_grad(x, t, 0.0, ig),  # smoothing ignored
+            lambda: t03._cells_12_and_14,  # the lesson's q, eps over all V classes
         ],
     ),
     "04_1": (
