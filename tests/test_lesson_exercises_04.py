@@ -5,7 +5,8 @@
 - 04.3 (Add & Norm backwards, dx and dW of LayerNorm(x + xW)) replaces "dγ and dβ", whose
   formulas and code stood in cell 3: the identity path forgotten, LayerNorm's backward skipped,
   W untransposed, dW from g or from one row fail with their own hints; the library's autograd
-  fails; the lesson's own ``my_layer_norm``/``my_layer_norm_backward``, einsum and float32 pass.
+  fails; the lesson's own ``my_layer_norm``/``my_layer_norm_backward`` and einsum pass; a
+  float32-rounded answer fails (issue 46: compared beyond finite differences, in float64).
 """
 
 from __future__ import annotations
@@ -113,11 +114,6 @@ def _with_the_lessons_functions():
 ADD_NORM_VALID = {
     "reference": lambda: s4.add_norm_backward,
     "the lesson's functions": _with_the_lessons_functions,
-    "float32": lambda: (
-        lambda x, W, g, eps=1e-5: tuple(
-            a.astype(np.float32).astype(np.float64) for a in s4.add_norm_backward(x, W, g, eps)
-        )
-    ),
     "a list pair": lambda: lambda x, W, g, eps=1e-5: list(s4.add_norm_backward(x, W, g, eps)),
 }
 
@@ -125,6 +121,19 @@ ADD_NORM_VALID = {
 @pytest.mark.parametrize("name", ADD_NORM_VALID)
 def test_04_3_accepts_valid_forms(name):
     assert checks.check_04_3(ADD_NORM_VALID[name]()) == checks.CORRECT
+
+
+def test_04_3_refuses_float32_rounding_as_not_analytic():
+    """Issue 46: the derivative is compared in float64 at 1e-12 of its size (beyond finite
+    differences), so a float32-rounded answer fails, told to write it out in float64."""
+
+    def rounded(x, W, g, eps=1e-5):
+        return tuple(
+            a.astype(np.float32).astype(np.float64) for a in s4.add_norm_backward(x, W, g, eps)
+        )
+
+    hint = _fails(checks.check_04_3, rounded)
+    assert "analytic" in hint and "float32" in hint and "float64" in hint
 
 
 def test_the_hints_differ():

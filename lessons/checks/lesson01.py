@@ -18,7 +18,7 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _LIBRARY, _exercise, _rng, _without_library
+from ._shared import _LIBRARY, _analytic, _exercise, _rng, _without_library
 
 
 @_exercise("Exercise 1 (Value.tanh, negation and subtraction)")
@@ -51,7 +51,8 @@ def check_01_1(Value: type) -> None:
 @_exercise("Exercise 2 (Sigmoid)")
 def check_01_2(Sigmoid: type) -> None:
     """Forward against 1/(1+e^-x), backward by gradcheck (the hint names the mistake: σ
-    itself, a sign, or else where to look), no overflow at ±1000, written without the
+    itself, a sign, or else where to look) and then against σ(1-σ) in float64 at 1e-12 (a
+    numerical derivative cannot get there), no overflow at ±1000, written without the
     library's sigmoid."""
     rng = _rng(1)
     xc = mt.tensor(rng.standard_normal((4, 3)) * 3, requires_grad=True, dtype="float64")
@@ -87,6 +88,7 @@ def check_01_2(Sigmoid: type) -> None:
         else:
             hint = "differentiate σ by hand and write the derivative in terms of the output"
         raise AssertionError(f"backward is wrong: {err}; hint: {hint}") from None
+    _analytic(g, ref * (1 - ref), "your backward's dσ/dx")  # in float64, beyond differences
     extremes = np.array([-1000.0, 0.0, 1000.0])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an overflow warning becomes an error

@@ -16,7 +16,7 @@ import numpy as np
 import minitransformer as mt
 import minitransformer.functional as F
 
-from ._shared import _exercise, _rng, _without_library
+from ._shared import _analytic, _exercise, _rng, _without_library
 
 
 @_exercise("Exercise 1 (RMSNorm)")
@@ -33,7 +33,8 @@ def check_04_1(RMSNorm: type) -> None:
         "forward is wrong (look at the rows whose mean(x^2) is close to eps); hint: reread "
         "the definition of r in the exercise, bracket by bracket"
     )
-    grads = RMSNorm.backward(ctx, rng.standard_normal(x.shape))
+    G = rng.standard_normal(x.shape)
+    grads = RMSNorm.backward(ctx, G)
     assert isinstance(grads, tuple | list) and len(grads) >= 2, (
         "backward must return one gradient per input: (dx, dgamma)"
     )
@@ -49,6 +50,10 @@ def check_04_1(RMSNorm: type) -> None:
             f"backward is wrong ({err}); hint: follow LayerNorm's derivation and drop the "
             "terms that came from the mean"
         ) from None
+    r = 1 / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6)  # the analytic derivative, float64
+    g_hat, x_hat = G * gr.numpy(), x * r
+    _analytic(grads[0], r * (g_hat - x_hat * (g_hat * x_hat).mean(-1, keepdims=True)), "dx")
+    _analytic(grads[1], (G * x_hat).reshape(-1, 5).sum(0), "dgamma")
 
 
 def _gain_hint(mine: float, eps: float) -> str:
@@ -140,5 +145,8 @@ def check_04_3(add_norm_backward: Callable) -> None:
         f"dx has shape {dx.shape} and dW {dW.shape}; x has {x.shape} and W {W.shape}: a "
         "gradient has its input's shape"
     )
-    hint = _add_norm_hint(dx, dW, x, W, g, _add_norm_reference(x, W, g))
+    want = _add_norm_reference(x, W, g)
+    hint = _add_norm_hint(dx, dW, x, W, g, want)
     assert not hint, f"your gradients differ from the library's autograd; hint: {hint}"
+    _analytic(dx, want[0], "dx")  # in float64, closer than a numerical derivative gets
+    _analytic(dW, want[1], "dW")

@@ -18,7 +18,7 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _exercise, _rng
+from ._shared import _exercise, _rng, _without_library
 
 
 def _macs_attention(n: int, d: int) -> int:
@@ -142,7 +142,8 @@ def _additive_mistake(got, q, m, W_q, W_k, b, v) -> str:
 
 @_exercise("Exercise 3 (additive attention scores)")
 def check_12_3(additive_scores: Callable) -> None:
-    """Against the library's AdditiveAttention.scores (float64), one query at a time."""
+    """Against the library's AdditiveAttention.scores (float64), one query at a time; in plain
+    NumPy (a call into the library fails with a hint)."""
     from minitransformer.nn.recurrent import AdditiveAttention
 
     rng = _rng(23)
@@ -158,7 +159,10 @@ def check_12_3(additive_scores: Callable) -> None:
         expected = att.scores(mt.tensor(q[None], dtype="float64"), att.keys(memory)).numpy()[0]
         shapes = f"q {q.shape}, m {m.shape}, W_q {W_q.shape}, W_k {W_k.shape}, b {b.shape}"
         try:
-            answer = additive_scores(q, m, W_q, W_k, b, v)
+            answer = _without_library(
+                additive_scores, q, m, W_q, W_k, b, v, where="additive_scores",
+                instead="the exercise's formula with NumPy's @, + and np.tanh",
+            )  # fmt: skip
         except (ValueError, IndexError) as err:  # NumPy's shape errors, from the learner's code
             raise AssertionError(
                 f"additive_scores({shapes}, v {v.shape}) raised {type(err).__name__}: {err}. "

@@ -33,10 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._shared import _array, _exercise, _rng, _whole_number, _without_library
-
-EXACT = 1e-12  # exercise 1's tolerance, relative to the gradient's size: beyond finite differences
-NEAR = 1e-5  # an answer this close but not EXACT came from finite differences (or float32)
+from ._shared import EXACT, NEAR, _array, _close, _exercise, _rng, _whole_number, _without_library
 
 
 def _floats(x, what: str) -> np.ndarray:
@@ -50,12 +47,6 @@ def _unchanged(inputs: dict[str, np.ndarray], copies: dict[str, np.ndarray], whe
             f"{where} changed its input {name} in place (an `out=` argument, `*=` or `-=` on "
             "an input, or a view of it written to): the caller's arrays must stay as they were"
         )
-
-
-def _close(got: np.ndarray, want: np.ndarray, tol: float) -> bool:
-    return got.shape == want.shape and bool(
-        np.all(np.abs(got - want) <= tol * (1.0 + np.abs(want).max(initial=0.0)))
-    )
 
 
 # ------------------------------------------------------------------ exercise 1
@@ -106,14 +97,14 @@ def _rms_hint(dx, dgamma, x, gamma, g, eps) -> str:
         if _close(dx, want_dx, NEAR):
             return (
                 f"dx is close to the derivative (within {NEAR:g}) but not equal to it at "
-                f"{EXACT:g}: finite differences, or float32 arithmetic? Write the derivative "
-                "out (the chain rule through r), in float64"
+                f"{EXACT:g}: finite differences, or float32 arithmetic? Write the analytic "
+                "derivative out (the chain rule through r), in float64"
             )
         return "dx is not the derivative; start from one row: dL/dx_j = Σ_k g_k γ_k ∂ŷ_k/∂x_j"
     if _close(dgamma, want_dgamma, NEAR):
         return (
             f"dgamma is close (within {NEAR:g}) but not equal at {EXACT:g}: finite "
-            "differences, or float32? Write it out"
+            "differences, or float32? Write the analytic derivative out"
         )
     if _close(dgamma, (g * x).reshape(-1, x.shape[-1]).sum(0), 1e-9):
         return "dgamma: y = x̂·γ with x̂ = x·r, so ∂y/∂γ is x̂, not x"
