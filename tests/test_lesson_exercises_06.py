@@ -7,6 +7,11 @@
   no longer computes head i from column slices; an answer that computes the whole projection
   and keeps head i fails (the text asks for head i's slices), and so do a forgotten bias slice
   and the scale √D, each with its own hint.
+- Issue 46: 06.2's slices ("head i owns columns i·d_k..(i+1)·d_k") are no longer stated above the
+  exercise (cells "The math" and the summary): they follow the exercises. 06.3 hands the
+  weights themselves to the answer: one that writes into them (zeros replaced by ones, in
+  place) fails (the inputs guard of checks/_inputs.py), one that copies first passes. The
+  training cell's printed loss spike is described by a findings cell from the run's own losses.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import importlib
 
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, checks, code_cells
+from lesson_notebooks import LESSONS, checks, code_cells, markdown_cells
 from lesson_notebooks import hint_of as _fails
 from test_lesson_exercises import _head_rows_not_columns as _rows_not_columns
 
@@ -122,3 +127,39 @@ def test_no_code_before_exercise_2_slices_the_input_projections():
 def test_the_3h_plus_1_cell_still_checks_the_output_side():
     cell = next(c for c in code_cells(NOTEBOOK) if "out_sum" in c)
     assert 'W["wo"][rows, :]' in cell and "assert np.allclose(out_sum, mine)" in cell
+
+
+def test_nothing_above_exercise_2_states_the_slices():
+    text = "\n".join(markdown_cells(NOTEBOOK))
+    at = text.index("### Exercise 2")
+    for giveaway in ("owns columns", r"columns $i\,d_k", "are head $i$'s"):
+        assert giveaway not in text[:at], giveaway
+    assert "owns columns" in text[at:]  # written down after the exercises
+
+
+# ------------------------------------------------------------------ 06.3: inputs unchanged
+def _zeros_to_ones_in_place(w):  # 0 log 0 handled by writing into the caller's weights
+    w[w == 0] = 1.0
+    return -(w * np.log(w)).sum(-1).mean(-1)
+
+
+def _zeros_to_ones_on_a_copy(w):
+    w = np.array(w, dtype=float)
+    w[w == 0] = 1.0
+    return -(w * np.log(w)).sum(-1).mean(-1)
+
+
+def test_06_3_an_answer_that_writes_into_the_weights_fails():
+    assert "in place" in _fails(checks.check_06_3, _zeros_to_ones_in_place)
+
+
+def test_06_3_the_same_on_a_copy_passes():
+    assert checks.check_06_3(_zeros_to_ones_on_a_copy) == checks.CORRECT
+
+
+# ------------------------------------------------------------------ the loss spike
+def test_the_loss_spike_is_described_from_the_run():
+    code = code_cells(NOTEBOOK)
+    train = next(i for i, c in enumerate(code) if "def train_reverse(" in c)
+    findings = code[train + 1]
+    assert "losses" in findings and "does not clip" in findings and "09_training.ipynb" in findings

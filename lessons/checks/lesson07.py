@@ -1,6 +1,6 @@
 """Lesson 07 (positional encoding): the checks of its exercises.
 
-- ``check_07_1``: Exercise 1 (wavelengths)
+- ``check_07_1``: Exercise 1 (the fastest pair that does not wrap)
 - ``check_07_2``: Exercise 2 (offset from two codes)
 - ``check_07_3``: Exercise 3 (permutation equivariance)
 
@@ -15,48 +15,85 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _exercise, _rng
+from ._shared import _exercise, _rng, _whole_number
+
+# (d_model, length): every case has one pair that is the answer or none (None); each
+# usual mistake below gives another answer on at least one of them
+SAFE_PAIR_CASES = [
+    (8, 4),
+    (8, 5),
+    (16, 12),
+    (8, 32),
+    (8, 5000),
+    (64, 1000),
+    (512, 2048),
+    (16, 1),
+    (16, 2),
+]
 
 
-def _wavelength_hint(lam: np.ndarray, D: int) -> str:
-    """Where to look, for wavelengths that do not reproduce the table."""
-    i = np.arange(D // 2)
-    omega = 10000.0 ** (-2 * i / D)
-    for other, hint in [
-        (1 / omega, "one full turn of a pair is 2π radians, not 1"),
-        (omega, "that is how fast pair i turns (radians per position); the wavelength is how "
-                "many positions one turn takes"),
-        (2 * np.pi * 10000.0 ** (i / D), "pair i holds columns 2i and 2i + 1: check the "
-                                         "exponent of its frequency"),
-        (2 * np.pi / omega[::-1], "pair 0 is the fastest one: the order is reversed"),
-    ]:  # fmt: skip
-        if np.allclose(lam, other):
+def _omega(d_model: int, exponent: float = 2.0) -> np.ndarray:
+    """Every pair's angular frequency, 10000^(-exponent·i/d_model) (the paper: exponent 2)."""
+    return 10000.0 ** (-exponent * np.arange(d_model // 2) / d_model)
+
+
+def _first_pair(omega: np.ndarray, largest_offset: float, turn: float = np.pi) -> int | None:
+    """The first pair whose angle turns by less than ``turn`` over ``largest_offset``."""
+    safe = np.nonzero(largest_offset * omega < turn)[0]
+    return int(safe[0]) if safe.size else None
+
+
+def _safe_pair_hint(mine: int | None, d_model: int, length: int) -> str:
+    """Where to look, for a pair index that is not the fastest safe one."""
+    omega, slowest = _omega(d_model), d_model // 2 - 1
+    right = _first_pair(omega, length - 1)
+    mistakes = [
+        (_first_pair(omega, length - 1, turn=2 * np.pi),
+         "a turn of more than half a circle reads as a smaller turn the other way: offsets may "
+         "be negative, so which turns can be told apart?"),
+        (_first_pair(omega, length),
+         f"positions 0 .. {length - 1} are at most {length - 1} apart"),
+        (_first_pair(_omega(d_model, exponent=1.0), length - 1),
+         "pair i turns at ω_i = 10000^(-2i/d_model): check the exponent"),
+        (None if right is None else 2 * right,
+         "return the pair's index i (it holds columns 2i and 2i + 1), not a column"),
+        (None if right is None else right - 1, "that pair wraps: its largest turn is too big"),
+    ]  # fmt: skip
+    if right is None:
+        return "no pair of this width turns slowly enough for this length: return None"
+    if mine is None:
+        return f"pair {slowest}, the slowest, turns slowly enough here: a pair exists"
+    if mine == slowest:
+        return (
+            "the slowest pair never wraps, but the exercise asks for the fastest pair that "
+            "does not: it reads an offset most precisely"
+        )
+    for other, hint in mistakes:
+        if other is not None and mine == other:
             return hint
-    return "sin(pos · ω_i) repeats when pos · ω_i has grown by a full turn"
+    return (
+        "over an offset k pair i turns by k·ω_i: find the first pair whose turn over the "
+        "largest offset can still be read back"
+    )
 
 
-@_exercise("Exercise 1 (wavelengths)")
-def check_07_1(wavelengths: Callable) -> None:
-    """sin(2π pos / λ_i) and cos(2π pos / λ_i) must reproduce columns 2i and 2i + 1 of the
-    library's table, for three widths."""
-    for D in (8, 64, 512):
-        answer = wavelengths(D)
-        lam = np.asarray(answer, dtype=float)
-        assert lam.shape == (D // 2,), (
-            f"one wavelength per pair: expected shape {(D // 2,)}, got {lam.shape}"
-        )
-        table = mt.nn.sinusoid_table(50, D)
-        p = np.arange(50)[:, None]
-        # the angle 2π·pos/λ (pos < 50) carries λ's relative rounding: wavelengths in float32
-        # are right when sin and cos agree to about 2π·50·eps of float32
-        float32 = np.asarray(answer).dtype == np.float32
-        atol = 2 * np.pi * 50 * np.finfo(np.float32).eps if float32 else 1e-8
-        ok = np.allclose(np.sin(2 * np.pi * p / lam), table[:, 0::2], atol=atol) and np.allclose(
-            np.cos(2 * np.pi * p / lam), table[:, 1::2], atol=atol
-        )
-        assert ok, (
-            f"D={D}: sin(2π pos / λ_i) does not reproduce column 2i of the table; hint: "
-            f"{_wavelength_hint(lam, D)}"
+def _pair_or_none(got: object, where: str) -> int | None:
+    """The answer as a pair index (an int) or None."""
+    if got is None:
+        return None
+    return _whole_number(got, where, "a pair index (or None)")
+
+
+@_exercise("Exercise 1 (the fastest pair that does not wrap)")
+def check_07_1(fastest_safe_pair: Callable) -> None:
+    """Against the first pair i with (length - 1)·ω_i < π, or None, for several widths and
+    lengths."""
+    for d_model, length in SAFE_PAIR_CASES:
+        where = f"fastest_safe_pair({d_model}, {length})"
+        mine = _pair_or_none(fastest_safe_pair(d_model, length), where)
+        right = _first_pair(_omega(d_model), length - 1)
+        assert mine == right, (
+            f"{where}: expected {right}, got {mine}; hint: {_safe_pair_hint(mine, d_model, length)}"
         )
 
 

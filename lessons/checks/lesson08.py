@@ -1,7 +1,7 @@
 """Lesson 08 (encoder-decoder): the checks of its exercises.
 
 - ``check_08_1``: Exercise 1 (shift right, for a padded batch)
-- ``check_08_2``: Exercise 2 (decoder self-attention mask)
+- ``check_08_2``: Exercise 2 (one step of the self-attention cache)
 - ``check_08_3``: Exercise 3 (batched greedy decoding)
 
 See the package docstring (``checks/__init__.py``) for what a check does.
@@ -16,7 +16,7 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _exercise, _library_calls, _without_library
+from ._shared import _array, _exercise, _library_calls, _without_library
 
 _LIBRARY_IDS = (1, 2, 0)  # <bos>, <eos>, <pad>: the ids make_batch writes
 
@@ -62,7 +62,7 @@ def check_08_1(make_decoder_io: Callable) -> None:
             assert np.array_equal(b.tgt_in, want_in) and np.array_equal(b.tgt_out, want_out)
         where = f"make_decoder_io({targets}, {bos}, {eos}, {pad})"
         got = _without_library(
-            make_decoder_io, [list(t) for t in targets], bos, eos, pad, where=where,
+            make_decoder_io, targets, bos, eos, pad, where=where,
             instead="build the two padded arrays yourself, with NumPy or Python lists",
         )  # fmt: skip
         assert isinstance(got, tuple | list) and len(got) == 2, (
@@ -82,24 +82,119 @@ def check_08_1(make_decoder_io: Callable) -> None:
             )
 
 
-@_exercise("Exercise 2 (decoder self-attention mask)")
-def check_08_2(decoder_self_mask: Callable) -> None:
-    ids = np.array([[1, 5, 6, 7, 0, 0], [1, 8, 0, 0, 0, 0], [1, 4, 5, 6, 7, 8], [0, 0, 0, 0, 0, 0]])
-    mine = _without_library(
-        decoder_self_mask, ids.copy(), 0, where="decoder_self_mask",
-        instead="build it with NumPy from the ids: np.tril, comparisons, broadcasting",
-    )  # fmt: skip
-    mine = np.asarray(mine)
-    expected = mt.nn.target_mask(ids, 0)
-    assert mine.shape == expected.shape, (
-        f"expected shape {expected.shape} = (B, 1, T, T), got {mine.shape}"
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float) -> np.ndarray:
+    """softmax(q kᵀ / scale) v over the last two axes, no mask (float64)."""
+    s = q @ np.swapaxes(k, -1, -2) / scale
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def _causal_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The reference: full causal self-attention over all T positions, (B, H, T, d_k)."""
+    T, d_k = q.shape[-2], q.shape[-1]
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(d_k)
+    s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)) @ v
+
+
+def _step_hint(out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, t: int) -> str:
+    """Where to look, for step t's output (B, H, 1, d_k) that is not causal attention's row t;
+    k and v hold positions 0..t."""
+    d_k, heads = q.shape[-1], q.shape[1]
+    mistakes = [
+        (v[:, :, t : t + 1], "the new query attends to every position so far: the cached keys "
+                             "and values too, not only its own"),
+        (v[:, :, :1], "the new token is the latest position, so every cached key is at or "
+                      "before it: nothing is masked in a cached step (a tril of shape (1, t + 1) "
+                      "keeps only key 0)"),
+        (_attend(q, k, v, np.sqrt(t + 1)), "scale by √d_k, the width of one head's keys, as "
+                                           "in the full pass (not by the number of keys)"),
+        (_attend(q, k, v, np.sqrt(heads * d_k)), "scale by √d_k, the width of one head's keys "
+                                                 "(not of all heads together)"),
+        (_attend(q, k, v, 1.0), "the scores are divided by √d_k, as in the full pass"),
+    ]  # fmt: skip
+    if t > 0:
+        before = _attend(q, k[:, :, :t], v[:, :, :t], np.sqrt(d_k))
+        first = "the new token's own key and value are among the keys it attends to: append "
+        mistakes.insert(0, (before, first + "them to the cache first, then attend"))
+    for other, hint in mistakes:
+        if out.shape == other.shape and np.allclose(out, other):
+            return hint
+    return (
+        "the new token's query against the keys of positions 0 .. t (the cached ones and its "
+        "own), softmax over them, then the weighted sum of their values"
     )
-    assert mine.dtype == bool, f"the mask must be bool, got {mine.dtype}"
-    bad = np.argwhere(mine != expected)
-    assert bad.size == 0, (
-        f"{len(bad)} entries differ, first at (b, 0, query, key) = {tuple(bad[0])}; "
-        "hint: two conditions, one about positions and one about which token is padding"
-    )
+
+
+def _cache_hint(mine: np.ndarray, want: np.ndarray, other: np.ndarray) -> str:
+    """Where to look, for a returned cache of the right shape that is not positions 0..t."""
+    if np.allclose(mine, other):
+        return "the key and value caches are swapped"
+    if np.allclose(mine, np.concatenate([want[:, :, -1:], want[:, :, :-1]], axis=2)):
+        return (
+            "keep the positions in order: row j of the cache is position j, the new one last "
+            "(a later mask or a sliding window reads it by position)"
+        )
+    return "the cache after step t holds the keys (values) of positions 0 .. t, in order"
+
+
+# (B, H, T, d_k, first): several heads and widths, steps first .. T-1, the cache holding
+# positions 0 .. first-1 at the first one (from 2 on, the usual mistakes give different outputs)
+STEP_SIZES = [(2, 2, 5, 4, 2), (1, 3, 4, 2, 0), (3, 1, 6, 8, 0)]
+
+
+@_exercise("Exercise 2 (one step of the self-attention cache)")
+def check_08_2(cached_attention_step: Callable) -> None:
+    """A sequence fed one position at a time, the caches the answer returned passed back in:
+    each step's output against full causal attention's row t, the caches against the keys and
+    values of positions 0..t in order; float64 inputs (a float32 answer passes), NumPy only."""
+    rng = np.random.default_rng(8)
+    for B, H, T, d_k, first in STEP_SIZES:
+        q, k, v = (rng.standard_normal((B, H, T, d_k)) for _ in range(3))
+        full = _causal_attention(q, k, v)  # (B, H, T, d_k)
+        k_cache, v_cache = k[:, :, :first], v[:, :, :first]
+        for t in range(first, T):
+            where = f"cached_attention_step at step {t} (B, H, d_k = {B}, {H}, {d_k})"
+            new = (q[:, :, t : t + 1], k[:, :, t : t + 1], v[:, :, t : t + 1])
+            got = _without_library(
+                cached_attention_step, *new, k_cache, v_cache, where=where,
+                instead="np.concatenate along the positions axis, then lesson 05's attention",
+            )  # fmt: skip
+            assert isinstance(got, tuple | list) and len(got) == 3, (
+                f"{where}: return the triple (out, k_cache, v_cache), got {type(got).__name__}"
+            )
+            out = _array(got[0], f"{where}: out", "f")
+            k_cache = _array(got[1], f"{where}: k_cache", "f")
+            v_cache = _array(got[2], f"{where}: v_cache", "f")
+            grown = (B, H, t + 1, d_k)
+            for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+                if cache.shape == (B, H, t, d_k):
+                    raise AssertionError(
+                        f"{where}: {name} still has shape {cache.shape}; hint: return the grown "
+                        "caches, so that the next step sees this token's key and value"
+                    )
+                assert cache.shape == grown, (
+                    f"{where}: {name} has shape {cache.shape}, expected {grown}; hint: the "
+                    "cache grows by one position per step, along the positions axis (axis 2)"
+                )
+            for name, cache, want, other in (
+                ("k_cache", k_cache, k, v),
+                ("v_cache", v_cache, v, k),
+            ):
+                if not np.allclose(cache, want[:, :, : t + 1]):
+                    hint = _cache_hint(cache, want[:, :, : t + 1], other[:, :, : t + 1])
+                    raise AssertionError(f"{where}: {name} is not positions 0 .. {t}; hint: {hint}")
+            assert out.shape == (B, H, 1, d_k), (
+                f"{where}: out has shape {out.shape}, expected {(B, H, 1, d_k)}: the new "
+                "position's output for every head"
+            )
+            if not np.allclose(out, full[:, :, t : t + 1], rtol=1e-5, atol=1e-6):
+                hint = _step_hint(out, *new[:1], k[:, :, : t + 1], v[:, :, : t + 1], t)
+                raise AssertionError(
+                    f"{where}: out differs from row {t} of full causal attention over the "
+                    f"sequence; hint: {hint}"
+                )
 
 
 class _ScriptedModel:

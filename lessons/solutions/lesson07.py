@@ -3,13 +3,19 @@
 import numpy as np
 
 
-# Exercise 1: lambda_i = 2 pi / omega_i, omega_i = 10000^(-2i/D)
-def wavelengths(d_model):
-    i = np.arange(d_model // 2)
-    return 2 * np.pi * 10000.0 ** (2 * i / d_model)
+# Exercise 1: over offsets up to length - 1 pair i turns by at most (length - 1)·omega_i; the
+# turn can be read back (offsets may be negative: arctan2 gives angles in (-pi, pi]) when that is
+# less than half a turn, pi. Pairs slow down with i: the first safe one is the fastest
+def fastest_safe_pair(d_model, length):
+    for i in range(d_model // 2):
+        omega = 10000.0 ** (-2 * i / d_model)
+        if (length - 1) * omega < np.pi:
+            return i
+    return None
 
 
-# Exercise 2: the slowest pair turns by k * omega without wrapping for |k| < 1000
+# Exercise 2: the slowest pair turns by k * omega without wrapping for |k| < 1000 (any pair from
+# exercise 1 with length 1000 does too: pair 21 at d_model = 64)
 def recover_offset(pe_a, pe_b, d_model):
     i = d_model // 2 - 1
     omega = 10000.0 ** (-2 * i / d_model)

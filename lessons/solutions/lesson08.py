@@ -17,12 +17,16 @@ def make_decoder_io(targets, bos_id, eos_id, pad_id):
     return tgt_in, tgt_out
 
 
-# Exercise 2: causal (key <= query) AND the key is not padding
-def decoder_self_mask(tgt_in, pad_id):
-    B, T = tgt_in.shape
-    causal = np.tril(np.ones((T, T), dtype=bool))  # (T, T)
-    keep = tgt_in != pad_id  # (B, T)
-    return (causal[None, :, :] & keep[:, None, :])[:, None]  # (B, 1, T, T)
+# Exercise 2: append the new key and value to the caches (positions 0..t, in order), then
+# attend with the one new query over all t + 1 keys: no mask, since the new token is the latest
+# position and every cached key lies at or before it
+def cached_attention_step(q, k, v, k_cache, v_cache):
+    k_cache = np.concatenate([k_cache, k], axis=2)  # (B, H, t + 1, d_k)
+    v_cache = np.concatenate([v_cache, v], axis=2)  # (B, H, t + 1, d_k)
+    scores = q @ np.swapaxes(k_cache, -1, -2) / np.sqrt(q.shape[-1])  # (B, H, 1, t + 1)
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    out = (e / e.sum(axis=-1, keepdims=True)) @ v_cache  # (B, H, 1, d_k)
+    return out, k_cache, v_cache
 
 
 # Exercise 3
