@@ -248,15 +248,6 @@ def _logprob_unstable(logits, out_ids, eos_id):
     return float(logp[np.arange(len(targets)), targets].sum())
 
 
-def _count_untied(V, d_model, d_ff, N):
-    return s11.count_parameters(V, d_model, d_ff, N) + V * d_model
-
-
-def _count_no_cross(V, d_model, d_ff, N):
-    D = d_model
-    return s11.count_parameters(V, d_model, d_ff, N) - N * (4 * (D * D + D) + 2 * D)
-
-
 # (check, solution, placeholder, [wrong answers])
 CASES = {
     "01_1": (
@@ -426,13 +417,17 @@ CASES = {
             lambda: lambda w: (-w * np.log(w + 1e-3)).sum(-1).mean(-1),  # fudged log
         ],
     ),
-    "07_1": (
+    "07_1": (  # more wrong answers: tests/test_lesson_exercises_07.py
         checks.check_07_1,
-        lambda: s7.wavelengths,
+        lambda: s7.fastest_safe_pair,
         lambda: placeholder,
         [
-            lambda: lambda D: 10000.0 ** (2 * np.arange(D // 2) / D),  # omega's inverse only
-            lambda: lambda D: 2 * np.pi * 10000.0 ** (np.arange(D // 2) / D),
+            lambda: lambda D, L: D // 2 - 1,  # the slowest pair, always safe
+            lambda: (
+                lambda D, L: next(  # a full turn 2π, not half of it
+                    (i for i in range(D // 2) if (L - 1) * 1e4 ** (-2 * i / D) < 2 * np.pi), None
+                )
+            ),
         ],
     ),
     "07_2": (
@@ -464,23 +459,17 @@ CASES = {
             lambda: lambda ts, b, e, p: [a[:, :-1] for a in s8.make_decoder_io(ts, b, e, p)],
         ],
     ),
-    "08_2": (
+    "08_2": (  # more wrong answers and the valid forms: tests/test_lesson_exercises_08.py
         checks.check_08_2,
-        lambda: s8.decoder_self_mask,
+        lambda: s8.cached_attention_step,
         lambda: placeholder,
         [
             lambda: (
-                lambda ids, pad: np.broadcast_to(
-                    np.tril(np.ones((ids.shape[1],) * 2, dtype=bool)),
-                    (len(ids), 1) + (ids.shape[1],) * 2,
-                )
-            ),  # causal only
+                lambda q, k, v, kc, vc: (v, np.concatenate([kc, k], 2), np.concatenate([vc, v], 2))
+            ),  # its own key only
             lambda: (
-                lambda ids, pad: (
-                    np.tril(np.ones((ids.shape[1],) * 2, dtype=bool))[None]
-                    & (ids != pad)[:, :, None]
-                )[:, None]
-            ),  # masks padded QUERIES instead of keys
+                lambda q, k, v, kc, vc: (*s8.cached_attention_step(q, k, v, kc, vc)[:1], kc, vc)
+            ),  # caches not grown
         ],
     ),
     "08_3": (
@@ -542,11 +531,19 @@ CASES = {
         lambda: placeholder,
         [lambda: _logprob_no_eos, lambda: _logprob_unstable],
     ),
-    "11_1": (
+    "11_1": (  # more wrong answers: tests/test_lesson_exercises_11.py
         checks.check_11_1,
-        lambda: s11.count_parameters,
+        lambda: s11.gemm_roofline,
         lambda: placeholder,
-        [lambda: _count_untied, lambda: _count_no_cross],
+        [
+            lambda: lambda m, k, n, p, b: (*s11.gemm_roofline(m, k, n, p, b)[:2], "compute"),
+            lambda: (
+                lambda m, k, n, p, b: (  # FLOPs without the 2
+                    m * k * n / (4 * (m * k + k * n + m * n)),
+                    *s11.gemm_roofline(m, k, n, p, b)[1:],
+                )
+            ),
+        ],
     ),
     "11_2": (  # more wrong answers: tests/test_lesson_exercises_11.py
         checks.check_11_2,
@@ -557,13 +554,13 @@ CASES = {
             lambda: lambda B, H, S, T, N, i: N * B * H * (T * T + T * S) * i,  # no encoder
         ],
     ),
-    "11_3": (
+    "11_3": (  # more wrong answers: tests/test_lesson_exercises_11.py
         checks.check_11_3,
-        lambda: s11.length_for_budget,
+        lambda: s11.step_speedup,
         lambda: placeholder,
         [
-            lambda: lambda x, y, b: b ** (1 / np.polyfit(np.log(x), np.log(y), 1)[0]),
-            lambda: lambda x, y, b: np.log(s11.length_for_budget(x, y, b)),
+            lambda: lambda f, s: 1 / s11.step_speedup(f, s),  # the new time
+            lambda: lambda f, s: 1 / np.sum(f / s),  # the untouched rest forgotten
         ],
     ),
 }
@@ -913,15 +910,23 @@ s16 = solutions(16)
 CASES_16 = {
     "16_1": (
         checks.check_16_1,
-        lambda: s16.count_parameters,
-        lambda: placeholder,
-        [lambda: lambda c: s16.count_parameters(c) - c["vocab_size"]],  # no logits bias
-    ),
-    "16_2": (
-        checks.check_16_2,
         lambda: s16.halves_table,
         lambda: placeholder,
         [lambda: lambda L, D: mt.nn.sinusoid_table(L, D)],  # the paper's interleaved table
+    ),
+    "16_2": (
+        checks.check_16_2,
+        lambda: s16.halves_twin,
+        lambda: placeholder,
+        # the head axis of W_q reordered too
+        [
+            lambda: (
+                lambda st, o: {
+                    n: a[..., o] if n.endswith("w_q.weight") else a
+                    for n, a in s16.halves_twin(st, o).items()
+                }
+            )
+        ],
     ),
     "16_3": (
         checks.check_16_3,
@@ -937,10 +942,10 @@ s17 = solutions(17)
 CASES_17 = {
     "17_1": (checks.check_17_1, lambda: s17.sampling_probs, lambda: placeholder,
              [lambda: lambda z, t, k=None: s17.sampling_probs(z, 1 / t, k)]),  # τ multiplied
-    "17_2": (checks.check_17_2, lambda: s17.params_saved, lambda: placeholder,
-             [lambda: lambda D, F, N: N * (4 * D * D + 2 * D * F + F + 9 * D)]),  # encoder only
-    "17_3": (checks.check_17_3, lambda: s17.cached_causal_mask, lambda: placeholder,
-             [lambda: lambda T, o: np.tril(np.ones((T, o + T), bool))]),  # offset ignored
+    "17_2": (checks.check_17_2, lambda: s17.sliding_windows, lambda: placeholder,
+             [lambda: lambda t, b, s: (s17.sliding_windows(t, b, s)[0],) * 2]),  # not shifted
+    "17_3": (checks.check_17_3, lambda: s17.sliding_window_mask, lambda: placeholder,
+             [lambda: lambda T, o, w: np.tril(np.ones((T, o + T), bool), k=o)]),  # no window
 }  # fmt: skip
 CASES.update(CASES_17)
 
@@ -949,10 +954,11 @@ s18 = solutions(18)
 CASES_18 = {
     "18_1": (checks.check_18_1, lambda: s18.fit_power_law, lambda: placeholder,
              [lambda: lambda n, loss: s18.fit_power_law(n, loss)[::-1]]),  # (alpha, a)
-    "18_2": (checks.check_18_2, lambda: s18.predict_largest, lambda: placeholder,
-             [lambda: lambda n, loss: loss[int(np.argmax(n))]]),  # the measured loss itself
-    "18_3": (checks.check_18_3, lambda: s18.training_compute, lambda: placeholder,
-             [lambda: lambda d, L, d_ff, D: 2 * L * (4 * d * d + 2 * d * d_ff) * D]),  # forward
+    "18_2": (checks.check_18_2, lambda: s18.optimal_size, lambda: placeholder,
+             [lambda: lambda n, loss: n[int(np.argmin(loss))]]),  # the measured best size
+    "18_3": (checks.check_18_3, lambda: s18.attention_flops, lambda: placeholder,
+             # every query reads its whole sequence: not causal
+             [lambda: lambda L, layers, d: 12 * layers * d * sum(int(n) ** 2 for n in L)]),
 }  # fmt: skip
 CASES.update(CASES_18)
 
@@ -960,8 +966,8 @@ CASES.update(CASES_18)
 # ------------------------------------ lesson 19 (more cases: tests/test_lesson_exercises_19.py)
 s19 = solutions(19)
 CASES_19 = {
-    "19_1": (checks.check_19_1, lambda: s19.row_entropy, lambda: placeholder,
-             [lambda: lambda p: -s19.row_entropy(p)]),  # the minus sign forgotten
+    "19_1": (checks.check_19_1, lambda: s19.positional_offset, lambda: placeholder,
+             [lambda: lambda w, n: None]),  # never positional
     "19_2": (checks.check_19_2, lambda: s19.importance_by_differences, lambda: placeholder,
              [lambda: lambda f, n, e: 2 * s19.importance_by_differences(f, n, e)]),  # no /2
 }  # fmt: skip
@@ -1000,6 +1006,25 @@ CASES.update(CASES_21)
     "name", [*CASES_15, *CASES_16, *CASES_17, *CASES_18, *CASES_19, *CASES_20, *CASES_21]
 )
 def test_lesson15_16_cases(name, capsys):
+    test_solution_passes(name, capsys)
+    test_placeholder_is_not_attempted(name, capsys)
+    test_wrong_answer_fails(name, 0)
+
+
+# ------------------------------------ lesson 00 (more cases: tests/test_lesson_exercises_00.py)
+s00 = solutions(0)
+CASES_00 = {
+    "00_1": (checks.check_00_1, lambda: s00.merge_step, lambda: placeholder,
+             # the pair counted once per word, whatever the word's count
+             [lambda: lambda v: s00.merge_step(dict.fromkeys(v, 1))]),
+    "00_2": (checks.check_00_2, lambda: s00.encode, lambda: placeholder,
+             [lambda: lambda text, merges: s00.encode(text, merges[::-1])]),  # the order reversed
+}  # fmt: skip
+CASES.update(CASES_00)
+
+
+@pytest.mark.parametrize("name", CASES_00)
+def test_lesson00_cases(name, capsys):
     test_solution_passes(name, capsys)
     test_placeholder_is_not_attempted(name, capsys)
     test_wrong_answer_fails(name, 0)
