@@ -183,7 +183,7 @@ def test_importance_takes_lists_streams_and_batch_objects(setup):
                   indices=np.arange(3))  # fmt: skip
     for batches in ([[src, tin, tout]], ((src, tin, tout) for _ in range(1)), [batch],
                     [(src.tolist(), tin.tolist(), tout.tolist())]):  # fmt: skip
-        got = heads.head_importance(model, batches, normalize=True)
+        got = heads.head_importance(model, batches)
         assert got.keys() == want.keys()
         for key in want:
             np.testing.assert_allclose(got[key], want[key], rtol=1e-6, atol=1e-12)

@@ -8,7 +8,8 @@
   encoder self-, decoder self- and cross-attention.
 - ``importance.head_importance``: Michel et al. (2019)'s importance of each head,
   |dL/dm_h| for the gate m_h of ``MultiHeadAttention.head_mask``, summed over batches, with
-  the library's own backward; ``importance.set_heads`` switches heads off.
+  the library's own backward (raw: ``importance.prune_order`` ranks every head on them at
+  once); ``importance.set_heads`` switches heads off.
 
 Every argument is checked where it enters (args.py), as ``nn`` checks its own: a mistake is
 an ArgumentError (or a ShapeError, a DTypeError, a TokenIdError for ids) naming the function,
