@@ -3,9 +3,10 @@
 import numpy as np
 
 
-# Exercise 1: L = a·n^(−α) is the line ln L = ln a − α·ln n; the least-squares line through
-# the points (ln n_i, ln L_i) has slope cov(u, v) / var(u) (here −α) and passes through the
-# means, so ln a = mean(v) + α·mean(u)
+# Exercise 1: L = a·n^(−α) is the line ln L = ln a − α·ln n. The normal equations of the
+# least-squares line v = c + s·u through the points (u_i, v_i) = (ln n_i, ln L_i) give the
+# slope s = cov(u, v) / var(u) (both divided by the same count) and put the line through the
+# means: c = mean(v) − s·mean(u). Here s = −α and c = ln a
 def fit_power_law(n, loss):
     u, v = np.log(np.asarray(n, dtype=float)), np.log(np.asarray(loss, dtype=float))
     du = u - u.mean()
@@ -13,21 +14,23 @@ def fit_power_law(n, loss):
     return float(np.exp(v.mean() + alpha * u.mean())), float(alpha)
 
 
-# Exercise 2: leave the largest size out, fit the rest in log–log space (exercise 1), and
-# evaluate the fitted law at the size left out
-def predict_largest(n, loss):
-    n, loss = np.asarray(n, dtype=float), np.asarray(loss, dtype=float)
-    largest = np.argmax(n)
-    keep = np.arange(len(n)) != largest
-    a, alpha = fit_power_law(n[keep], loss[keep])
-    return float(a * n[largest] ** -alpha)
+# Exercise 2: in x = ln N, the parabola L = c0 + c1·x + c2·x² through the lowest point and its
+# two neighbours. Subtracting the middle equation from the other two leaves two equations in
+# c1 and c2 (c0 drops out); their solution puts the vertex −c1/(2·c2) at the formula below
+def optimal_size(sizes, losses):
+    x, y = np.log(np.asarray(sizes, dtype=float)), np.asarray(losses, dtype=float)
+    i = int(np.argmin(y))
+    (x1, x2, x3), (y1, y2, y3) = x[i - 1 : i + 2], y[i - 1 : i + 2]
+    num = (x2 - x1) ** 2 * (y2 - y3) - (x2 - x3) ** 2 * (y2 - y1)
+    den = (x2 - x1) * (y2 - y3) - (x2 - x3) * (y2 - y1)
+    return float(np.exp(x2 - num / (2 * den)))
 
 
-# Exercise 3: one post-LN layer holds four d×d projections with their biases (4d² + 4d), the
-# feed-forward network's two matrices with their biases (2·d·d_ff + d_ff + d) and two
-# LayerNorms (a gain and a shift each: 4d); the embedding is not counted. Training costs
-# 6 FLOPs per parameter and token: 2 forward (a multiply and an add), 4 backward
-def training_compute(d_model, layers, d_ff, tokens):
-    d = d_model
-    per_layer = 4 * d * d + 4 * d + 2 * d * d_ff + d_ff + d + 4 * d
-    return 6 * layers * per_layer * tokens
+# Exercise 3: per layer, a query that reads k keys costs 2·k·d FLOPs for its scores (k dot
+# products of length d, a multiply and an add each) and 2·k·d for the weighted sum of k value
+# vectors: 4·k·d forward, 12·k·d with the backward. Causal: the query at position t of its
+# sequence reads t keys; the padding is read by no one. A sequence of length L reads
+# 1 + 2 + … + L = L(L+1)/2 keys in all
+def attention_flops(lengths, layers, d_model):
+    keys_read = sum(int(n) * (int(n) + 1) // 2 for n in lengths)
+    return 12 * layers * d_model * keys_read
