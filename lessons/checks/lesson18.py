@@ -23,33 +23,41 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _exercise, _rng, _without_library
+from ._shared import _CHECKS, _CONTEXT, _CONVERSIONS, _LIBRARY, _exercise, _rng, _without_library
 
 # one call that fits a line or a polynomial: what exercises 1 and 2 ask you to write
 _FITTING_NAMES = {"polyfit", "lstsq", "pinv", "fit", "_fit", "linregress", "curve_fit"}
 _FITTING_PACKAGES = ("scipy", "sklearn", "statsmodels")
 
 
-def _fitting_calls(fn: Callable, *args: Any) -> tuple[Any, set[str]]:
-    """``(fn(*args), the fitting routines it called)``: NumPy's ``polyfit``, ``lstsq``,
-    ``pinv`` and the polynomial classes' ``fit``, anything in SciPy, scikit-learn or
-    statsmodels, and a compiled ``lstsq`` (torch's), seen by a profile hook."""
-    called: set[str] = set()
+def _fitting_calls(fn: Callable, *args: Any) -> tuple[Any, set[str], set[str]]:
+    """``(fn(*args), the fitting routines it called, the library functions it called)``, from
+    one run under one profile hook. Fitting routines: NumPy's ``polyfit``, ``lstsq``, ``pinv``
+    and the polynomial classes' ``fit``, anything in SciPy, scikit-learn or statsmodels, and a
+    compiled ``lstsq`` (torch's). Library calls as ``_shared._library_calls`` counts them:
+    functions of minitransformer called from outside it and outside these checks."""
+    fitting: set[str] = set()
+    library: set[str] = set()
 
     def hook(frame: Any, event: str, arg: Any) -> None:
         if event == "c_call":
             name = getattr(arg, "__name__", "")
             if name in _FITTING_NAMES:
-                called.add(f"{getattr(arg, '__module__', None) or '?'}.{name}")
+                fitting.add(f"{getattr(arg, '__module__', None) or '?'}.{name}")
             return
-        if event != "call":
+        if event != "call" or frame.f_back is None:
             return
         module = str(frame.f_globals.get("__name__", ""))
         name = frame.f_code.co_name
         if module.split(".")[0] in _FITTING_PACKAGES:
-            called.add(module.split(".")[0])
+            fitting.add(module.split(".")[0])
         elif module.startswith("numpy") and name in _FITTING_NAMES:
-            called.add(f"np.{name.lstrip('_')}")
+            fitting.add(f"np.{name.lstrip('_')}")
+        callee, caller = frame.f_code.co_filename, frame.f_back.f_code.co_filename
+        if callee.startswith(_LIBRARY) and not caller.startswith((_LIBRARY, _CHECKS)):
+            qualified = f"{module}.{frame.f_code.co_qualname}"
+            if name not in _CONTEXT and qualified not in _CONVERSIONS:
+                library.add(qualified)
 
     previous = sys.getprofile()
     sys.setprofile(hook)
@@ -57,15 +65,19 @@ def _fitting_calls(fn: Callable, *args: Any) -> tuple[Any, set[str]]:
         result = fn(*args)
     finally:
         sys.setprofile(previous)
-    return result, called
+    return result, fitting, library
 
 
 def _by_hand(fn: Callable, *args: Any, where: str, instead: str) -> Any:
-    """``fn(*args)``, failing with a hint when it calls the library or a fitting routine."""
-    _without_library(fn, *args, where=where, instead=instead)
-    result, called = _fitting_calls(fn, *args)
-    assert not called, (
-        f"{where} calls {', '.join(sorted(called))}: a fitting routine does in one call what "
+    """``fn(*args)``, run once, failing with a hint when it called the library or a fitting
+    routine."""
+    result, fitting, library = _fitting_calls(fn, *args)
+    assert not library, (
+        f"{where} calls the library ({', '.join(sorted(library))}): this exercise asks you "
+        f"to write that computation yourself; hint: {instead}"
+    )
+    assert not fitting, (
+        f"{where} calls {', '.join(sorted(fitting))}: a fitting routine does in one call what "
         f"this exercise asks you to write. Hint: {instead}"
     )
     return result
