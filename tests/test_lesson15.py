@@ -268,3 +268,19 @@ def test_online_softmax_figure_draws_every_block():
     assert np.allclose(m, s.max(1)) and np.allclose(l, np.exp(s - s.max(1, keepdims=True)).sum(1))
     with pytest.raises(ValueError):
         online_softmax_figure(n_keys=10, block=4)
+
+
+def test_the_variants_below_n_squared_are_cited_and_linked():
+    """Review row 36 (issue 46): the summary's "sparse, local and linear attention" names the
+    papers and points to lesson 20, which builds them; the sentence lesson 20 quotes stays."""
+    nb = json.loads((LESSONS / "15_attention_at_length.ipynb").read_text(encoding="utf-8"))
+    text = " ".join(
+        " ".join("".join(c["source"]).split()) for c in nb["cells"] if c["cell_type"] == "markdown"
+    )
+    for needed in (
+        "Sparse, local and linear attention change the formula itself to go below n²",
+        "(20_below_n_squared.ipynb)",
+        "Child et al., 2019",
+        "Katharopoulos et al., 2020",
+    ):
+        assert needed in text, needed

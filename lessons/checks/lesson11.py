@@ -1,8 +1,9 @@
 """Lesson 11 (speed): the checks of its exercises.
 
-- ``check_11_1``: Exercise 1 (count the parameters)
+- ``check_11_1``: Exercise 1 (a roofline reading: a float32 product's FLOPs per byte, the
+  time the roofline model gives it, and whether it waits for compute or for memory)
 - ``check_11_2``: Exercise 2 (memory of the scores: every attention of the model)
-- ``check_11_3``: Exercise 3 (a log-log fit read forward: the x where it reaches a budget)
+- ``check_11_3``: Exercise 3 (what a faster part buys: Amdahl's law on a profile's shares)
 
 See the package docstring (``checks/__init__.py``) for what a check does.
 """
@@ -18,20 +19,122 @@ import minitransformer as mt
 from ._shared import _exercise, _rng, _without_library
 
 
-@_exercise("Exercise 1 (count the parameters)")
-def check_11_1(count_parameters: Callable) -> None:
-    for V, preset in [(600, "tiny"), (14, "tiny"), (1000, "small"), (37000, "base")]:
-        c = mt.TransformerConfig.preset(preset, src_vocab=V, tgt_vocab=V)
-        expected = mt.nn.Transformer(c).num_parameters() if preset != "base" else 63_082_496
-        got = _without_library(
-            count_parameters, V, c.d_model, c.d_ff, c.N,
-            where=f"count_parameters({V}, {c.d_model}, {c.d_ff}, {c.N})",
-            instead="count the weights and biases of one encoder and one decoder layer on paper",
-        )  # fmt: skip
-        assert got == expected, (
-            f"{preset} with V={V}: you count {got:,}, the model has {expected:,}. Hint: go "
-            "through one encoder layer and one decoder layer sub-layer by sub-layer, and "
-            "remember which matrices the tied embedding shares."
+def _number(got: object, where: str, what: str) -> float:
+    """One number of an answer: an int, a float, a NumPy scalar, a one-element array or
+    Tensor; anything else an AssertionError naming ``what``."""
+    if hasattr(got, "numpy") and callable(got.numpy):
+        got = got.numpy()
+    ok = not isinstance(got, bool | str | bytes) and got is not None
+    try:
+        value = np.asarray(got, dtype=float) if ok else np.asarray([])
+    except (TypeError, ValueError):
+        value = np.asarray([])
+    assert value.size == 1 and bool(np.isfinite(value).all()), (
+        f"{where}: {what} is {got!r:.60}; return one finite number"
+    )
+    return float(value.reshape(()))
+
+
+def _roofline(m: int, k: int, n: int, peak: float, bandwidth: float) -> tuple[float, float, str]:
+    """(FLOPs per byte, seconds, bound) of a float32 (m, k) @ (k, n) on the roofline model:
+    2mkn FLOPs, A and B read once and C written once (4 bytes a number)."""
+    flops, moved = 2 * m * k * n, 4 * (m * k + k * n + m * n)
+    compute_s, memory_s = flops / peak, moved / bandwidth
+    return flops / moved, max(compute_s, memory_s), "compute" if compute_s > memory_s else "memory"
+
+
+def _intensity_mistakes(m: int, k: int, n: int, peak: float, bandwidth: float) -> list:
+    """(the intensity a usual mistake gives, its hint), for one product."""
+    flops, ab, c = 2 * m * k * n, m * k + k * n, m * n
+    return [
+        (flops / 2 / (4 * (ab + c)), "a multiply-add is two floating-point operations "
+                                     "(section 3's 2·m·k·n)"),
+        (flops / (ab + c), "bytes, not numbers: a float32 number takes 4 bytes"),
+        (flops / (4 * ab), "the result C goes to memory too: count the bytes written"),
+        (flops / (4 * (ab + 2 * c)), "C is only written (C = A B, not C += A B): once, not "
+                                     "read and written"),
+        (4 * (ab + c) / flops, "FLOPs per byte, not bytes per FLOP"),
+        (flops / (4 * 2 * m * k * n), "each matrix crosses the memory bus once (the caches "
+                                      "reuse it), not once per multiply"),
+        (peak / bandwidth, "that is the machine's ridge point, peak_flops / bandwidth; the "
+                           "intensity belongs to the product"),
+    ]  # fmt: skip
+
+
+def _time_mistakes(m: int, k: int, n: int, peak: float, bandwidth: float) -> list:
+    """(the time a usual mistake gives, its hint), for one product."""
+    compute_s, memory_s = 2 * m * k * n / peak, 4 * (m * k + k * n + m * n) / bandwidth
+    return [
+        (compute_s + memory_s, "compute and memory traffic overlap: the slower of the two "
+                               "sets the time, not their sum"),
+        (min(compute_s, memory_s), "the faster of the two limits does not set the time: the "
+                                   "product waits for the slower"),
+        (compute_s, "that is the time of the FLOPs alone: a memory-bound product waits for "
+                    "its bytes"),
+        (memory_s, "that is the time of the bytes alone: a compute-bound product waits for "
+                   "its FLOPs"),
+    ]  # fmt: skip
+
+
+def _hint(mine: list[float], mistakes: list[list], otherwise: str) -> str:
+    """The hint of the mistake that gives ``mine`` on every product (``mistakes[product]`` is
+    a list of (value, hint), the same mistakes in the same order for each product)."""
+    for j, (_, hint) in enumerate(mistakes[0]):
+        if all(np.isclose(x, row[j][0], rtol=1e-6) for x, row in zip(mine, mistakes, strict=True)):
+            return hint
+    return otherwise
+
+
+GEMMS = [  # (m, k, n, peak FLOP/s, bandwidth bytes/s): a CPU core, then a GPU
+    (1024, 1024, 1024, 100e9, 20e9),  # square: compute-bound
+    (4096, 512, 1, 100e9, 20e9),  # matrix times vector: memory-bound
+    (1024, 64, 64, 100e9, 20e9),  # thin, on the CPU: compute-bound
+    (1024, 64, 64, 60e12, 3e12),  # the same thin product on the GPU: memory-bound
+    (8192, 512, 2048, 60e12, 3e12),  # a feed-forward layer's: compute-bound
+]
+
+
+@_exercise("Exercise 1 (a roofline reading)")
+def check_11_1(gemm_roofline: Callable) -> None:
+    """Intensity, time and bound of five float32 products on two machines, against the
+    roofline model; each of the three parts is checked on every product in turn."""
+    answers = []
+    for m, k, n, peak, bandwidth in GEMMS:
+        where = f"gemm_roofline({m}, {k}, {n}, {peak:.3g}, {bandwidth:.3g})"
+        got = gemm_roofline(m, k, n, peak, bandwidth)
+        assert isinstance(got, tuple | list) and len(got) == 3, (
+            f"{where}: you return {got!r:.60}; return three things: (intensity, seconds, "
+            "bound), bound the string 'compute' or 'memory'"
+        )
+        answers.append((where, got))
+    for part, what, mistakes, otherwise in (
+        (0, "the intensity", _intensity_mistakes,
+         "FLOPs (2·m·k·n) over the bytes of A, B and C, 4 each, each moved once"),
+        (1, "the time", _time_mistakes,
+         "the time the FLOPs take at peak_flops, and the time the bytes take at bandwidth"),
+    ):  # fmt: skip
+        mine = [_number(got[part], where, what) for where, got in answers]
+        want = [_roofline(*g)[part] for g in GEMMS]
+        wrong = [i for i in range(len(GEMMS)) if not np.isclose(mine[i], want[i], rtol=1e-6)]
+        if wrong:
+            hint = _hint(mine, [mistakes(*g) for g in GEMMS], otherwise)
+            i = wrong[0]
+            raise AssertionError(
+                f"{answers[i][0]}: {what} is {mine[i]:.6g}, the roofline model gives "
+                f"{want[i]:.6g} ({'FLOP/byte' if part == 0 else 's'}); hint: {hint}"
+            )
+    for (where, got), (m, k, n, peak, bandwidth) in zip(answers, GEMMS, strict=True):
+        want = _roofline(m, k, n, peak, bandwidth)[2]
+        bound = got[2].lower() if isinstance(got[2], str) else ""
+        said = [kind for kind in ("compute", "memory") if kind in bound]
+        assert len(said) == 1, (
+            f"{where}: bound is {got[2]!r:.40}; return the string 'compute' or 'memory'"
+        )
+        assert said[0] == want, (
+            f"{where}: you say {said[0]}-bound, it is {want}-bound (intensity "
+            f"{_roofline(m, k, n, peak, bandwidth)[0]:.3g}, ridge {peak / bandwidth:.3g} "
+            "FLOP/byte); hint: a product that does many FLOPs per byte waits for its FLOPs: "
+            "compare its intensity with the ridge point peak_flops / bandwidth"
         )
 
 
@@ -90,41 +193,48 @@ def check_11_2(score_bytes: Callable) -> None:
         )
 
 
-def _budget_fit(x: np.ndarray, y: np.ndarray, budget: float) -> float:
-    """The x at which the least-squares power law through (log x, log y) reaches budget."""
-    a, log_c = np.polyfit(np.log(x), np.log(y), 1)
-    return float(np.exp((np.log(budget) - log_c) / a))
+def _amdahl(fractions: np.ndarray, speedups: np.ndarray) -> float:
+    """The whole step's speedup when each part (a fraction of the old time) runs its speedup
+    times faster and the rest of the time is unchanged."""
+    return float(1 / (1 - fractions.sum() + (fractions / speedups).sum()))
 
 
-def _budget_hint(mine: float, x: np.ndarray, y: np.ndarray, budget: float) -> str:
-    """Where to look, for a wrong length."""
-    a, log_c = np.polyfit(np.log(x), np.log(y), 1)
-    m, b = np.polyfit(x, y, 1)
+def _amdahl_hint(mine: float, f: np.ndarray, s: np.ndarray) -> str:
+    """Where to look, for a speedup off by a recognisable mistake."""
+    new_time = 1 - f.sum() + (f / s).sum()
     for other, hint in [
-        (np.log(_budget_fit(x, y, budget)), "you return log x: undo the logarithm"),
-        (budget ** (1 / a), "the fitted line has an intercept too, log c"),
-        ((budget - b) / m, "a power law is a straight line on log-log axes, not on linear ones"),
-        (np.exp(log_c) * budget**a, "that is the fitted y at x = budget: solve for x instead"),
+        (new_time, "that is the new time as a fraction of the old; the speedup is old / new"),
+        (1 / (f / s).sum(), "the rest of the step (1 − the fractions) still takes its time"),
+        ((f * s).sum() + 1 - f.sum(), "speedups do not average: add up the new times of the "
+                                      "parts, then compare with the old time"),
+        ((f * s).sum(), "speedups do not average: add up the new times of the parts"),
+        (1 / (1 - (f * s).sum()), "a part's new time is its fraction divided by its speedup"),
+        (1 / (1 - f.sum()), "a part made s times faster still takes its fraction / s of the "
+                            "old time, not nothing"),
     ]:  # fmt: skip
-        if np.isclose(mine, other, rtol=1e-4):
+        if np.isfinite(other) and np.isclose(mine, other, rtol=1e-6):
             return hint
-    return "fit the line through every (log x, log y), then solve it for log x at log budget"
+    return "the new time is the untouched part plus each part's fraction over its speedup"
 
 
-@_exercise("Exercise 3 (a log-log fit read forward)")
-def check_11_3(length_for_budget: Callable) -> None:
-    """The x where the least-squares power law through the points reaches the budget, on
-    noisy power laws of four exponents; lists and arrays."""
-    rng = _rng(21)
-    xs = np.array([64, 128, 256, 512, 1024], dtype=float)
-    cases = [(1.0, 3.7, 10.0), (2.0, 0.01, 100.0), (3.0, 50.0, 0.5), (0.5, 1.0, 4.0)]
-    for a_true, c, factor in cases:
-        ys = c * xs**a_true * np.exp(rng.normal(0, 0.05, size=xs.shape))
-        budget = factor * ys.max()
-        want = _budget_fit(xs, ys, budget)
-        where = f"length_for_budget(x, y, {budget:.4g}) for y ≈ {c}·x^{a_true}"
-        mine = float(np.asarray(length_for_budget(list(xs), list(ys), budget)).reshape(()))
-        assert np.isclose(mine, want, rtol=1e-6), (
-            f"{where}: the fit reaches the budget at x = {want:.6g}, you give {mine:.6g}; "
-            f"hint: {_budget_hint(mine, xs, ys, budget)}"
+AMDAHL_CASES = [  # (fractions of the old step time, their speedups)
+    ([0.6], [10.0]),
+    ([0.5, 0.2], [4.0, 2.0]),
+    ([0.3, 0.3, 0.1], [1.5, 20.0, 3.0]),
+    ([0.9], [np.inf]),  # the matrix products for free
+    ([0.25, 0.75], [2.0, 8.0]),  # every part accelerated
+]
+
+
+@_exercise("Exercise 3 (what a faster part buys)")
+def check_11_3(step_speedup: Callable) -> None:
+    """Amdahl's law on five steps, one with a part made free (an infinite speedup)."""
+    for fractions, speedups in AMDAHL_CASES:
+        f, s = np.array(fractions), np.array(speedups)
+        want = _amdahl(f, s)
+        where = f"step_speedup({fractions}, {speedups})"
+        got = step_speedup(f, s)
+        mine = _number(got, where, "the speedup")
+        assert np.isclose(mine, want, rtol=1e-9), (
+            f"{where} = {mine:.6g}, expected {want:.6g}; hint: {_amdahl_hint(mine, f, s)}"
         )

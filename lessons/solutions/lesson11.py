@@ -1,16 +1,15 @@
 """Reference solutions, lesson 11 (speed)."""
 
-import numpy as np
 
-
-# Exercise 1: tied embeddings (V D once), biases everywhere, 2 D per LayerNorm
-def count_parameters(V, d_model, d_ff, N):
-    D = d_model
-    attn = 4 * (D * D + D)
-    ffn = D * d_ff + d_ff + d_ff * D + D
-    encoder_layer = attn + ffn + 2 * 2 * D
-    decoder_layer = 2 * attn + ffn + 3 * 2 * D
-    return V * D + N * (encoder_layer + decoder_layer)
+# Exercise 1: 2mkn FLOPs; A, B read once and C written once, 4 bytes a float32 number. The
+# time is the slower of the two limits (compute and memory traffic overlap); a product whose
+# FLOPs take longer than its bytes is compute-bound (its intensity is above peak / bandwidth).
+def gemm_roofline(m, k, n, peak_flops, bandwidth):
+    flops = 2 * m * k * n
+    moved = 4 * (m * k + k * n + m * n)
+    compute_s, memory_s = flops / peak_flops, moved / bandwidth
+    bound = "compute" if compute_s > memory_s else "memory"
+    return flops / moved, max(compute_s, memory_s), bound
 
 
 # Exercise 2: every attention keeps its weights P, one number per (batch, head, query, key):
@@ -20,7 +19,8 @@ def score_bytes(B, H, S, T, N, itemsize):
     return N * B * H * (S * S + T * T + T * S) * itemsize
 
 
-# Exercise 3: log y = a log x + log c (least squares); solve log budget = a log x + log c
-def length_for_budget(x, y, budget):
-    a, log_c = np.polyfit(np.log(x), np.log(y), 1)
-    return float(np.exp((np.log(budget) - log_c) / a))
+# Exercise 3 (Amdahl's law): the new time is the untouched rest, 1 - sum(fractions), plus each
+# part's fraction over its speedup; the speedup is old time (1) over new time
+def step_speedup(fractions, speedups):
+    new_time = 1 - sum(fractions) + sum(f / s for f, s in zip(fractions, speedups, strict=True))
+    return 1 / new_time
