@@ -7,18 +7,25 @@ a malformed answer, and agree with the library; the notebook ships what the less
   the whole array, log-probabilities fail; float64, float32, lists, a library tensor, a
   log-sum-exp form and argsort pass; the library's own ``temperature_softmax`` fails (the
   exercise is what it computes).
-- check_17_2 (the parameters saved by dropping the encoder): the cross-attention or its
-  LayerNorm forgotten, no biases, three projections per attention, a part that does not grow
-  with N, swapped arguments, a half and a string fail, and so does a count through the
-  library's configs (the task says: without building a config); ints, NumPy integers and
-  integral floats pass. Its oracle agrees with built models.
-- check_17_3 (a cached step's causal mask): strict, offset ignored, square, inverted, additive,
-  all-True, transposed masks fail; bools, 0/1 ints, (1, 1, T, S), a tensor,
-  ``np.tril(..., k=offset)`` pass; the library's ``causal_mask`` fails.
+- check_17_1 also fails an answer that writes into the logits it was given (the shared guard
+  of checks/_shared.py sees it: the check hands over its own array, not a copy).
+- check_17_2 (windows of a stream of tokens): targets not shifted or shifted the wrong way,
+  one window short or one past the end, the stride ignored, windows tiled, block_size + 1
+  wide, inputs and targets swapped, the windows in another order, not a pair, a dict, floats
+  that are not whole, a call into the library and a write into the stream fail; arrays, lists,
+  a list of two, floats, int32, tensors, one (2, n, block) array, a loop and strided views pass.
+  Its oracle is rasbt's GPTDatasetV1 loop.
+- check_17_3 (a cached step's sliding-window mask): window + 1 keys (the window counted
+  without the query), window - 1 keys, strict, the window ignored, the future read, the offset
+  forgotten, the window from the first key, inverted, additive, transposed, square masks fail,
+  and so does a call into the library's ``causal_mask``; bools, 0/1 ints, (1, 1, T, S), a
+  tensor, ``tril & triu`` and a loop pass. Its oracle gives what the library's causal local
+  attention gives at window - 1.
 - Garbage answers (a string, None, a tensor or an array of the wrong shape, a ragged list, a
   function that raises, a non-function) fail with AssertionError and nothing else.
 - The notebook: placeholders only, each check called once, and no code cell before the
-  exercises computes what they ask (the library's temperature softmax is never called).
+  exercises computes what they ask (the library's temperature softmax is never called), and no
+  markdown cell states the answers' formulas.
 """
 
 from __future__ import annotations
@@ -28,7 +35,13 @@ import re
 
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, assert_ships_placeholders, code_cells
+from lesson_notebooks import (
+    LESSONS,
+    assert_ships_placeholders,
+    code_before,
+    code_cells,
+    markdown_cells,
+)
 
 import minitransformer as mt
 from minitransformer.nn.masks import causal_mask
@@ -89,6 +102,13 @@ def _library_form(logits, temperature, top_k=None):
     return temperature_softmax(z, temperature)
 
 
+def _writes_into_logits(logits, temperature, top_k=None):
+    """Right values, but the caller's logits divided in place (when they are an array)."""
+    z = logits if isinstance(logits, np.ndarray) else np.asarray(logits, dtype=np.float64)
+    z /= temperature
+    return s17.sampling_probs(z, 1.0, top_k)
+
+
 PROBS_WRONG = {
     "no shift: exp overflows": _probs(shift=None),
     "one shift for the whole array": _probs(shift="all"),
@@ -102,6 +122,7 @@ PROBS_WRONG = {
     "log-probabilities": lambda z, t, k=None: np.log(s17.sampling_probs(z, t, k) + 1e-300),
     "no top_k argument": lambda z, t: s17.sampling_probs(z, t),
     "the library's temperature_softmax": _library_form,
+    "writes into the logits": _writes_into_logits,
 }
 PROBS_VALID = {
     "reference": s17.sampling_probs,
@@ -116,70 +137,145 @@ PROBS_VALID = {
 }
 
 
-# ------------------------------------------------------------------ 17.2: params_saved
-def _saved(D, F, N, attention=4, biases=True, ffn_bias=True, enc_norms=2, cross=True,
-           cross_norm=True, once=0):  # fmt: skip
-    """A count with one mistake (the defaults: the right count)."""
-    b = 1 if biases else 0
-    att = attention * (D * D + b * D)
-    ffn = 2 * D * F + (b * (F + D) if ffn_bias else 0)
-    encoder_layer = att + ffn + enc_norms * 2 * D
-    cross_sublayer = (att + (2 * D if cross_norm else 0)) if cross else 0
-    return N * (encoder_layer + cross_sublayer) + once * D
+# ------------------------------------------------------------------ 17.2: sliding_windows
+def _windows(starts_of=None, width=0, shift=1, order=None):
+    """sliding_windows with one mistake (the defaults: right). starts_of(L, b, s) -> starts."""
+    starts_of = starts_of or (lambda L, b, s: range(0, L - b, s))
+
+    def answer(tokens, block_size, stride):
+        t = np.asarray(tokens)
+        starts = list(starts_of(len(t), block_size, stride))
+        if order is not None:
+            starts = starts[::-1]
+        b = block_size + width
+        x = [t[s : s + b] for s in starts]
+        y = [t[max(s + shift, 0) : max(s + shift, 0) + b] for s in starts]
+        x = np.array(x, dtype=np.int64).reshape(-1, b)
+        return x, np.array(y, dtype=np.int64).reshape(-1, b)
+
+    return answer
 
 
-SAVED_WRONG = {
-    "no cross-attention": lambda D, F, N: _saved(D, F, N, cross=False),
-    "cross-attention without its LayerNorm": lambda D, F, N: _saved(D, F, N, cross_norm=False),
-    "no biases": lambda D, F, N: _saved(D, F, N, biases=False),
-    "no feed-forward biases": lambda D, F, N: _saved(D, F, N, ffn_bias=False),
-    "one LayerNorm per encoder layer": lambda D, F, N: _saved(D, F, N, enc_norms=1),
-    "three projections per attention": lambda D, F, N: _saved(D, F, N, attention=3),
-    "a final LayerNorm (pre-LN's)": lambda D, F, N: _saved(D, F, N, once=2),
-    "swapped d_model and d_ff": lambda D, F, N: _saved(F, D, N),
-    "the decoder's layers": lambda D, F, N: N * (8 * D * D + 2 * D * F + F + 15 * D) // 2,
-    "not a whole number": lambda D, F, N: _saved(D, F, N) + 0.5,
-    "a string": lambda D, F, N: str(_saved(D, F, N)),
-    "a list": lambda D, F, N: [_saved(D, F, N)],
-    "a library tensor": lambda D, F, N: mt.tensor(float(_saved(D, F, N))),
-    "None": lambda D, F, N: None,
-    "a bool": lambda D, F, N: True,
-    "through the library's configs": checks.parameters_saved,
+def _padded_last(tokens, block_size, stride):
+    """One window too many: the last one runs past the stream, padded with 0."""
+    t = np.concatenate([np.asarray(tokens), np.zeros(block_size + 1, np.int64)])
+    starts = range(0, len(tokens) - block_size + stride, stride)
+    starts = [s for s in starts if s < len(tokens) - 1]
+    inputs = np.array([t[s : s + block_size] for s in starts]).reshape(-1, block_size)
+    targets = np.array([t[s + 1 : s + block_size + 1] for s in starts])
+    return inputs, targets.reshape(-1, block_size)
+
+
+def _writes_into_tokens(tokens, block_size, stride):
+    """Right windows, but the caller's stream sorted in place first."""
+    tokens.sort()
+    return s17.sliding_windows(tokens, block_size, stride)
+
+
+def _library_windows(tokens, block_size, stride):
+    """Through the library's batching, which the exercise asks not to call."""
+    from minitransformer.data.batching import make_batch
+
+    make_batch([([], [1, 2])])
+    return s17.sliding_windows(tokens, block_size, stride)
+
+
+WINDOWS_WRONG = {
+    "targets not shifted": _windows(shift=0),
+    "targets shifted the wrong way": _windows(shift=-1),
+    "one window short": _windows(starts_of=lambda L, b, s: range(0, L - b - 1, s)),
+    "a window past the end": _padded_last,
+    "stride ignored (1)": _windows(starts_of=lambda L, b, s: range(0, L - b, 1)),
+    "windows tiled (stride = block_size)": _windows(starts_of=lambda L, b, s: range(0, L - b, b)),
+    "block_size + 1 wide": _windows(starts_of=lambda L, b, s: range(0, L - b - 1, s), width=1),
+    "swapped": lambda t, b, s: s17.sliding_windows(t, b, s)[::-1],
+    "reversed order": _windows(order="reversed"),
+    "one array, not a pair": lambda t, b, s: np.stack(s17.sliding_windows(t, b, s), axis=-1),
+    "inputs only": lambda t, b, s: s17.sliding_windows(t, b, s)[0],
+    "a dict": lambda t, b, s: dict(zip("xy", s17.sliding_windows(t, b, s), strict=True)),
+    "floats that are not whole": lambda t, b, s: tuple(
+        a + 0.5 for a in s17.sliding_windows(t, b, s)
+    ),
+    "through the library": _library_windows,
+    "writes into tokens": _writes_into_tokens,
 }
-SAVED_VALID = {
-    "reference": s17.params_saved,
-    "the mistake-free _saved": _saved,
-    "a NumPy integer": lambda D, F, N: np.int64(_saved(D, F, N)),
-    "an integral float": lambda D, F, N: float(_saved(D, F, N)),
-    "a 0-d array": lambda D, F, N: np.array(_saved(D, F, N)),
+
+
+def _strided_views(tokens, block_size, stride):
+    """NumPy's sliding_window_view over block_size + 1 tokens, every stride-th one."""
+    if len(tokens) <= block_size:  # no window fits (the view would refuse)
+        return np.zeros((0, block_size), int), np.zeros((0, block_size), int)
+    views = np.lib.stride_tricks.sliding_window_view(tokens, block_size + 1)[::stride]
+    return views[:, :-1], views[:, 1:]
+
+
+WINDOWS_VALID = {
+    "reference": s17.sliding_windows,
+    "the mistake-free _windows": _windows(),
+    "lists": lambda t, b, s: tuple(a.tolist() for a in s17.sliding_windows(t, b, s)),
+    "a list of two": lambda t, b, s: list(s17.sliding_windows(t, b, s)),
+    "float arrays": lambda t, b, s: tuple(a.astype(float) for a in s17.sliding_windows(t, b, s)),
+    "int32": lambda t, b, s: tuple(a.astype(np.int32) for a in s17.sliding_windows(t, b, s)),
+    "library tensors": lambda t, b, s: tuple(
+        mt.tensor(a.astype(np.float32)) for a in s17.sliding_windows(t, b, s)
+    ),
+    "one (2, n, block) array": lambda t, b, s: np.stack(s17.sliding_windows(t, b, s)),
+    "a loop, empty lists when none fit": lambda t, b, s: (
+        [list(t[i : i + b]) for i in range(0, len(t) - b, s)],
+        [list(t[i + 1 : i + b + 1]) for i in range(0, len(t) - b, s)],
+    ),
+    "strided views": _strided_views,
 }
 
 
-# ------------------------------------------------------------------ 17.3: cached_causal_mask
-def _keys_queries(T, offset):
+# ------------------------------------------------------------------ 17.3: sliding_window_mask
+def _kq(T, offset):
     return np.arange(offset + T)[None, :], offset + np.arange(T)[:, None]
 
 
+def _band(T, o, back, ahead=0):
+    k, q = _kq(T, o)
+    return (k >= q - back) & (k <= q + ahead)
+
+
+def _tril_form(T, o, w):
+    ones = np.ones((T, o + T), bool)
+    return np.tril(ones, k=o) & np.triu(ones, k=o - w + 1)
+
+
 MASK_WRONG = {
-    "strict: not itself": lambda T, o: np.less(*_keys_queries(T, o)),
-    "offset ignored": lambda T, o: np.tril(np.ones((T, o + T), bool)),
-    "square (T, T)": lambda T, o: np.tril(np.ones((T, T), bool)),
-    "square (S, S)": lambda T, o: np.tril(np.ones((o + T, o + T), bool)),
-    "inverted": lambda T, o: ~s17.cached_causal_mask(T, o),
-    "additive 0 / -inf": lambda T, o: np.where(s17.cached_causal_mask(T, o), 0.0, -np.inf),
-    "all True": lambda T, o: np.ones((T, o + T), bool),
-    "the future side": lambda T, o: np.greater_equal(*_keys_queries(T, o)),
-    "transposed": lambda T, o: s17.cached_causal_mask(T, o).T,
-    "0 / 2 values": lambda T, o: 2 * s17.cached_causal_mask(T, o).astype(int),
-    "the library's causal_mask": lambda T, o: causal_mask(T, offset=o),
+    "window + 1 keys (without itself)": lambda T, o, w: _band(T, o, w),
+    "window - 1 keys": lambda T, o, w: _band(T, o, w - 2),
+    "strict: not itself": lambda T, o, w: _band(T, o, w, -1),
+    "window ignored (plain causal)": lambda T, o, w: np.tril(np.ones((T, o + T), bool), k=o),
+    "reads the future (symmetric band)": lambda T, o, w: _band(T, o, w - 1, w - 1),
+    "offset forgotten": lambda T, o, w: (
+        s17.sliding_window_mask(T, 0, w)[:, : o + T]
+        if o == 0
+        else np.pad(s17.sliding_window_mask(T, 0, w), ((0, 0), (0, o)))
+    ),
+    "the window from the first key": lambda T, o, w: (
+        (_kq(T, o)[0] < w) & (_kq(T, o)[0] <= _kq(T, o)[1])
+    ),
+    "inverted": lambda T, o, w: ~s17.sliding_window_mask(T, o, w),
+    "additive 0 / -inf": lambda T, o, w: np.where(s17.sliding_window_mask(T, o, w), 0.0, -np.inf),
+    "transposed": lambda T, o, w: s17.sliding_window_mask(T, o, w).T,
+    "square (T, T)": lambda T, o, w: s17.sliding_window_mask(T, 0, w),
+    "0 / 2 values": lambda T, o, w: 2 * s17.sliding_window_mask(T, o, w).astype(int),
+    "the library's causal_mask": lambda T, o, w: (
+        causal_mask(T, offset=o)[0, 0] & s17.sliding_window_mask(T, o, w)
+    ),
 }
 MASK_VALID = {
-    "reference": s17.cached_causal_mask,
-    "0/1 ints": lambda T, o: s17.cached_causal_mask(T, o).astype(np.int64),
-    "(1, 1, T, S)": lambda T, o: s17.cached_causal_mask(T, o)[None, None],
-    "a float tensor": lambda T, o: mt.tensor(s17.cached_causal_mask(T, o).astype(np.float32)),
-    "np.tril with k": lambda T, o: np.tril(np.ones((T, o + T), bool), k=o),
-    "a list": lambda T, o: s17.cached_causal_mask(T, o).tolist(),
+    "reference": s17.sliding_window_mask,
+    "0/1 ints": lambda T, o, w: s17.sliding_window_mask(T, o, w).astype(np.int64),
+    "(1, 1, T, S)": lambda T, o, w: s17.sliding_window_mask(T, o, w)[None, None],
+    "a float tensor": lambda T, o, w: mt.tensor(
+        s17.sliding_window_mask(T, o, w).astype(np.float32)
+    ),
+    "tril and triu": _tril_form,
+    "a list": lambda T, o, w: s17.sliding_window_mask(T, o, w).tolist(),
+    "a loop": lambda T, o, w: [[o + i - w < j <= o + i for j in range(o + T)] for i in range(T)],
 }
 
 
@@ -189,9 +285,13 @@ CHECKS = {
     "17_2": checks.check_17_2,
     "17_3": checks.check_17_3,
 }
-WRONG = {"17_1": PROBS_WRONG, "17_2": SAVED_WRONG, "17_3": MASK_WRONG}
-VALID = {"17_1": PROBS_VALID, "17_2": SAVED_VALID, "17_3": MASK_VALID}
-SOLUTIONS = {"17_1": s17.sampling_probs, "17_2": s17.params_saved, "17_3": s17.cached_causal_mask}
+WRONG = {"17_1": PROBS_WRONG, "17_2": WINDOWS_WRONG, "17_3": MASK_WRONG}
+VALID = {"17_1": PROBS_VALID, "17_2": WINDOWS_VALID, "17_3": MASK_VALID}
+SOLUTIONS = {
+    "17_1": s17.sampling_probs,
+    "17_2": s17.sliding_windows,
+    "17_3": s17.sliding_window_mask,
+}
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # the overflow of a wrong answer
@@ -223,18 +323,31 @@ HINTED = {  # a plausible mistake per exercise, and a word its hint must contain
     ("17_1", "the k smallest kept"): "not the 3 largest",
     ("17_1", "softmax over the first axis"): "sum to",
     ("17_1", "log-probabilities"): "probabilities",
-    ("17_2", "no cross-attention"): "N·d_model² term",
-    ("17_2", "cross-attention without its LayerNorm"): "N·d_model term",
-    ("17_2", "no feed-forward biases"): "N·d_ff term",
-    ("17_2", "a final LayerNorm (pre-LN's)"): "does not grow with N",
+    ("17_2", "targets not shifted"): "shifted by one",
+    ("17_2", "targets shifted the wrong way"): "wrong way",
+    ("17_2", "one window short"): "one window early",
+    ("17_2", "a window past the end"): "one window too many",
+    ("17_2", "stride ignored (1)"): "not 1",
+    ("17_2", "windows tiled (stride = block_size)"): "block_size = ",
+    ("17_2", "block_size + 1 wide"): "block_size + 1",
+    ("17_2", "swapped"): "swapped",
+    ("17_2", "reversed order"): "order of their start",
+    ("17_2", "a dict"): "(inputs, targets)",
+    ("17_2", "floats that are not whole"): "not whole",
+    ("17_3", "window + 1 keys (without itself)"): "counts the query's own key",
+    ("17_3", "window - 1 keys"): "window - 1",
     ("17_3", "strict: not itself"): "itself",
-    ("17_3", "offset ignored"): "cached key",
-    ("17_3", "square (T, T)"): "columns",
+    ("17_3", "window ignored (plain causal)"): "window is ignored",
+    ("17_3", "reads the future (symmetric band)"): "the future",
+    ("17_3", "offset forgotten"): "offset + i",
+    ("17_3", "the window from the first key"): "slides with the query",
     ("17_3", "inverted"): "convention",
     ("17_3", "additive 0 / -inf"): "booleans",
-    ("17_3", "the future side"): "other side",
+    ("17_3", "square (T, T)"): "columns",
     ("17_1", "the library's temperature_softmax"): "calls the library",
-    ("17_2", "through the library's configs"): "calls the library",
+    ("17_2", "through the library"): "calls the library",
+    ("17_1", "writes into the logits"): "in place",
+    ("17_2", "writes into tokens"): "in place",
     ("17_3", "the library's causal_mask"): "calls the library",
 }
 
@@ -279,18 +392,40 @@ def test_a_non_function_fails_with_assertion_error(name, not_a_function):
 
 
 # ------------------------------------------------------------------ the oracles
-@pytest.mark.parametrize(("D", "F", "N"), [(64, 256, 2), (16, 40, 3), (24, 8, 1)])
-def test_17_2_oracle_counts_built_models(D, F, N):
-    """The check's oracle (two configs' num_parameters) is what the built models hold."""
-    sizes = dict(d_model=D, h=4, N=N, d_ff=F)
-    both = mt.nn.Transformer(mt.TransformerConfig(src_vocab=50, tgt_vocab=50, **sizes))
-    lm = mt.nn.TransformerLM(vocab=50, **sizes)
-    assert both.num_parameters() - lm.num_parameters() == checks.parameters_saved(D, F, N)
+@pytest.mark.parametrize(("length", "block_size", "stride"), checks.WINDOW_CASES)
+def test_17_2_oracle_is_the_dataset_loop(length, block_size, stride):
+    """The check's windows are those of rasbt's GPTDatasetV1 loop (starts range(0, L - b, s),
+    targets the inputs shifted by one), and each fits whole in the stream."""
+    tokens = checks._stream(length)
+    x, y = checks._reference_windows(tokens, block_size, stride)
+    starts = range(0, len(tokens) - block_size, stride)
+    assert len(x) == len(starts) == len(y)
+    for row, i in enumerate(starts):
+        assert x[row].tolist() == tokens[i : i + block_size].tolist()
+        assert y[row].tolist() == tokens[i + 1 : i + block_size + 1].tolist()
+        assert i + block_size + 1 <= length
 
 
-@pytest.mark.parametrize(("T", "offset"), checks.MASK_CASES)
-def test_17_3_oracle_is_the_library_mask(T, offset):
-    assert np.array_equal(checks._reference_mask(T, offset), causal_mask(T, offset=offset)[0, 0])
+@pytest.mark.parametrize(("T", "offset", "window"), checks.MASK_CASES)
+def test_17_3_oracle_is_the_library_local_attention(T, offset, window):
+    """The check's mask, used as a dense mask in plain attention, gives what the library's
+    causal local attention gives with its window w = window - 1 (keys before the query, plus
+    the query): the two conventions, one band."""
+    rng = np.random.default_rng(T * 100 + offset * 10 + window)
+    S = offset + T
+    q, k, v = rng.normal(size=(1, T, 8)), rng.normal(size=(1, S, 8)), rng.normal(size=(1, S, 8))
+    mask = checks._reference_mask(T, offset, window)
+    scores = np.where(mask, q @ k.transpose(0, 2, 1) / np.sqrt(8), -np.inf)
+    dense = _softmax(scores) @ v
+    local = mt.functional.local_attention(
+        mt.tensor(q), mt.tensor(k), mt.tensor(v), window=max(window - 1, 1), causal=True
+    ).numpy()
+    if window == 1:  # the library's smallest window reads one key before: compare with that
+        dense = _softmax(np.where(_band(T, offset, 1), q @ k.transpose(0, 2, 1) / np.sqrt(8),
+                                  -np.inf)) @ v  # fmt: skip
+    assert np.allclose(local, dense, atol=1e-10)
+    if window >= S:
+        assert np.array_equal(mask, causal_mask(T, offset=offset)[0, 0])
 
 
 def test_17_1_oracle_is_the_library_sampler():
@@ -312,20 +447,33 @@ def test_17_1_oracle_is_the_library_sampler():
 # ------------------------------------------------------------------ the notebook
 def test_notebook_ships_placeholders_and_calls_every_check():
     assert_ships_placeholders(
-        NOTEBOOK, 17, CHECKS, ("sampling_probs", "params_saved", "cached_causal_mask")
+        NOTEBOOK, 17, CHECKS, ("sampling_probs", "sliding_windows", "sliding_window_mask")
     )
 
 
 def test_no_cell_before_the_exercises_answers_them():
-    """The lesson never calls the library's temperature softmax (exercise 1's answer), and
-    before the first exercise cell no code cell divides logits by a temperature, sums the
-    encoder's weights in closed form (exercise 2: section 1 counts arrays) or builds a mask
-    with an offset (exercise 3)."""
-    cells = code_cells(NOTEBOOK)
-    first = next(i for i, c in enumerate(cells) if "def sampling_probs(" in c)
-    before = "\n".join(cells[:first])
-    assert "temperature_softmax" not in "\n".join(cells)
-    for answer in ("/ temperature", "/ tau", "d_model * d_model", "D * D"):
-        assert answer not in before, f"a cell before the exercises contains {answer!r}"
-    offset_masks = re.findall(r"causal_mask\([^)]*,[^)]*\)", before)  # with an offset argument
+    """The lesson never calls the library's temperature softmax (exercise 1's answer); before
+    each exercise no code cell divides logits by a temperature (1), cuts a stream into
+    shifted windows (2), or builds a windowed or offset mask (3)."""
+    assert "temperature_softmax" not in "\n".join(code_cells(NOTEBOOK))
+    before = {name: code_before(NOTEBOOK, name) for name in SOLUTIONS_NAMES}
+    for answer in ("/ temperature", "/ tau"):
+        assert answer not in before["sampling_probs"], answer
+    for answer in ("sliding_window_view", "- block_size", "block_size + 1", "stride"):
+        assert answer not in before["sliding_windows"], answer
+    for answer in ("triu(", "tril(", "- window", "> queries", "offset=o"):
+        assert answer not in before["sliding_window_mask"], answer
+    offset_masks = re.findall(r"causal_mask\([^)]*,[^)]*\)", before["sliding_window_mask"])
     assert not offset_masks, f"a cell before the exercises builds {offset_masks}"
+
+
+def test_the_text_above_the_exercises_does_not_give_them_away():
+    """No markdown cell before exercise 3 writes the window's inequality, and none before
+    exercise 2 the windows' starts."""
+    text = "\n".join(markdown_cells(NOTEBOOK))
+    above = text[: text.index("**2. Windows of a stream of tokens.**")]
+    assert "range(0" not in above and "len(tokens) - block_size" not in text
+    assert "p - window <" not in text and "j > p - window" not in text
+
+
+SOLUTIONS_NAMES = ("sampling_probs", "sliding_windows", "sliding_window_mask")

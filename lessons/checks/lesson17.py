@@ -1,15 +1,16 @@
 """Lesson 17 (the substrate: the decoder-only language model): the checks of its exercises.
 
 - ``check_17_1``: Exercise 1 (the sampling distribution: temperature and top-k)
-- ``check_17_2``: Exercise 2 (the parameters saved by dropping the encoder)
-- ``check_17_3``: Exercise 3 (the causal mask of a cached step)
+- ``check_17_2``: Exercise 2 (windows of a contiguous stream of tokens: inputs and targets)
+- ``check_17_3``: Exercise 3 (a cached step's sliding-window mask)
 
-The oracles: NumPy float64 arithmetic written here (exercise 1: the softmax of the logits
-divided by τ over the top-k logits; exercise 3: key j <= query position), and the library's
-``TransformerConfig.num_parameters`` of an encoder-decoder and a decoder-only config of the
-same sizes (exercise 2). An answer that calls into the library fails: each exercise is what
-one of its functions computes. Answers may be lists, NumPy arrays of any float or int dtype, or
-library tensors; a right answer in float32 passes. A wrong or malformed answer (a string, a
+The oracles: NumPy arithmetic written here (exercise 1: the float64 softmax of the logits
+divided by τ over the top-k logits; exercise 2: slices of the stream at 0, stride, 2·stride,
+...; exercise 3: query position - window < key j <= query position). An answer that calls into
+the library fails: the exercises ask for NumPy and the lesson's arithmetic. The arrays a check
+hands an answer are its own, not copies: an answer that writes into one is caught
+(``_shared``). Answers may be lists, NumPy arrays of any float or int dtype, or library
+tensors; a right answer in float32 passes. A wrong or malformed answer (a string, a
 wrong shape, a function that raises) fails with an AssertionError and a hint, never with
 another exception.
 
@@ -171,162 +172,175 @@ def check_17_1(sampling_probs: Callable) -> None:
     for what, logits, tau, top_k in _sampling_cases():
         shape = tuple(logits.shape)
         where = f"sampling_probs(logits {shape}, {tau}, top_k={top_k})"
-        args = (logits.copy(), tau) if top_k is None else (logits.copy(), tau, top_k)
+        want = _reference_probs(logits, tau, top_k)  # before the answer runs
+        original = logits.copy()  # the check's; the answer gets `logits` itself
+        args = (logits, tau) if top_k is None else (logits, tau, top_k)
         got = _as_array(_call(sampling_probs, where, *args), where)
         assert got.shape == shape, (
             f"{where}: shape {got.shape}, expected the logits' shape {shape} (one "
             "probability per token, for every row)"
         )
-        want = _reference_probs(logits, tau, top_k)
         got64 = got.astype(np.float64)
         low = got.dtype.kind == "f" and np.finfo(got.dtype).eps > 1e-10  # float32 or less
         if low:  # float32 carries ~7 digits, and logits near -5000 lose ~4 when rounded to it
-            rounded = _reference_probs(logits.astype(got.dtype), tau, top_k)
+            rounded = _reference_probs(original.astype(got.dtype), tau, top_k)
             oracles, rtol, atol = (want, rounded), 1e-3, 1e-7
         else:
             oracles, rtol, atol = (want,), 1e-8, 1e-12
         finite = bool(np.all(np.isfinite(got64)))
         if finite and any(np.allclose(got64, o, rtol=rtol, atol=atol) for o in oracles):
             continue
-        hint = _probs_hint(got64, want, logits, tau, top_k, what)
+        hint = _probs_hint(got64, want, original, tau, top_k, what)
         raise AssertionError(f"{where} is not the sampling distribution; hint: {hint}")
 
 
-# ---------------------------------------------- exercise 2: what dropping the encoder saves
-PARAM_SIZES = (  # (d_model, d_ff, N): the tiny and base presets, then sizes varied apart
-    (64, 256, 2),
-    (512, 2048, 6),
-    (8, 16, 1),
-    (16, 64, 3),
-    (32, 32, 4),
-    (24, 100, 5),
-    (128, 512, 1),
-    (40, 80, 2),
-    (1024, 4096, 6),
-    (12, 48, 7),
-    (4, 4, 1),
-    (96, 200, 3),
-    (20, 8, 2),
-    (36, 300, 9),
-)
-VOCAB = 1000  # any vocabulary: both models have one (tied) embedding matrix of it
-
-
-def parameters_saved(d_model: int, d_ff: int, N: int) -> int:
-    """The oracle: the difference of the two configs' num_parameters(), the paper's
-    post-LN layout, one vocabulary, tied embeddings, sinusoidal positions."""
-    from minitransformer.config import TransformerConfig
-
-    h = 4 if d_model % 4 == 0 else 1
-    sizes = dict(src_vocab=VOCAB, tgt_vocab=VOCAB, d_model=d_model, h=h, N=N, d_ff=d_ff)
-    both = TransformerConfig(**sizes).num_parameters()
-    lm = TransformerConfig(**sizes, decoder_only=True).num_parameters()
-    return both - lm
-
-
-def _whole_number(got: Any, where: str) -> int:
-    """An int from an int, a NumPy integer, an integral float or a one-number array."""
-    if hasattr(got, "numpy") and callable(got.numpy):
-        raise AssertionError(
-            f"{where} returned a {type(got).__name__}: return a whole number (a Python int)"
-        )
-    value = None
-    if not isinstance(got, str | bytes | bool | type(None)):
-        try:
-            array = np.asarray(got)
-        except (TypeError, ValueError):
-            array = np.asarray(None)
-        if array.ndim == 0 and array.dtype.kind in "iuf":
-            value = array.item()
-    whole = value is not None and np.isfinite(value) and value == round(value)
-    assert whole, f"{where} returned {got!r}: return a whole number of parameters (an int)"
-    return int(value)
-
-
-_TERMS = (  # (the error's term, what in the model makes such a term)
-    (
-        "N·d_model²",
-        "the (d_model × d_model) weight matrices: which attention layers go away with the "
-        "encoder and the cross-attention, and how many projections does each have?",
-    ),
-    (
-        "N·d_model·d_ff",
-        "the feed-forward's two weight matrices (d_model → d_ff → d_model) in each encoder layer",
-    ),
-    ("N·d_ff", "a vector of d_ff numbers per layer: the feed-forward's first bias"),
-    (
-        "N·d_model",
-        "the vectors of d_model numbers: the bias of each attention projection and of the "
-        "feed-forward's second map, and each LayerNorm's γ and β (one LayerNorm per "
-        "sublayer, post-LN)",
-    ),
-    ("N", "a constant per layer: no parameter is a single number per layer"),
+# ------------------------------------- exercise 2: windows of a contiguous stream of tokens
+WINDOW_CASES = (  # (stream length, block_size, stride)
+    (20, 4, 4),
+    (20, 4, 2),
+    (21, 4, 4),  # the last window's last target is the stream's last token
+    (17, 5, 3),
+    (9, 8, 1),  # exactly one window
+    (30, 5, 7),  # a stride above block_size: tokens between windows go unused
+    (40, 6, 1),
+    (8, 8, 3),  # too short for one window: none
 )
 
 
-def _basis(D: float, F: float, N: float) -> list[float]:
-    per_layer = [N * D * D, N * D * F, N * F, N * D, N]
-    once = [D * D, D * F, F, D, 1.0]  # terms that do not grow with N
-    return per_layer + once
+def _stream(length: int) -> np.ndarray:
+    """``length`` distinct token ids (int64) in no order: a shift shows in every value."""
+    return _rng(172).permutation(1000)[:length].astype(np.int64) + 3
 
 
-def _count_hint(errors: list[int]) -> str:
-    """Which kinds of term the error (answer - expected, one per PARAM_SIZES) holds."""
-    A = np.array([_basis(*map(float, s)) for s in PARAM_SIZES])
-    e = np.asarray(errors, dtype=np.float64)
-    coef, *_ = np.linalg.lstsq(A, e, rcond=None)
-    fits = np.allclose(A @ np.round(coef * 2) / 2, e, rtol=0, atol=0.5)
-    if not fits:
+def _starts(length: int, block_size: int, stride: int) -> list[int]:
+    """The windows' first positions: every stride-th one whose last target exists."""
+    return list(range(0, length - block_size, stride))
+
+
+def _reference_windows(tokens: np.ndarray, block_size: int,
+                       stride: int) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    rows = [tokens[s : s + block_size + 1] for s in _starts(len(tokens), block_size, stride)]
+    both = np.array(rows, dtype=np.int64).reshape(-1, block_size + 1)
+    return both[:, :-1], both[:, 1:]  # inputs, and the targets: the same shifted by one
+
+
+def _as_pair(got: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """(inputs, targets) as two integer arrays, from a tuple or list of two arrays, lists or
+    tensors, or one array whose first axis has length 2."""
+    if hasattr(got, "numpy") and callable(got.numpy) or isinstance(got, np.ndarray):
+        got = _as_array(got, where)
+    ok = isinstance(got, tuple | list | np.ndarray) and len(got) == 2
+    assert ok, f"{where} returned {type(got).__name__}: return two arrays, (inputs, targets)"
+    pair = []
+    for name, part in zip(("inputs", "targets"), got, strict=True):
+        arr = _as_array(part, f"{where}'s {name}")
+        if arr.size and arr.dtype.kind == "f":
+            assert np.all(np.isfinite(arr)) and np.all(arr == np.round(arr)), (
+                f"{where}'s {name} holds numbers that are not whole: return token ids"
+            )
+        pair.append(arr.astype(np.int64))
+    return pair[0], pair[1]
+
+
+def _windows_hint(x: np.ndarray, y: np.ndarray, tokens: np.ndarray, block_size: int,
+                  stride: int) -> str:  # fmt: skip
+    """What is wrong with (x, y), in words."""
+    want_x, want_y = _reference_windows(tokens, block_size, stride)
+    L, n = len(tokens), len(want_x)
+    if x.ndim != 2 or y.ndim != 2 or x.shape != y.shape:
         return (
-            "the error is not a sum of such terms (does your answer use each argument as "
-            "given, and only these three?). Count one encoder layer and one cross-attention "
-            "sublayer on paper first"
+            f"inputs {x.shape} and targets {y.shape}: both are (number of windows, "
+            f"block_size) = {want_x.shape}, one window a row"
         )
-    off = [i for i, c in enumerate(np.round(coef * 2) / 2) if c != 0]
-    per_layer = [_TERMS[i] for i in off if i < len(_TERMS)]
-    once = any(i >= len(_TERMS) for i in off)
-    if len(per_layer) + once > 3:
+    if x.shape[1] == block_size + 1:
         return (
-            "nearly every term of your count is off: count one encoder layer and one "
-            "cross-attention sublayer on paper first (weight matrices, biases, LayerNorms)"
+            f"your rows hold block_size + 1 = {block_size + 1} tokens: a window reads "
+            "block_size + 1 tokens of the stream, but its inputs are the first block_size of "
+            "them and its targets the last block_size"
         )
-    parts = [f"in its {term} term: {why}" for term, why in per_layer]
-    if once:
-        parts.append(
-            "in a part that does not grow with N: the one (tied) embedding matrix is in both "
-            "models and the sinusoidal positions have no parameters, so all that goes away "
-            "goes away once per layer"
+    if x.shape[1] != block_size:
+        return f"your rows hold {x.shape[1]} tokens: each window holds block_size = {block_size}"
+    rows = x.shape[0]
+    if rows == n - 1:
+        return (
+            "you stop one window early: a window fits as long as its last target exists, "
+            "start + block_size + 1 <= len(tokens) — the last window may end on the stream's "
+            "last token"
         )
-    return "your count is off " + "; and ".join(parts)
-
-
-@_exercise("Exercise 2 (the parameters saved by dropping the encoder)")
-def check_17_2(params_saved: Callable) -> None:
-    _callable(params_saved, "params_saved")
-    got, want = [], []
-    for D, F, N in PARAM_SIZES:
-        where = f"params_saved(d_model={D}, d_ff={F}, N={N})"
-        got.append(_whole_number(_call(params_saved, where, D, F, N), where))
-        want.append(parameters_saved(D, F, N))
-    if got == want:
-        return
-    i = next(k for k in range(len(got)) if got[k] != want[k])
-    D, F, N = PARAM_SIZES[i]
-    hint = _count_hint([g - w for g, w in zip(got, want, strict=True)])
-    raise AssertionError(
-        f"params_saved(d_model={D}, d_ff={F}, N={N}) = {got[i]:,}, but the two models' "
-        f"num_parameters() differ by {want[i]:,}; hint: {hint}"
+    if rows == n + 1:
+        return (
+            "one window too many: the last window's last target lies past the end of the "
+            "stream (padded, or cut short); a window fits only when start + block_size + 1 "
+            "<= len(tokens)"
+        )
+    if stride != 1 and rows == len(_starts(L, block_size, 1)):
+        return f"consecutive windows start stride = {stride} tokens apart, not 1"
+    if stride != block_size and rows == len(_starts(L, block_size, block_size)):
+        return (
+            f"your windows start block_size = {block_size} tokens apart: they must start "
+            f"stride = {stride} apart (windows overlap when stride < block_size)"
+        )
+    if rows != n:
+        return f"{rows} windows, where {n} fit; windows start at 0, stride, 2·stride, ..."
+    if n == 0:
+        return "no window fits in this stream"
+    if np.array_equal(x, want_y) and np.array_equal(y, want_x):
+        return "inputs and targets are swapped: return (inputs, targets)"
+    if np.array_equal(y, x):
+        return (
+            "your targets equal your inputs: the target at each position is the token that "
+            "follows it in the stream, so the targets are the inputs shifted by one"
+        )
+    if np.array_equal(x, want_x):
+        if np.array_equal(y[:, :-1], x[:, 1:]) and not np.array_equal(y[:, -1], want_y[:, -1]):
+            return "each target row's last token is the token after the window's last input"
+        later = slice(1, None) if len(x) > 1 else slice(None)  # window 0 has nothing before
+        if np.array_equal(y[later, 1:], x[later, :-1]):
+            return "your targets are shifted the wrong way: each target comes after its input"
+        return "the inputs are right; the targets are the same window moved one token on"
+    if sorted(map(tuple, x.tolist())) == sorted(map(tuple, want_x.tolist())):
+        return "the right windows in another order: return them in the order of their start"
+    first = int(np.argmax(np.any(x != want_x, axis=1)))
+    return (
+        f"inputs row {first} is {x[first].tolist()}; row i starts at token i·stride of the stream"
     )
 
 
-# --------------------------------------------------- exercise 3: a cached step's causal mask
-MASK_CASES = ((4, 0), (3, 4), (1, 5), (6, 2), (2, 9), (5, 1), (1, 1), (1, 0))  # (T, offset)
+@_exercise("Exercise 2 (windows of a stream of tokens)")
+def check_17_2(sliding_windows: Callable) -> None:
+    _callable(sliding_windows, "sliding_windows")
+    for length, block_size, stride in WINDOW_CASES:
+        tokens = _stream(length)
+        want_x, want_y = _reference_windows(tokens, block_size, stride)  # before the answer runs
+        where = f"sliding_windows(tokens of {length}, block_size={block_size}, stride={stride})"
+        x, y = _as_pair(_call(sliding_windows, where, tokens, block_size, stride), where)
+        if len(want_x) == 0 and x.size == 0 and y.size == 0:
+            continue  # no window: any empty arrays will do
+        if np.array_equal(x, want_x) and np.array_equal(y, want_y):
+            continue
+        hint = _windows_hint(x, y, _stream(length), block_size, stride)
+        raise AssertionError(f"{where} is wrong; hint: {hint}")
 
 
-def _reference_mask(T: int, offset: int) -> np.ndarray:
+# ---------------------------------------- exercise 3: a cached step's sliding-window mask
+MASK_CASES = (  # (T, offset, window)
+    (4, 0, 2),
+    (3, 4, 2),
+    (1, 5, 3),
+    (6, 2, 3),
+    (2, 9, 4),
+    (5, 1, 1),
+    (1, 7, 7),  # the query at 7 reads keys 1..7: key 0 is exactly one too far back
+    (4, 3, 10),  # a window longer than the sequence: every key so far
+    (1, 0, 1),
+    (7, 0, 4),
+)
+
+
+def _reference_mask(T: int, offset: int, window: int) -> np.ndarray:
     keys = np.arange(offset + T)[None, :]  # (1, S)
     queries = offset + np.arange(T)[:, None]  # (T, 1): the new positions
-    return keys <= queries  # (T, offset + T)
+    return (keys <= queries) & (keys > queries - window)  # (T, offset + T)
 
 
 def _as_mask(got: Any, where: str, T: int, S: int) -> np.ndarray:
@@ -346,8 +360,9 @@ def _as_mask(got: Any, where: str, T: int, S: int) -> np.ndarray:
         return arr
     if arr.shape == (T, T):
         hint = (
-            f"a cached step's {T} new queries attend to the {S - T} cached keys and to "
-            f"themselves: {S} columns"
+            f"a cached step's {T} new queries are scored against every key so far, the "
+            f"{S - T} cached ones and the new ones: {S} columns (those outside the window "
+            "False)"
         )
     elif arr.shape == (S, S):
         hint = f"only the {T} new positions ask (rows); all {S} positions answer (columns)"
@@ -360,34 +375,61 @@ def _as_mask(got: Any, where: str, T: int, S: int) -> np.ndarray:
     )
 
 
-def _mask_hint(got: np.ndarray, T: int, offset: int) -> str:
-    want = _reference_mask(T, offset)
+def _band(T: int, offset: int, lowest: int, highest: int) -> np.ndarray:
+    """Query at p = offset + i reads key j when p - lowest <= j <= p + highest."""
+    keys, queries = np.arange(offset + T)[None, :], offset + np.arange(T)[:, None]
+    return (keys >= queries - lowest) & (keys <= queries + highest)
+
+
+def _mask_hint(got: np.ndarray, T: int, offset: int, window: int) -> str:
+    want = _reference_mask(T, offset, window)
     keys, queries = np.arange(offset + T)[None, :], offset + np.arange(T)[:, None]
     if np.array_equal(got, ~want):
         return "True must mean may attend (the library's convention, nn/masks.py), not hidden"
-    if np.array_equal(got, keys < queries):
-        return "a position may attend to itself (its own key)"
-    if np.array_equal(got, keys <= np.arange(T)[:, None]):
+    if np.array_equal(got, _band(T, offset, window, 0)):
         return (
-            f"new query i is the token at position offset + i = {offset} + i: it sees every "
-            "cached key"
+            f"your query reads window + 1 = {window + 1} keys: the window counts the query's "
+            "own key, so the query at p reads p - window + 1 ... p (the library's local "
+            "attention counts its w keys before the query, plus the query: not this "
+            "exercise's convention)"
         )
-    if np.all(got):
-        return "a query may not see keys after its own position"
-    if np.array_equal(got, keys >= queries):
-        return "the future is on the other side of the diagonal"
+    if window > 1 and np.array_equal(got, _band(T, offset, window - 2, 0)):
+        return (
+            f"your query reads window - 1 = {window - 1} keys: the window is the query's own "
+            "key and the window - 1 keys before it"
+        )
+    if np.array_equal(got, _band(T, offset, window, -1)) or np.array_equal(
+        got, _band(T, offset, window - 1, -1)
+    ):
+        return "a query may attend to itself (its own key), and the window counts it"
+    if np.array_equal(got, keys <= queries):
+        return f"the window is ignored: a query reads only the last window = {window} keys"
+    if np.any(got & (keys > queries)):
+        return "your mask lets a query read a key after its own position: the future"
+    unshifted = np.arange(T)[:, None]  # the queries placed at 0 .. T - 1, offset forgotten
+    if np.array_equal(got, (keys <= unshifted) & (keys > unshifted - window)) or np.array_equal(
+        got, (keys <= unshifted) & (keys >= unshifted - window)
+    ):
+        return (
+            f"new query i is the token at position offset + i = {offset} + i: count the "
+            "window back from there"
+        )
+    if np.array_equal(got, (keys < window) & (keys <= queries)):
+        return "the window slides with the query: it ends at the query, not at the first key"
     row = int(np.argmax(np.any(got != want, axis=1)))
     return (
         f"row {row} (the token at position {offset + row}) allows keys "
-        f"{np.flatnonzero(got[row]).tolist()}: which positions exist when it is written?"
+        f"{np.flatnonzero(got[row]).tolist()}: which are the last {window} positions up to it?"
     )
 
 
-@_exercise("Exercise 3 (the causal mask of a cached step)")
-def check_17_3(cached_causal_mask: Callable) -> None:
-    _callable(cached_causal_mask, "cached_causal_mask")
-    for T, offset in MASK_CASES:
-        where = f"cached_causal_mask(T={T}, offset={offset})"
-        got = _as_mask(_call(cached_causal_mask, where, T, offset), where, T, offset + T)
-        if not np.array_equal(got, _reference_mask(T, offset)):
-            raise AssertionError(f"{where} is wrong; hint: {_mask_hint(got, T, offset)}")
+@_exercise("Exercise 3 (a cached step's sliding-window mask)")
+def check_17_3(sliding_window_mask: Callable) -> None:
+    _callable(sliding_window_mask, "sliding_window_mask")
+    for T, offset, window in MASK_CASES:
+        where = f"sliding_window_mask(T={T}, offset={offset}, window={window})"
+        got = _call(sliding_window_mask, where, T, offset, window)
+        got = _as_mask(got, where, T, offset + T)
+        if not np.array_equal(got, _reference_mask(T, offset, window)):
+            hint = _mask_hint(got, T, offset, window)
+            raise AssertionError(f"{where} is wrong; hint: {hint}")
