@@ -5,17 +5,20 @@ for BLEU against several references (Papineni et al.'s setting):
 - 10.1: clip each n-gram by its largest count in any one reference. The best single
   reference's total, the sum over references, the first reference alone, no clipping, a wrong
   total and sacreBLEU itself fail, each with its hint; ``collections.Counter`` passes.
-- 10.2: r sums the closest reference lengths (a tie: the shorter). The shortest, the longest,
-  the first, the mean, a tie to the longer, a mean of per-sentence penalties and sacreBLEU
-  fail, each with its hint.
+- 10.2: r sums Papineni's best match lengths (the closest reference length; a tie goes to
+  the shorter, which the exercise leaves for the check's hint to teach, issue 46 row 34). The
+  shortest, the longest, the first, the mean, a tie to the longer (also Python's min in list
+  order), a mean of per-sentence penalties and sacreBLEU fail, each with its hint.
 - 10.3 says "NumPy only": the library's ``cross_entropy`` and ``log_softmax`` now fail.
 """
 
 from __future__ import annotations
 
 import importlib
+import json
 import math
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +30,7 @@ import minitransformer as mt
 import minitransformer.functional as F
 
 s10 = importlib.import_module("solutions.lesson10")
+NOTEBOOK = Path(__file__).resolve().parents[1] / "lessons" / "10_decoding_translation.ipynb"
 
 
 # ------------------------------------------------------------------ 10.1
@@ -110,7 +114,11 @@ BP_WRONG = {
     "mean": (_penalty(lambda h, lens: np.mean(lens)), "not their mean"),
     "tie to the longer": (
         _penalty(lambda h, lens: max(lens, key=lambda r: (-abs(r - h), r))),
-        "on a tie",
+        "takes the shorter one on a tie",
+    ),
+    "closest in list order": (
+        _penalty(lambda h, lens: min(lens, key=lambda r: abs(r - h))),
+        "takes the shorter one on a tie",
     ),
     "per sentence": (
         lambda hl, rl: float(
@@ -148,3 +156,16 @@ def test_10_3_the_library_fails(answer):
 
 def test_10_3_the_solution_passes():
     assert checks.check_10_3(s10.sequence_logprob) == checks.CORRECT
+
+
+def test_10_2_the_statement_names_the_goal_not_the_tie_rule():
+    """Issue 46 row 34: the exercise states Papineni's goal (the best match length) and leaves
+    the tie rule for the learner to find from the check's hint."""
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    text = next(
+        "".join(c["source"])
+        for c in nb["cells"]
+        if c["cell_type"] == "markdown" and "**2. The brevity penalty" in "".join(c["source"])
+    )
+    assert "best match length" in text
+    assert "on a tie" not in text and "the shorter one" not in text and "(on a" not in text

@@ -118,14 +118,16 @@ def _bp_hint(mine: float, hyp_lens: list[int], ref_lens: list[list[int]]) -> str
     pairs = list(zip(hyp_lens, ref_lens, strict=True))
     rules = {
         "the closest reference, not the shortest": sum(min(r) for r in ref_lens),
+        "two references are equally close to one hypothesis (one longer, one shorter) and "
+        "you took the longer: BLEU's best match length takes the shorter one on a tie "
+        "(sacreBLEU and NIST's mteval do)": sum(
+            max(lens, key=lambda r, h=h: (-abs(r - h), r)) for h, lens in pairs
+        ),
         "the closest reference, not the longest": sum(max(r) for r in ref_lens),
         "each sentence may have several references: take the one closest in length, not "
         "the first": sum(r[0] for r in ref_lens),
         "the length of one reference (the closest), not their mean": sum(
             np.mean(r) for r in ref_lens
-        ),
-        "on a tie, the shorter reference": sum(
-            max(lens, key=lambda r, h=h: (-abs(r - h), r)) for h, lens in pairs
         ),
     }
     for hint, r in rules.items():
@@ -139,7 +141,8 @@ def _bp_hint(mine: float, hyp_lens: list[int], ref_lens: list[list[int]]) -> str
 @_exercise("Exercise 2 (brevity penalty)")
 def check_10_2(brevity_penalty: Callable) -> None:
     """BP(hyp_lens, ref_lens) against sacreBLEU's bp on corpora of hypotheses with one to
-    three references each (closest reference length, ties to the shorter)."""
+    three references each (the best match length: the closest reference length; a tie, which
+    the exercise leaves to the learner, goes to the shorter)."""
     import sacrebleu
 
     corpora = [  # (hypotheses, references per sentence)
@@ -158,7 +161,7 @@ def check_10_2(brevity_penalty: Callable) -> None:
         ref_lens = [[len(x.split()) for x in r] for r in refs]
         where = f"brevity_penalty({hyp_lens}, {ref_lens})"
         mine = _without_library(
-            brevity_penalty, list(hyp_lens), [list(r) for r in ref_lens], where=where,
+            brevity_penalty, hyp_lens, ref_lens, where=where,
             instead="the lengths are plain ints: min, sum and math.exp do it", also=_sacrebleu(),
         )  # fmt: skip
         mine = float(np.asarray(mine).reshape(()))
@@ -181,7 +184,7 @@ def check_10_3(sequence_logprob: Callable) -> None:
             warnings.simplefilter("error")
             try:
                 answer = _without_library(
-                    sequence_logprob, logits.copy(), list(out_ids), eos,
+                    sequence_logprob, logits, out_ids, eos,
                     where="sequence_logprob",
                     instead="a log-softmax in NumPy: the row max, exp, sum, log",
                 )  # fmt: skip
