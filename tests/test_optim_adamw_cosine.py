@@ -291,3 +291,15 @@ def test_cosine_load_state_dict_refuses_another_or_a_broken_state(state):
 def test_cosine_refuses_something_that_is_not_an_optimizer():
     with pytest.raises(ConfigError, match="optimizer must be an Optimizer"):
         CosineSchedule(object(), peak_lr=1e-3, warmup=1, total_steps=5)
+
+
+def test_adamw_on_every_device(device):
+    """The same steps on every device (the strict one refuses host reads): the decay masks
+    live on the parameters' device, beside the flat buffer."""
+    grads = _grads(6)
+    ref_params = _params()
+    want = _run(AdamW(ref_params, lr=1e-2, weight_decay=0.1), ref_params, grads)
+    params = _params(device=device)
+    opt = AdamW(params, lr=1e-2, weight_decay=0.1)
+    _assert_close(_run(opt, params, grads), want, atol=1e-12)
+    assert all(mt.backend.device_of(a) == device for a in opt.state_dict()[0].values())
