@@ -1,13 +1,15 @@
 """Lesson 16's exercise checks (lessons/checks/lesson16.py) tell right from wrong with the right
 hint and never crash on an answer; the notebook ships what the lesson promises.
 
-- check_16_1 (the parameters of a Marian config.json): each mistake a learner would make gets
-  its own hint, told apart by its exact amount on every config; calling the library's count,
-  raising, and returning a string, a list, None or NaN fail; the reference, a helper function,
-  a NumPy integer, an integral float and a 0-d array pass. The expected counts agree with
-  transformers' MarianMTModel (its trainable parameters plus its logits-bias buffer).
-- check_16_2 (Marian's halves table) and check_16_3 (Marian's feed-forward from its stored
-  arrays): WRONG and VALID below list the answers, each wrong one with the hint it must get.
+- check_16_1 (Marian's halves table, in NumPy) and check_16_3 (Marian's feed-forward from its
+  stored arrays): WRONG and VALID below list the answers, each wrong one with the hint it
+  must get.
+- check_16_2 (issue 46; it replaces a parameter count of a config.json, the course keeps
+  06.1): the halves twin of a model's weights, what save_pretrained writes. Each group of
+  arrays left as it was (embedding, output projection, LayerNorms, W_o and W_2, their
+  biases), the head axis reordered, the wrong axis, the inverse order, a changed input and a
+  library call get their own hints; loops, np.take, Tensors and lists pass; the solution's
+  twin is the one save_pretrained writes.
 - The notebook: placeholders only, each check called once, DOWNLOAD = False as shipped, the
   download only under ``if DOWNLOAD:``.
 - lessons/checkpoints/marian-tiny (the lesson's offline fidelity check): this library
@@ -21,12 +23,10 @@ import importlib
 
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, assert_ships_placeholders, code_cells
+from lesson_notebooks import LESSONS, assert_ships_placeholders, code_before, code_cells
 
 import minitransformer as mt
 import minitransformer.functional as F
-from minitransformer.nn.marian_config import config_from_marian
-from minitransformer.nn.marian_weights import marian_names
 from minitransformer.nn.positional import sinusoid_table
 
 NOTEBOOK = LESSONS / "16_a_real_translator.ipynb"
@@ -39,126 +39,7 @@ def placeholder(*args, **kwargs):
     raise NotImplementedError("exercise: your code here")
 
 
-# ------------------------------------------------------------------ 16.1: count_parameters
-def _count(
-    c, logits_bias=True, embeddings=1, positions=0, cross=True, dec_norms=3, biases=True,
-    decoder_own=True, per_head=False, enc_cross=False, projections=4, norm_vectors=2,
-    enc_norms=2, extra_norms=0, ffn_biases=True,
-):  # fmt: skip
-    """A count of config c with one mistake or two (the defaults: the right count)."""
-    D, V, L = c["d_model"], c["vocab_size"], c["max_position_embeddings"]
-    b = 1 if biases else 0
-    norm = norm_vectors * D
-
-    def attention(h):
-        return projections * (D * D + b * D) * (h if per_head else 1)
-
-    def ffn(f):
-        return 2 * D * f + b * ffn_biases * (f + D)
-
-    pre = "decoder" if decoder_own else "encoder"
-    enc = c["encoder_layers"] * ((2 if enc_cross else 1) * attention(c["encoder_attention_heads"])
-                                 + ffn(c["encoder_ffn_dim"]) + enc_norms * norm)  # fmt: skip
-    dec = c[f"{pre}_layers"] * (
-        (2 if cross else 1) * attention(c[f"{pre}_attention_heads"])
-        + ffn(c[f"{pre}_ffn_dim"]) + dec_norms * norm
-    )  # fmt: skip
-    return enc + dec + embeddings * V * D + (V if logits_bias else 0) + positions * L * D + (
-        extra_norms * 2 * D
-    )  # fmt: skip
-
-
-def _count_from_names(c):  # every array Marian stores, counted from its shape
-    return sum(int(np.prod(shape)) for _, _, shape in marian_names(config_from_marian(c)).values())
-
-
-def _count_calling_the_library(c):
-    return config_from_marian(c).num_parameters()
-
-
-def _count_with_a_helper(c):  # the sum split over a helper function: still written out
-    return _count(c)
-
-
-def _raises_key_error(c):
-    return c["num_layers"] * 4
-
-
-COUNT_WRONG = {  # name: (answer, what its hint must say)
-    "no logits bias": (lambda c: _count(c, logits_bias=False), "add to the logits"),
-    "untied: three embedding matrices": (lambda c: _count(c, embeddings=3), "three times"),
-    "untied: two embedding matrices": (lambda c: _count(c, embeddings=2), "count it twice"),
-    "no embedding": (lambda c: _count(c, embeddings=0), "shared embedding itself"),
-    "learned positions, both stacks": (lambda c: _count(c, positions=2), "sinusoids"),
-    "learned positions, one table": (lambda c: _count(c, positions=1), "sinusoids"),
-    "no cross-attention": (lambda c: _count(c, cross=False), "two attentions"),
-    "cross-attention in the encoder too": (lambda c: _count(c, enc_cross=True), "only the decoder"),
-    "three projections per attention": (lambda c: _count(c, projections=3), "four projections"),
-    "two LayerNorms per decoder layer": (lambda c: _count(c, dec_norms=2), "three sublayers"),
-    "three LayerNorms per encoder layer": (lambda c: _count(c, enc_norms=3), "two sublayers"),
-    "no LayerNorms": (lambda c: _count(c, norm_vectors=0), "LayerNorms are missing"),
-    "LayerNorm with γ only": (lambda c: _count(c, norm_vectors=1), "γ and β"),
-    "a final LayerNorm per stack": (lambda c: _count(c, extra_norms=2), "post-LN"),
-    "no biases": (lambda c: _count(c, biases=False), "the biases are missing"),
-    "no feed-forward biases": (lambda c: _count(c, ffn_biases=False), "feed-forward's biases"),
-    "the encoder's sizes for the decoder": (
-        lambda c: _count(c, decoder_own=False),
-        "uses the encoder's",
-    ),
-    "attention weights per head": (lambda c: _count(c, per_head=True), "heads split d_model"),
-    "two mistakes at once": (
-        lambda c: _count(c, logits_bias=False, dec_norms=2),
-        "two things.*logits.*three sublayers",
-    ),
-    "calls num_parameters": (_count_calling_the_library, "calls config_from_marian"),
-    "counts marian_names' shapes": (_count_from_names, "calls config_from_marian, marian_names"),
-    "a key config.json lacks": (_raises_key_error, "raised KeyError.*has the keys"),
-    "not a whole number": (lambda c: _count(c) + 0.5, "whole number"),
-    "a string": (lambda c: str(_count(c)), "whole number"),
-    "a list": (lambda c: [_count(c)], "whole number"),
-    "None": (lambda c: None, "whole number"),
-    "NaN": (lambda c: float("nan"), "whole number"),
-}
-COUNT_VALID = {
-    "reference": s16.count_parameters,
-    "the mistake-free _count": _count,
-    "through a helper function": _count_with_a_helper,
-    "a NumPy integer": lambda c: np.int64(_count(c)),
-    "an integral float": lambda c: float(_count(c)),
-    "a 0-d NumPy array": lambda c: np.array(_count(c)),
-}
-
-
-def test_16_1_mistakes_are_told_apart():
-    """No two mistakes of checks._mistakes miss or add the same amounts on every config the
-    check tries, so each wrong count gets its own hint (on opus-mt's config alone, no
-    LayerNorms and no feed-forward biases both come to 30,720)."""
-    table = [checks._mistakes(d) for d in checks.CONFIGS]
-    amounts = [tuple(row[k][0] for row in table) for k in range(len(table[0]))]
-    assert len(set(amounts)) == len(amounts)
-    assert all(any(a) for a in amounts)
-
-
-def test_16_1_counts_opus_mt_en_es():
-    """The count the lesson shows: opus-mt-en-es's config.json, read by the library."""
-    assert checks._expected_count(checks.OPUS_MT_EN_ES) == 77_484_009
-    assert s16.count_parameters(checks.OPUS_MT_EN_ES) == 77_484_009
-
-
-@pytest.mark.parametrize("i", range(1, len(checks.CONFIGS)))
-def test_16_1_expected_counts_agree_with_transformers(i):
-    """MarianMTModel's trainable parameters (the sinusoid tables are frozen) plus its
-    final_logits_bias (a buffer there, a parameter here) = the count the check expects."""
-    pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    c = checks.CONFIGS[i]
-    fields = {k: v for k, v in c.items() if k != "tie_word_embeddings"}
-    model = transformers.MarianMTModel(transformers.MarianConfig(**fields))
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    assert trainable + model.final_logits_bias.numel() == checks._expected_count(c)
-
-
-# ------------------------------------------------------------------ 16.2: halves_table
+# ------------------------------------------------------------------ 16.1: halves_table
 def _angles(L, D, start=0, exponent=2, denominator=None):
     i = np.arange(D // 2)
     return np.arange(start, start + L)[:, None] / 10000.0 ** (exponent * i / (denominator or D))
@@ -194,6 +75,9 @@ def _halves_nan(L, D):
     return table
 
 
+_table_by_another_name = sinusoid_table  # the name check cannot see it: the call watch does
+
+
 TABLE_WRONG = {  # name: (answer, what its hint must say)
     "interleaved (the paper's)": (_interleaved, "interleaved"),
     "cosines first": (lambda L, D: np.roll(_halves(L, D), D // 2, axis=1), "each other's place"),
@@ -205,6 +89,10 @@ TABLE_WRONG = {  # name: (answer, what its hint must say)
     "sines only": (lambda L, D: np.sin(np.concatenate([_angles(L, D)] * 2, axis=1)), "hint"),
     "float16": (lambda L, D: _halves(L, D).astype(np.float16), "float16"),
     "calls sinusoid_table": (_halves_by_the_library, "calls sinusoid_table"),
+    "calls it under another name": (
+        lambda L, D: _table_by_another_name(L, D, "halves"),
+        "calls the library.*sinusoid_table.*NumPy",
+    ),
     "a NaN": (_halves_nan, "NaN"),
     "arguments swapped": (lambda D, L: _halves(L, D), "raised|shape"),
     "a list of tensors": (lambda L, D: [mt.tensor(r) for r in _halves(L, D)], "return"),
@@ -227,6 +115,124 @@ TABLE_VALID = {
         ]
     ),  # fmt: skip
 }
+
+
+# ------------------------------------------------------------------ 16.2: halves_twin
+def _twin(skip=(), inverse=False, heads=False, wrong_axis=(), take=False):
+    """The halves twin with one mistake: ``skip`` (name endings left as they were),
+    ``inverse`` (the inverse order), ``heads`` (the attentions' head axis reordered too),
+    ``wrong_axis`` (name endings reordered along the other axis); ``take``: np.take."""
+
+    def answer(state, order):
+        order = np.argsort(order) if inverse else order
+        out = {}
+        for name, a in state.items():
+            axes = checks._stream_axes(name)
+            if name.endswith(tuple(skip)) if skip else False:
+                axes = ()
+            elif name.endswith(tuple(wrong_axis)) if wrong_axis else False:
+                axes = (1 - axes[0],)
+            for axis in axes:
+                a = np.take(a, order, axis=axis) if take else np.moveaxis(
+                    np.moveaxis(a, axis, 0)[order], 0, axis)  # fmt: skip
+            if heads and any(p in name for p in ("w_q.", "w_k.", "w_v.")):
+                a = a[..., order]
+            if heads and name.endswith("w_o.weight"):
+                a = a[order]
+            out[name] = np.array(a)
+        return out
+
+    return answer
+
+
+def _twin_in_place(state, order):
+    for name, a in state.items():
+        if name.endswith("norm.gamma"):
+            a[:] = a[order]  # writes into the caller's array
+    return _twin()(state, order)
+
+
+def _twin_by_the_library(state, order):
+    from minitransformer.nn.marian_weights import _feature_axes
+
+    return {n: _twin()({n: a}, order)[n] if _feature_axes(n) is not None else a
+            for n, a in state.items()}  # fmt: skip
+
+
+def _twin_loop(state, order):  # plain loops over the elements of each 1-D and 2-D array
+    twin = {}
+    for name, a in state.items():
+        axes, b = checks._stream_axes(name), np.empty_like(a)
+        if a.ndim == 1:
+            for j in range(len(a)):
+                b[j] = a[order[j]] if axes else a[j]
+        else:
+            for i in range(a.shape[0]):
+                for j in range(a.shape[1]):
+                    r = order[i] if 0 in axes else i
+                    c = order[j] if 1 in axes else j
+                    b[i, j] = a[r, c]
+        twin[name] = b
+    return twin
+
+
+TWIN_WRONG = {  # name: (answer, what its hint must say)
+    "embedding left": (_twin(skip=("embed.weight",)), "the embedding writes the stream"),
+    "output projection left": (_twin(skip=("out_proj.weight",)), "output projection reads"),
+    "LayerNorms left": (_twin(skip=("norm.gamma", "norm.beta")), "γ and β"),
+    "W_o and W_2 left": (_twin(skip=("w_o.weight", "w_2.weight")), "writes into the stream"),
+    "their biases left": (_twin(skip=("w_o.bias", "w_2.bias")), "bias is added to the stream"),
+    "the reading weights left": (_twin(skip=("w_q.weight", "w_k.weight")), "input axis, the rows"),
+    "the head axis too": (_twin(heads=True), "head axis"),
+    "the embedding's rows": (_twin(wrong_axis=("embed.weight",)), "runs over the residual stream"),
+    "W_o's rows": (_twin(wrong_axis=("w_o.weight",)), "the wrong axis"),
+    "W_1's columns": (_twin(wrong_axis=("w_1.weight",)), "raised|shape|wrong axis"),
+    "the inverse order": (_twin(inverse=True), "the inverse order"),
+    "q, k, v biases reordered": (
+        lambda s, o: {
+            n: (a[o] if n.endswith("w_q.bias") else a) for n, a in _twin()(s, o).items()
+        },  # fmt: skip
+        "head axis",
+    ),
+    "writes into its input": (_twin_in_place, "in place|changed the state"),
+    "a name dropped": (lambda s, o: dict(list(_twin()(s, o).items())[1:]), "names missing"),
+    "a list": (lambda s, o: list(_twin()(s, o).values()), "return a dict"),
+    "calls the library": (_twin_by_the_library, "calls the library"),
+    "strings": (lambda s, o: {n: "x" for n in s}, "expected an array"),
+}
+TWIN_VALID = {
+    "reference": s16.halves_twin,
+    "np.take": _twin(take=True),
+    "moveaxis": _twin(),
+    "loops": _twin_loop,
+    "Tensors": lambda s, o: {n: mt.tensor(a, dtype="float64") for n, a in _twin()(s, o).items()},
+    "lists": lambda s, o: {n: a.tolist() for n, a in _twin()(s, o).items()},
+}
+
+
+def test_16_2_the_solution_is_what_save_pretrained_writes(tmp_path):
+    """The reference twin of a small model, loaded into a model with Marian's table, holds
+    the arrays save_pretrained wrote and from_pretrained read back."""
+    from minitransformer.nn.marian_weights import feature_order
+
+    cfg = mt.TransformerConfig(**checks.TWIN_CONFIGS[1], dtype="float64", activation="swish")
+    model = mt.nn.Transformer(cfg, seed=3)
+    model.save_pretrained(tmp_path / "m")
+    loaded = mt.nn.Transformer.from_pretrained(tmp_path / "m", dtype="float64").state_dict()
+    state = {k: np.asarray(v) for k, v in model.state_dict().items()}
+    mine = s16.halves_twin(state, feature_order(cfg.d_model))
+    assert set(mine) == set(loaded)
+    for name, a in mine.items():
+        assert np.array_equal(a, loaded[name]), name
+
+
+def test_16_2_nothing_above_writes_the_twin():
+    """Above exercise 2, code reorders one array (w_1's rows) and the head axis (the wrong
+    reading), and the text lists the axes in words; no code reorders the embedding, the
+    LayerNorms or W_o and W_2 by P."""
+    before = code_before(NOTEBOOK, "halves_twin")
+    for giveaway in ("embed.weight", "norm.gamma", "w_2.weight", "_feature_axes"):
+        assert giveaway not in before, giveaway
 
 
 # ------------------------------------------------------------------ 16.3: marian_ffn
@@ -290,14 +296,14 @@ FFN_VALID = {
 
 # ------------------------------------------------------------------ every check
 CHECKS = {
-    "16_1": (checks.check_16_1, s16.count_parameters),
-    "16_2": (checks.check_16_2, s16.halves_table),
+    "16_1": (checks.check_16_1, s16.halves_table),
+    "16_2": (checks.check_16_2, s16.halves_twin),
     "16_3": (checks.check_16_3, s16.marian_ffn),
 }
 
 
-WRONG = {"16_1": COUNT_WRONG, "16_2": TABLE_WRONG, "16_3": FFN_WRONG}
-VALID = {"16_1": COUNT_VALID, "16_2": TABLE_VALID, "16_3": FFN_VALID}
+WRONG = {"16_1": TABLE_WRONG, "16_2": TWIN_WRONG, "16_3": FFN_WRONG}
+VALID = {"16_1": TABLE_VALID, "16_2": TWIN_VALID, "16_3": FFN_VALID}
 
 
 @pytest.mark.parametrize(("name", "case"), [(n, c) for n in WRONG for c in WRONG[n]])
@@ -323,16 +329,14 @@ def test_placeholder_is_not_attempted(name, capsys):
 
 @pytest.mark.parametrize("name", CHECKS)
 def test_a_failing_check_gives_a_hint(name):
-    wrong = {"16_1": COUNT_WRONG["no logits bias"], "16_2": TABLE_WRONG["cosines first"],
+    wrong = {"16_1": TABLE_WRONG["cosines first"], "16_2": TWIN_WRONG["the inverse order"],
              "16_3": FFN_WRONG["weights not transposed"]}  # fmt: skip
     with pytest.raises(AssertionError, match="hint"):
         CHECKS[name][0](wrong[name][0])
 
 
 def test_notebook_ships_placeholders_and_calls_every_check():
-    assert_ships_placeholders(
-        NOTEBOOK, 16, CHECKS, ("count_parameters", "halves_table", "marian_ffn")
-    )
+    assert_ships_placeholders(NOTEBOOK, 16, CHECKS, ("halves_table", "halves_twin", "marian_ffn"))
 
 
 def test_notebook_never_downloads_as_shipped():

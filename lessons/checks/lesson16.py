@@ -1,20 +1,21 @@
 """Lesson 16 (a real translator: opus-mt in this library): the checks of its exercises.
 
-- ``check_16_1``: Exercise 1 (the parameters of a Marian config.json, counted)
-- ``check_16_2``: Exercise 2 (Marian's "halves" position table, from the angles)
+- ``check_16_1``: Exercise 1 (Marian's "halves" position table, from the angles)
+- ``check_16_2``: Exercise 2 (the halves twin: a model's weights with every residual-stream
+  axis reordered, what ``save_pretrained`` writes for a model with the paper's table)
 - ``check_16_3``: Exercise 3 (Marian's feed-forward sublayer from its four stored arrays)
 
-The oracles are the library's own: ``TransformerConfig.num_parameters`` of the config that
-``nn/marian_config.py`` reads from the same dict, ``sinusoid_table(..., "halves")`` of
-``nn/positional.py``, and a NumPy feed-forward in PyTorch's ``nn.Linear`` convention
-(y = x Wᵀ + b, W stored as (d_out, d_in)). Answers may be ints, NumPy integers or integral
-floats (exercise 1), and float32 or float64 NumPy arrays or library tensors (2 and 3). An
+The oracles: ``sinusoid_table(..., "halves")`` of ``nn/positional.py``; the residual-stream
+rule written here (``_stream_axes``, the rule of ``nn/marian_weights.py``), whose twin the
+check also loads into a model with Marian's table and compares logits with the original's;
+and a NumPy feed-forward in PyTorch's ``nn.Linear`` convention (y = x Wᵀ + b, W stored as
+(d_out, d_in)). Answers may be float32 or float64 NumPy arrays, lists or library tensors. An
 answer that raises, or returns something else, gets an AssertionError with a hint, never a
-crash. Exercises 1 and 2 ask for the answer written out: an answer whose code calls the
-library's oracle (``num_parameters``, ``config_from_marian``, ``marian_names``;
-``sinusoid_table``) is refused by name. Exercise 1's hints name the mistake by its exact
-amount (``_mistakes``: a missing cross-attention, LayerNorm, bias or logits bias, untied
-embeddings, learned positions, weights per head each miss or add a different number).
+crash. Exercises 1 and 2 ask for NumPy: an answer that calls the library is refused
+(``_without_library``; exercise 1 names ``sinusoid_table`` when the code uses it). Exercise
+2's hints name the axis that went wrong: a group of arrays left as it was (embedding,
+LayerNorms, the weights that write into the stream, their biases), an attention's head axis
+reordered, the wrong axis of a matrix, the inverse order.
 
 ``checks/__init__.py`` re-exports the three; the notebook imports them as
 ``from checks.lesson16 import ...``. See the package docstring for what a check does.
@@ -27,61 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from ._shared import _exercise, _rng
-
-# --------------------------------------------------------------- exercise 1: the count
-OPUS_MT_EN_ES = {  # the sizes of Helsinki-NLP/opus-mt-en-es's config.json
-    "d_model": 512,
-    "encoder_layers": 6,
-    "decoder_layers": 6,
-    "encoder_attention_heads": 8,
-    "decoder_attention_heads": 8,
-    "encoder_ffn_dim": 2048,
-    "decoder_ffn_dim": 2048,
-    "vocab_size": 65001,
-    "decoder_vocab_size": 65001,
-    "max_position_embeddings": 512,
-    "activation_function": "swish",
-    "scale_embedding": True,
-    "share_encoder_decoder_embeddings": True,
-    "tie_word_embeddings": True,
-    "pad_token_id": 65000,
-    "decoder_start_token_id": 65000,
-    "eos_token_id": 0,
-}
+from ._shared import _array, _exercise, _rng, _without_library
 
 
-def _config(**sizes: int) -> dict[str, Any]:
-    """A config.json dict: opus-mt's with some sizes changed; a decoder size not given is the
-    encoder's, and the special ids stay inside the vocabulary (pad = start = its last id)."""
-    d = {**OPUS_MT_EN_ES, **sizes}
-    for name in ("layers", "attention_heads", "ffn_dim"):
-        if f"decoder_{name}" not in sizes:
-            d[f"decoder_{name}"] = d[f"encoder_{name}"]
-    d["decoder_vocab_size"] = d["vocab_size"]
-    d["pad_token_id"] = d["decoder_start_token_id"] = d["vocab_size"] - 1
-    return d
-
-
-CONFIGS = (  # opus-mt-en-es; then smaller ones, the last two with a decoder of other sizes
-    _config(),
-    _config(d_model=16, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=32,
-            vocab_size=101, max_position_embeddings=64),
-    _config(d_model=24, encoder_layers=1, decoder_layers=3, encoder_attention_heads=4,
-            decoder_attention_heads=2, encoder_ffn_dim=40, decoder_ffn_dim=56, vocab_size=37,
-            max_position_embeddings=32),
-    _config(d_model=32, encoder_layers=3, decoder_layers=2, encoder_ffn_dim=64,
-            decoder_ffn_dim=48, encoder_attention_heads=8, decoder_attention_heads=8,
-            vocab_size=500, max_position_embeddings=128),
-)  # fmt: skip
-
-
-def _expected_count(d: dict[str, Any]) -> int:
-    from minitransformer.nn.marian_config import config_from_marian
-
-    return config_from_marian(dict(d)).num_parameters()
-
-
+# ------------------------------------------------------------------------ helpers
 def _names_used(fn: Any, depth: int = 3) -> set[str]:
     """The global and attribute names ``fn``'s code uses: its nested functions' too, and those
     of the functions it calls by name from its own module (a helper cell), ``depth`` deep."""
@@ -100,11 +50,12 @@ def _names_used(fn: Any, depth: int = 3) -> set[str]:
     return names
 
 
-def _call(fn: Callable, args: tuple, where: str, hint: str) -> Any:
-    """``fn(*args)``; an exception other than NotImplementedError becomes an AssertionError."""
+def _call(fn: Callable, args: tuple, where: str, hint: str, options: dict | None = None) -> Any:
+    """``fn(*args, **options)``; an exception other than NotImplementedError or a check's own
+    AssertionError becomes an AssertionError with ``hint``."""
     try:
-        return fn(*args)
-    except NotImplementedError:
+        return fn(*args, **(options or {}))
+    except (NotImplementedError, AssertionError):
         raise
     except Exception as err:
         message = " ".join(str(err).split())[:200]
@@ -113,118 +64,7 @@ def _call(fn: Callable, args: tuple, where: str, hint: str) -> Any:
         ) from None
 
 
-def _whole_number(got: object, where: str) -> int:
-    """An int from an int, a NumPy integer, an integral float or a 0-d library tensor."""
-    if hasattr(got, "numpy") and callable(got.numpy):
-        got = got.numpy()
-    value = np.asarray(got) if not isinstance(got, str | bytes | bool) else np.asarray(None)
-    ok = value.ndim == 0 and value.dtype.kind in "iuf" and bool(np.isfinite(value))
-    assert ok and value == np.round(value), (
-        f"{where}: you return {got!r:.80}; return a whole number of parameters (an int)"
-    )
-    return int(value)
-
-
-POST_LN = (
-    "Marian is post-LN with no layernorm_embedding: there is no LayerNorm outside the layers "
-    "(none after the last layer, none on the embeddings)"
-)
-
-
-def _mistakes(d: dict[str, Any]) -> list[tuple[int, str]]:
-    """(count − the right count, hint) of each mistake a count of config ``d`` can make alone,
-    in a fixed order (0: a mistake that config ``d`` does not show). Two mistakes may share
-    an amount on one config (on opus-mt's, no LayerNorms = no feed-forward biases), never on
-    all of ``CONFIGS``: the check names the one that fits every config."""
-    D, V, L = d["d_model"], d["vocab_size"], d["max_position_embeddings"]
-    Ne, Nd, fe, fd = (d[k] for k in ("encoder_layers", "decoder_layers", "encoder_ffn_dim",
-                                     "decoder_ffn_dim"))  # fmt: skip
-    he, hd = d["encoder_attention_heads"], d["decoder_attention_heads"]
-    attention, attentions, norms = 4 * (D * D + D), Ne + 2 * Nd, 2 * Ne + 3 * Nd
-    ffn_layer = Ne * (D * fe + D) + Nd * (D * fd + D)  # fc2 (or fc1 with d_model for d_ff)
-    embed = "share_encoder_decoder_embeddings: one matrix embeds source and target and makes "
-    positions = "the positions are sinusoids computed from a formula: are they learned?"
-    mistakes = [
-        (-V, "one vector of vocab_size numbers is missing: what does Marian add to the logits?"),
-        (V * D, embed + "the logits; you count it twice"),
-        (2 * V * D, embed + "the logits; you count it three times"),
-        (-V * D, "the shared embedding itself (vocab_size × d_model) is missing"),
-        (L * D, positions),
-        (2 * L * D, positions),
-        (-Nd * attention, "a decoder layer has two attentions: self-attention and the "
-                          "cross-attention over the encoder's output; one is missing"),
-        (Ne * attention, "only the decoder attends to the other side: an encoder layer has "
-                         "self-attention alone"),
-        (-attentions * (D * D + D), "each attention has four projections, with a bias each: "
-                                    "queries, keys, values and the output W_o"),
-        (-Nd * 2 * D, "a decoder layer has three sublayers, each followed by its own LayerNorm"),
-        (Ne * 2 * D, "an encoder layer has two sublayers, so two LayerNorms"),
-        (-norms * 2 * D, "the LayerNorms are missing: one after every sublayer"),
-        (-norms * D, "a LayerNorm has two vectors of d_model numbers, γ and β"),
-        (2 * D, POST_LN),
-        (4 * D, POST_LN),
-        (-(attentions * 4 * D + Ne * (fe + D) + Nd * (fd + D)),
-         "the biases are missing: every linear map, the attentions' and the feed-forward's, "
-         "adds one"),
-        (-attentions * 4 * D, "the attention projections' biases are missing"),
-        (-(Ne * (fe + D) + Nd * (fd + D)), "the feed-forward's biases are missing"),
-        (-ffn_layer, "the feed-forward has two linear maps, d_model → d_ff → d_model"),
-        (Ne * (he - 1) * attention + 2 * Nd * (hd - 1) * attention,
-         "the heads split d_model: all of an attention's heads together use one d_model × "
-         "d_model matrix per projection, not one each"),
-    ]  # fmt: skip
-    sizes = ("layers", "attention_heads", "ffn_dim")
-    own = _expected_count({**d, **{f"decoder_{k}": d[f"encoder_{k}"] for k in sizes}})
-    mistakes.append((own - _expected_count(d), "a config's decoder may have other sizes than "
-                     "its encoder (decoder_layers, decoder_ffn_dim, ...): your count uses the "
-                     "encoder's"))  # fmt: skip
-    return mistakes
-
-
-def _count_hint(diffs: list[int]) -> str:
-    """The hint of the mistake (or the two) whose amounts are got − want on every config."""
-    table = [_mistakes(d) for d in CONFIGS]  # table[config][mistake] = (amount, hint)
-    amounts = [[row[k][0] for row in table] for k in range(len(table[0]))]
-    hints = [hint for _, hint in table[0]]
-    for k, amount in enumerate(amounts):
-        if amount == diffs:
-            return hints[k]
-    for k, a in enumerate(amounts):
-        for j in range(k + 1, len(amounts)):
-            if [x + y for x, y in zip(a, amounts[j], strict=True)] == diffs:
-                return f"two things, it seems: {hints[k]}; and {hints[j]}"
-    return (
-        "count one encoder layer and one decoder layer on paper first: each attention's four "
-        "projections with their biases (the heads only split d_model), the feed-forward's two "
-        "linear maps, the LayerNorms, and what the decoder has that the encoder has not"
-    )
-
-
-ORACLES = ("num_parameters", "config_from_marian", "marian_names")
-
-
-@_exercise("Exercise 1 (the parameters of a Marian config.json)")
-def check_16_1(count_parameters: Callable) -> None:
-    used = sorted(_names_used(count_parameters) & set(ORACLES))
-    assert not used, (
-        f"count_parameters calls {', '.join(used)}: the library's own count. Write the sum "
-        "yourself, layer by layer; compare with num_parameters() once the check passes"
-    )
-    keys, diffs, first = sorted(CONFIGS[0]), [], None
-    for d in CONFIGS:
-        where = (
-            f"count_parameters(d_model={d['d_model']}, layers {d['encoder_layers']}+"
-            f"{d['decoder_layers']}, vocab_size={d['vocab_size']})"
-        )
-        got = _call(count_parameters, (dict(d),), where, f"the config dict has the keys {keys}")
-        got, want = _whole_number(got, where), _expected_count(d)
-        diffs.append(got - want)
-        if got != want and first is None:
-            first = f"{where} = {got:,}, expected {want:,} (off by {got - want:+,})"
-    assert first is None, f"{first}; hint: {_count_hint(diffs)}"
-
-
-# --------------------------------------------------------- exercise 2: the halves table
+# --------------------------------------------------------- exercise 1: the halves table
 def _as_float_array(got: Any, where: str) -> np.ndarray:
     """A NumPy array of a NumPy array, a list or a library tensor (``.numpy()``)."""
     if hasattr(got, "numpy") and callable(got.numpy):
@@ -241,8 +81,8 @@ def _tolerance(arr: np.ndarray) -> float:
     return 1e-9 if arr.dtype == np.float64 else 1e-4  # a float32 answer: float32's rounding
 
 
-@_exercise("Exercise 2 (Marian's halves position table)")
-def check_16_2(halves_table: Callable) -> None:
+@_exercise("Exercise 1 (Marian's halves position table)")
+def check_16_1(halves_table: Callable) -> None:
     from minitransformer.nn.positional import sinusoid_table
 
     assert "sinusoid_table" not in _names_used(halves_table), (
@@ -251,8 +91,10 @@ def check_16_2(halves_table: Callable) -> None:
     )
     for max_len, d_model in ((50, 16), (3, 512), (1, 2), (9, 6), (12, 20)):
         where = f"halves_table({max_len}, {d_model})"
-        got = _call(halves_table, (max_len, d_model), where,
-                    "it is called with two ints, max_len and d_model (even)")  # fmt: skip
+        got = _call(_without_library, (halves_table, max_len, d_model), where,
+                    "it is called with two ints, max_len and d_model (even)",
+                    {"where": where, "instead": "build the table in NumPy from the angles θ_i "
+                     "(np.sin, np.cos of an array of angles)"})  # fmt: skip
         got = _as_float_array(got, where)
         assert got.shape == (max_len, d_model), (
             f"{where}: shape {got.shape}, expected (max_len, d_model) = {(max_len, d_model)}"
@@ -290,6 +132,143 @@ def check_16_2(halves_table: Callable) -> None:
             f"{where}: not Marian's table (largest difference {np.abs(got - want).max():.3g}); "
             f"hint: {hint}. The angles θ_i are in the cell above the exercise"
         )
+
+
+# --------------------------------------------------------- exercise 2: the halves twin
+def _stream_axes(name: str) -> tuple[int, ...]:
+    """The axes of our weight ``name`` that run over the residual stream's d_model features
+    (the oracle: the same rule as nn/marian_weights.py's ``_feature_axes``, written here)."""
+    if name.endswith("embed.weight"):
+        return (1,)
+    if name.endswith(("norm.gamma", "norm.beta", "w_o.bias", "w_2.bias")):
+        return (0,)
+    if name.endswith(("w_q.weight", "w_k.weight", "w_v.weight", "w_1.weight", "out_proj.weight")):
+        return (0,)
+    return (1,) if name.endswith(("w_o.weight", "w_2.weight")) else ()
+
+
+def _reordered(a: np.ndarray, order: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    for axis in axes:
+        a = np.take(a, order, axis=axis)
+    return a
+
+
+_NOT_REORDERED = {  # what a name's group does with the stream, when it was left as it was
+    "embed.weight": "the embedding writes the stream: its columns are the d_model features",
+    "out_proj.weight": "the output projection reads the stream: its rows (x W) are the features",
+    "norm.gamma": "a LayerNorm's γ and β scale and shift the stream feature by feature",
+    "norm.beta": "a LayerNorm's γ and β scale and shift the stream feature by feature",
+    "w_o.weight": "W_o writes into the stream: its output axis (the columns) is the features",
+    "w_2.weight": "W_2 writes into the stream: its output axis (the columns) is the features",
+    "w_o.bias": "W_o's bias is added to the stream: reorder it with W_o's columns",
+    "w_2.bias": "W_2's bias is added to the stream: reorder it with W_2's columns",
+}
+_HEADS = (
+    "an attention's head axis (the columns of W_q, W_k, W_v, their biases, the rows of W_o) "
+    "is not the residual stream: reordering it moves features into other heads (the finding "
+    "above)"
+)
+
+
+def _twin_hint(name: str, got: np.ndarray, a: np.ndarray, order: np.ndarray) -> str:
+    """Where to look, for a twin's array ``got`` of ``name`` (ours: ``a``) that is wrong."""
+    axes, inverse = _stream_axes(name), np.argsort(order)
+    if axes and got.shape == a.shape and np.array_equal(got, _reordered(a, inverse, axes)):
+        return (
+            "the inverse order: the twin's feature j is our feature order[j] (a[..., order] "
+            "along the axis), not the other way round"
+        )
+    if axes and got.shape == a.shape and np.array_equal(got, a):
+        group = next(k for k in _NOT_REORDERED if name.endswith(k)) if any(
+            name.endswith(k) for k in _NOT_REORDERED
+        ) else None  # fmt: skip
+        reads = "a weight that reads the stream (x W) has the features on its input axis, the rows"
+        return _NOT_REORDERED[group] if group else reads
+    head_names = ("w_q.", "w_k.", "w_v.", "w_o.weight")
+    if any(part in name for part in head_names) and got.shape == a.shape:
+        head_axis = 0 if name.endswith(("w_o.weight", ".bias")) else a.ndim - 1
+        if np.array_equal(got, np.take(_reordered(a, order, axes), order, axis=head_axis)):
+            return _HEADS
+    if axes and a.ndim == 2 and got.shape == a.shape:
+        other = 1 - axes[0]
+        if np.array_equal(got, np.take(a, order, axis=other)):
+            return (
+                f"the wrong axis of {name}: it is {a.shape}, and only one axis of it runs over "
+                "the residual stream (the list above the exercise)"
+            )
+    if not axes and got.shape == a.shape:
+        return (
+            f"{name} has no axis over the residual stream (the d_ff axis, a head axis or the "
+            "vocabulary): return it as it is"
+        )
+    return f"which axes of {name} {a.shape} run over the residual stream (the list above)?"
+
+
+TWIN_CONFIGS = (  # float64 models with the paper's table: tied; untied, with a logits bias
+    {"src_vocab": 11, "tgt_vocab": 11, "d_model": 8, "h": 2, "N": 1, "d_ff": 12},
+    {"src_vocab": 9, "tgt_vocab": 13, "d_model": 12, "h": 3, "N": 2, "d_ff": 20,
+     "tie_embeddings": False, "logits_bias": True},
+)  # fmt: skip
+
+
+@_exercise("Exercise 2 (the halves twin of a model's weights)")
+def check_16_2(halves_twin: Callable) -> None:
+    """Each array of two small models' twins, against the residual-stream rule; then the
+    twin, loaded into a model with Marian's table, computes the original's logits."""
+    import minitransformer as mt
+    from minitransformer.nn.marian_weights import feature_order
+
+    for sizes in TWIN_CONFIGS:
+        cfg = mt.TransformerConfig(**sizes, dtype="float64")
+        model = mt.nn.Transformer(cfg, seed=5).eval()
+        rng = _rng(162)  # every array random (a LayerNorm starts at γ = 1, β = 0: any order)
+        model.load_state_dict({k: rng.standard_normal(np.shape(v)) / 2 for k, v in
+                               model.state_dict().items()})  # fmt: skip
+        state = {k: np.asarray(v) for k, v in model.state_dict().items()}
+        before = {k: v.copy() for k, v in state.items()}  # to tell the learner, not to hide
+        order = feature_order(cfg.d_model)
+        where = f"halves_twin(state of a model with d_model={cfg.d_model}, order)"
+        got = _call(_without_library, (halves_twin, state, order), where,
+                    "state is a dict {name: NumPy array}, order a 1-D array of d_model ints",
+                    {"where": where, "instead": "index each array with order (a[order], "
+                     "a[:, order] or np.take) in NumPy"})  # fmt: skip
+        changed = sorted(
+            k for k in before if k not in state or not np.array_equal(state[k], before[k])
+        )
+        assert not changed and set(state) == set(before), (
+            f"{where} changed the state it was given ({', '.join(changed[:2]) or 'its names'}): "
+            "build a new dict of new arrays; hint: a[order] makes a new array, a[:] = ... and "
+            "state[name] = ... write into the caller's"
+        )
+        assert isinstance(got, dict), (
+            f"{where}: you return {type(got).__name__}; return a dict {{name: array}}, the "
+            "same names as state"
+        )
+        missing, extra = sorted(set(state) - set(got)), sorted(set(got) - set(state))
+        assert not missing and not extra, (
+            f"{where}: names missing {missing[:3]}, names not in state {extra[:3]}; return every "
+            "name of state, and no other"
+        )
+        arrays = {}  # the answer's arrays, as NumPy
+        for name, a in state.items():
+            mine = arrays[name] = _array(got[name], f"{where}[{name!r}]", kinds="f")
+            want = _reordered(a, order, _stream_axes(name))
+            assert mine.shape == want.shape, (
+                f"{where}[{name!r}]: shape {mine.shape}, expected {want.shape}: reordering "
+                f"keeps every shape; hint: which axis of {name} {a.shape} runs over the "
+                "residual stream (the list above the exercise)?"
+            )
+            assert np.allclose(mine, want, rtol=1e-12, atol=0), (
+                f"{where}[{name!r}] is not the twin's; hint: {_twin_hint(name, mine, a, order)}"
+            )
+        twin = mt.nn.Transformer(mt.TransformerConfig(
+            **sizes, dtype="float64", position_layout="halves"), seed=6).eval()  # fmt: skip
+        twin.load_state_dict({k: a.astype(np.float64) for k, a in arrays.items()})
+        src = rng.integers(3, sizes["src_vocab"], size=(2, 5))
+        tgt = rng.integers(3, sizes["tgt_vocab"], size=(2, 4))
+        with mt.no_grad():
+            gap = np.abs(twin(src, tgt).numpy() - model(src, tgt).numpy()).max()
+        assert gap < 1e-9, f"{where}: the twin's logits differ by {gap:.2g} (a bug of the check)"
 
 
 # ------------------------------------------------------ exercise 3: Marian's feed-forward

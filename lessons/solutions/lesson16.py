@@ -6,34 +6,35 @@ import minitransformer as mt
 import minitransformer.functional as F
 
 
-# Exercise 1: per layer, each attention has four (D, D) projections with D biases each, the
-# feed-forward two linear maps (D -> d_ff -> D, with biases), each LayerNorm a γ and a β of D;
-# the decoder adds a cross-attention and a third LayerNorm. One shared (V, D) embedding
-# (tied: it is also the output projection), plus Marian's final logits bias (V). The
-# positions are sinusoids (no parameters), and the heads only split D (no extra weights).
-def count_parameters(config):
-    D, V = config["d_model"], config["vocab_size"]
-    attention = 4 * (D * D + D)
-    layer_norm = 2 * D
-
-    def ffn(d_ff):
-        return D * d_ff + d_ff + d_ff * D + D
-
-    encoder = config["encoder_layers"] * (
-        attention + ffn(config["encoder_ffn_dim"]) + 2 * layer_norm
-    )
-    decoder = config["decoder_layers"] * (
-        2 * attention + ffn(config["decoder_ffn_dim"]) + 3 * layer_norm
-    )
-    return encoder + decoder + V * D + V
-
-
-# Exercise 2: the paper's angles pos / 10000^(2i / d_model), i = 0 .. d_model/2 - 1; every
+# Exercise 1: the paper's angles pos / 10000^(2i / d_model), i = 0 .. d_model/2 - 1; every
 # sine first, then every cosine (the interleaved table's columns in the order P).
 def halves_table(max_len, d_model):
     pos = np.arange(max_len)[:, None]  # (L, 1)
     angle = pos / 10000.0 ** (np.arange(0, d_model, 2) / d_model)  # (L, D/2)
     return np.concatenate([np.sin(angle), np.cos(angle)], axis=1)  # (L, D)
+
+
+# Exercise 2: reorder by `order` the axes that run over the residual stream: the columns of
+# the embeddings (the features they write), the rows of every weight that reads the stream
+# (x W: W_q, W_k, W_v, W_1, an untied output projection), the columns of W_o and W_2 and
+# their biases (they write into it), each LayerNorm's γ and β. The head axis of an attention
+# and the feed-forward's d_ff axis stay as they are; a[order] makes new arrays.
+def halves_twin(state, order):
+    twin = {}
+    for name, a in state.items():
+        if name.endswith("embed.weight"):
+            twin[name] = a[:, order]
+        elif name.endswith(("w_q.weight", "w_k.weight", "w_v.weight", "w_1.weight")):
+            twin[name] = a[order]
+        elif name.endswith(("out_proj.weight", "norm.gamma", "norm.beta")):
+            twin[name] = a[order]
+        elif name.endswith(("w_o.bias", "w_2.bias")):
+            twin[name] = a[order]
+        elif name.endswith(("w_o.weight", "w_2.weight")):
+            twin[name] = a[:, order]
+        else:  # the q, k, v biases (head axis), W_1's bias (d_ff), the logits bias (V)
+            twin[name] = a.copy()
+    return twin
 
 
 # Exercise 3: Marian's nn.Linear computes x Wᵀ + b with W stored as (d_out, d_in); this
