@@ -3,8 +3,12 @@ answer and fail wrong answers with a hint; the notebook ships placeholders and g
 exercise away before its cell (the solutions and placeholders: CASES_19 in
 test_lesson_exercises.py; garbage answers: test_lesson_checks_robust.py).
 
-- 19.1 (the entropy of attention rows): log(0) left in (NaN), log base 2, no minus sign, a
-  sum over every axis, and the library's ``heads.head_stats`` fail;
+- 19.1 (Voita et al.'s positional criterion, which replaced the entropy of attention rows
+  of issue 46: lesson 06's exercise 3 asks that): the mean weight instead of the largest,
+  padded rows counted, offset 0 taken for a neighbour, the threshold misused (>, 0.5, 90),
+  the direction flipped, 0 for "not positional", the library, and writing into the weights
+  fail, each with its own hint; loops, a per-sentence mean of the fraction, lists, floats,
+  NumPy integers and Tensors pass;
 - 19.2 (importance by central differences): a one-sided difference, the signed derivative,
   twice the derivative fail.
 """
@@ -12,10 +16,18 @@ test_lesson_exercises.py; garbage answers: test_lesson_checks_robust.py).
 from __future__ import annotations
 
 import importlib
+import re
 
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_cells
+from lesson_notebooks import (
+    LESSONS,
+    assert_ships_placeholders,
+    checks,
+    code_before,
+    code_cells,
+    markdown_cells,
+)
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
@@ -32,48 +44,105 @@ s19 = importlib.import_module("solutions.lesson19")
 
 
 # ------------------------------------------------------------------ 19.1
-def _per_row(p):  # one row at a time, in plain Python
-    a = np.asarray(p, dtype=float)
-    flat = a.reshape(-1, a.shape[-1])
-    out = [-sum(x * np.log(x) for x in row if x > 0) for row in flat]
-    return np.array(out).reshape(a.shape[:-1])
+def _loops(weights, lengths):  # row by row, in plain Python
+    hits = {-1: 0, 1: 0}
+    rows = 0
+    for sentence, n in zip(weights, lengths, strict=True):
+        for t, row in enumerate(list(sentence)[: int(n)]):
+            row = list(row)
+            peak = row.index(max(row))
+            rows += 1
+            if peak - t in hits:
+                hits[peak - t] += 1
+    for offset, count in hits.items():
+        if count >= 0.9 * rows:
+            return offset
+    return None
 
 
-def _tensor(p):  # the answer as a library Tensor (no library call inside: built after)
-    return s19.row_entropy(p).tolist()
+def _per_sentence(weights, lengths):  # each sentence's fraction, then their mean
+    w, n = np.asarray(weights), np.asarray(lengths)
+    for offset in (-1, 1):
+        shares = [np.mean(w[b, :k].argmax(-1) == np.arange(k) + offset) for b, k in enumerate(n)]
+        if np.mean(shares) >= 0.9:
+            return offset
+    return None
 
 
-@pytest.mark.parametrize(
-    "answer", [_per_row, _tensor, lambda p: list(np.ravel(s19.row_entropy(p)))]
-)
-def test_19_1_accepts_every_valid_form(answer):
-    assert checks.check_19_1(answer) == checks.CORRECT
+VALID_19_1 = {
+    "loops": _loops,
+    "per sentence": _per_sentence,
+    "a float": lambda w, n: None if (o := s19.positional_offset(w, n)) is None else float(o),
+    "a NumPy integer": lambda w, n: None if (o := s19.positional_offset(w, n)) is None
+    else np.int64(o),
+    "a Tensor": lambda w, n: None if (o := s19.positional_offset(w, n)) is None
+    else mt.tensor(np.array([float(o)])),
+}  # fmt: skip
 
 
-def _nan_at_zero(p):
-    p = np.asarray(p, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return -(p * np.log(p)).sum(-1)
+@pytest.mark.parametrize("name", VALID_19_1)
+def test_19_1_accepts_every_valid_form(name):
+    assert checks.check_19_1(VALID_19_1[name]) == checks.CORRECT
+
+
+def _slip(**flags):
+    from checks.lesson19 import _verdict
+
+    return lambda w, n: _verdict(np.asarray(w, dtype=float), n, **flags)
+
+
+def _zero_for_no(w, n):
+    o = s19.positional_offset(w, n)
+    return 0 if o is None else o
+
+
+def _writes_into_the_weights(w, n):
+    if isinstance(w, np.ndarray):
+        w[:, 0, 0] = 1.0  # "fix" the first row in place
+    return s19.positional_offset(w, n)
+
+
+def _library(w, n):
+    w = np.asarray(w, dtype=float)
+    stats = heads.head_stats(w[:, None], np.arange(w.shape[1])[None, :] < np.asarray(n)[:, None])
+    return -1 if stats["prev"][0] >= 0.5 else None
 
 
 WRONG_19_1 = {
-    "log(0) left in": (_nan_at_zero, "NaN"),
-    "bits": (lambda p: s19.row_entropy(p) / np.log(2), "nats"),
-    "no minus": (lambda p: -s19.row_entropy(p), "never negative"),
-    "every axis": (lambda p: np.full(np.shape(p)[:-1], s19.row_entropy(p).sum()), "last axis"),
-    "the library": (
-        lambda p: heads.head_stats(np.asarray(p, dtype=float).reshape(1, 1, -1, np.shape(p)[-1]))[
-            "entropy"
-        ],
-        "calls the library",
-    ),
+    "the mean weight": (_slip(largest=False), "LARGEST weight"),
+    "padded rows counted": (_slip(real=False), "rows of real tokens"),
+    "offset 0 as a neighbour": (_slip(with_same=True), "no neighbour"),
+    "> for >=": (_slip(strict=True), "exactly 0.9 counts"),
+    "a majority": (_slip(threshold=0.5), "not a majority"),
+    "90 for 0.9": (_slip(threshold=90), "0.9 (not 90)"),
+    "the direction flipped": (_slip(sign=-1), "direction flipped"),
+    "0 for not positional": (_zero_for_no, "None, not 0"),
+    "never positional": (lambda w, n: None, "0.9 (not 90)"),
+    "the library": (_library, "calls the library"),
+    "writes into the weights": (_writes_into_the_weights, "weights"),
 }
 
 
 @pytest.mark.parametrize("name", WRONG_19_1)
-def test_19_1_rejects_wrong_entropies(name):
+def test_19_1_rejects_each_slip_with_its_hint(name):
     answer, words = WRONG_19_1[name]
     assert words in _fails(checks.check_19_1, answer)
+
+
+def test_19_1_each_slip_gives_other_verdicts_than_every_other():
+    """The check names a slip by its verdicts on the check's heads: no two slips (nor a
+    slip and the right answer) may give the same list."""
+    from checks.lesson19 import _SLIPS, _cases, _verdict
+
+    cases = _cases()
+    lists = [tuple(_verdict(w, n, **flags) for _, w, n, _ in cases) for flags, _ in _SLIPS]
+    assert len(set(lists)) == len(lists)
+    assert tuple(v for *_, v in cases) not in lists
+    for _, w, n, _ in cases:  # real rows sum to 1, padded keys get nothing
+        rows = np.arange(w.shape[1])[None, :] < n[:, None]
+        np.testing.assert_allclose(w.sum(-1)[rows], 1.0)
+        for b, k in enumerate(n):
+            assert not w[b, :, k:].any()
 
 
 # ------------------------------------------------------------------ 19.2
@@ -117,20 +186,21 @@ def test_19_2_accepts_a_list_and_a_tensor():
 # ------------------------------------------------------------------ the notebook
 def test_ships_placeholders_and_calls_each_check_once():
     assert_ships_placeholders(NOTEBOOK, 19, ["19_1", "19_2"],
-                              ["row_entropy", "importance_by_differences"])  # fmt: skip
-
-
-def _first(cells, marker):
-    return next(i for i, c in enumerate(cells) if marker in c)
+                              ["positional_offset", "importance_by_differences"])  # fmt: skip
 
 
 def test_no_cell_gives_an_exercise_away_before_it():
-    """No logarithm of weights before exercise 1, no finite difference before exercise 2."""
+    """Nothing above exercise 1 takes an argmax of the weights or states Voita's rule with
+    its threshold; no finite difference before exercise 2. The lesson's own computation of
+    the criterion comes after exercise 1."""
+    before_1 = code_before(NOTEBOOK, "positional_offset")
+    for giveaway in ("argmax", "0.9", "VOITA", "t - 1", "t + 1"):
+        assert giveaway not in before_1, giveaway
+    text = "\n".join(markdown_cells(NOTEBOOK))
+    exercise = text.index("Exercise 1")
+    assert "argmax" not in text[:exercise]
     cells = code_cells(NOTEBOOK)
-    ex1, ex2 = (
-        _first(cells, f"def {name}(") for name in ("row_entropy", "importance_by_differences")
-    )
-    before_1 = "\n".join(cells[:ex1])
-    assert "np.log" not in before_1 and "heads.head_stats(" not in before_1
-    before_2 = "\n".join(cells[:ex2])
-    assert "eps" not in before_2 and "2 *" not in before_2
+    after = "\n".join(cells[cells.index(next(c for c in cells if "check_19_1(" in c)) :])
+    assert "argmax(" in after  # the lesson computes the criterion itself, after
+    before_2 = code_before(NOTEBOOK, "importance_by_differences")
+    assert not re.search(r"\beps\b", before_2) and "2 *" not in before_2  # ("steps" is fine)

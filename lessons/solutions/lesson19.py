@@ -3,11 +3,18 @@
 import numpy as np
 
 
-# Exercise 1: H = -sum p log p over the last axis; a zero weight contributes 0 (0 log 0 = 0)
-def row_entropy(p):
-    p = np.asarray(p, dtype=np.float64)
-    logs = np.log(np.where(p > 0, p, 1.0))  # log 1 = 0 where p = 0
-    return -(p * logs).sum(axis=-1)
+# Exercise 1: the share of real rows whose largest weight is at key t - 1 (and t + 1)
+def positional_offset(weights, lengths):
+    w = np.asarray(weights, dtype=np.float64)
+    B, T, S = w.shape
+    t = np.arange(T)
+    real = t[None, :] < np.asarray(lengths)[:, None]  # (B, T): rows of real tokens
+    peak = w.argmax(axis=-1)  # (B, T): the key each row gives its largest weight
+    for offset in (-1, 1):
+        share = (peak == t + offset)[real].mean()
+        if share >= 0.9:
+            return offset
+    return None
 
 
 # Exercise 2: |L(1 + eps e_h) - L(1 - eps e_h)| / (2 eps) for each head h
