@@ -976,9 +976,10 @@ CASES.update(CASES_19)
 # ------------------------------------ lesson 20 (more cases: tests/test_lesson_exercises_20.py)
 s20 = solutions(20)
 CASES_20 = {
-    "20_1": (checks.check_20_1, lambda: s20.band_mask, lambda: placeholder,
-             [lambda: lambda T, S, w, c: s20.band_mask(T, T, w, c) if T == S
-              else np.zeros((T, S), bool)]),  # the positions of T < S ignored
+    "20_1": (checks.check_20_1, lambda: s20.strided_keys, lambda: placeholder,
+             # the band without the columns
+             [lambda: lambda p, S, s, c: [j for j in range(max(0, p - s + 1), min(S, p + s))
+                                          if j <= p or not c]]),
     "20_2": (checks.check_20_2, lambda: s20.causal_linear_attention, lambda: placeholder,
              # every key read: not causal
              [lambda: lambda fq, fk, v: (fq @ (fk.T @ v)) / (fq @ fk.sum(0))[:, None]]),
