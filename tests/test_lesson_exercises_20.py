@@ -4,9 +4,13 @@ before its cell; its diagram draws the patterns the library's ops read (the solu
 placeholders: CASES_20 in test_lesson_exercises.py; garbage answers:
 test_lesson_checks_robust.py).
 
-- 20.1 (the dense band mask): the position offset ignored, a strict edge, the causal edge on
-  the wrong side or missing, a transposed mask, values other than 0/1, and the library's
-  causal mask fail, each with its own hint; a loop, 0/1 integers, a list and a Tensor pass;
+- 20.1 (the keys one query of strided attention reads, a sorted list): duplicates, an
+  unsorted list, a set, a mask over the keys (bool or 0/1), a 2-D array, fractions, positions
+  outside the sequence, offsets for positions, causal ignored / always applied / on the wrong
+  side, columns counted from 0, the band or the columns missing, the columns on one side, a
+  band one short, the query's own key left out, the last column cut, the diagram's helper and
+  a library call fail, each with its own hint; a loop, NumPy arrays and integers, a tuple,
+  floats, a Tensor and the band written |p - j| <= s pass;
 - 20.2 (causal linear attention without a (T, T) array): the non-causal sums, j < i, no
   denominator, the whole sequence's denominator, the feature map applied again, the naive
   (T, T) form (refused by its memory), an answer that writes into its inputs, and a call into
@@ -19,16 +23,16 @@ test_lesson_checks_robust.py).
 from __future__ import annotations
 
 import importlib
+import json
 import math
 
 import matplotlib
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_before
+from lesson_notebooks import LESSONS, assert_ships_placeholders, checks, code_before, code_cells
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
-from minitransformer.nn.masks import causal_mask
 
 matplotlib.use("Agg")
 
@@ -38,19 +42,27 @@ patterns = importlib.import_module("figures.sparse_patterns")
 
 
 # ------------------------------------------------------------------ 20.1
-def _loop_mask(T, S, window, causal):  # one cell at a time, in plain Python
-    rows = []
-    for i in range(T):
-        p = i + S - T
-        rows.append([abs(p - j) <= window and (j <= p or not causal) for j in range(S)])
-    return rows
+def _loop_keys(p, S, s, causal):  # one key at a time, in plain Python
+    return [j for j in range(S) if (abs(p - j) < s or (p - j) % s == 0) and (j <= p or not causal)]
+
+
+def _numpy_keys(p, S, s, causal):  # the band and the columns as arrays, np.int64 positions
+    band = np.arange(max(0, p - s + 1), min(S, p + s))
+    columns = np.arange(p % s, S, s)
+    keys = np.union1d(band, columns)
+    return keys[keys <= p] if causal else keys
 
 
 VALID_20_1 = {
-    "a loop, as lists": _loop_mask,
-    "0/1 integers": lambda T, S, w, c: s20.band_mask(T, S, w, c).astype(int),
-    "0./1. floats": lambda T, S, w, c: s20.band_mask(T, S, w, c).astype(float),
-    "a Tensor": lambda T, S, w, c: mt.tensor(s20.band_mask(T, S, w, c).astype(np.float32)),
+    "a loop, a list": _loop_keys,
+    "a NumPy array": _numpy_keys,
+    "a list of NumPy integers": lambda p, S, s, c: list(_numpy_keys(p, S, s, c)),
+    "a tuple": lambda p, S, s, c: tuple(s20.strided_keys(p, S, s, c)),
+    "floats": lambda p, S, s, c: [float(j) for j in s20.strided_keys(p, S, s, c)],
+    "a Tensor": lambda p, S, s, c: mt.tensor(np.array(s20.strided_keys(p, S, s, c), np.float32)),
+    "a band |p - j| <= s": lambda p, S, s, c: [  # p ± s are columns anyway
+        j for j in range(S) if (abs(p - j) <= s or (p - j) % s == 0) and (j <= p or not c)
+    ],
 }
 
 
@@ -59,55 +71,77 @@ def test_20_1_accepts_every_valid_form(name):
     assert checks.check_20_1(VALID_20_1[name]) == checks.CORRECT
 
 
-def _no_offset(T, S, w, c):
-    i, j = np.arange(T)[:, None], np.arange(S)[None, :]
-    m = np.abs(i - j) <= w
-    return m & (j <= i) if c else m
+def _keys(p, S, s, causal, band=None, columns="both", anchor=None, future=False):
+    """A slip of the strided key set (the check's own slips, written independently)."""
+    band = s if band is None else band
+    anchor = p if anchor is None else anchor
+    keys = []
+    for j in range(S):
+        near = abs(p - j) < band and columns != "only"
+        column = (anchor - j) % s == 0 and columns != "none"
+        column = column and (j <= p or columns != "past")
+        if (near or column) and (not causal or (j >= p if future else j <= p)):
+            keys.append(j)
+    return keys
 
 
-def _strict(T, S, w, c):
-    p, j = np.arange(T)[:, None] + S - T, np.arange(S)[None, :]
-    m = np.abs(p - j) < w
-    return m & (j <= p) if c else m
+def _out_of_range(p, S, s, c):  # the columns not cut to the sequence
+    band = range(max(0, p - s + 1), min(S, p + s))
+    columns = range(p - s * (S // s + 1), p + s * (S // s + 1) + 1, s)
+    return sorted({j for j in (*band, *columns) if j <= p or not c})
 
 
-def _future(T, S, w, c):
-    p, j = np.arange(T)[:, None] + S - T, np.arange(S)[None, :]
-    m = np.abs(p - j) <= w
-    return m & (j >= p) if c else m
+def _last_column_cut(p, S, s, c):  # range(..., S - 1, s): the column at S - 1 lost
+    keys = set(range(max(0, p - s + 1), min(S, p + s))) | set(range(p % s, S - 1, s))
+    return sorted(j for j in keys if j <= p or not c)
 
 
-def _all_past(T, S, w, c):
-    p, j = np.arange(T)[:, None] + S - T, np.arange(S)[None, :]
-    return (j <= p) if c else np.abs(p - j) <= w
+def _mask(p, S, s, c):
+    out = np.zeros(S, bool)
+    out[s20.strided_keys(p, S, s, c)] = True
+    return out
 
 
-def _library_causal(T, S, w, c):
-    band = s20.band_mask(T, S, w, False)
-    if c:
-        band = band & np.asarray(causal_mask(T, offset=S - T))[0, 0]
-    return band
+def _the_diagram(p, S, s, c):  # a row of the lesson's figure helper: not the learner's own
+    return np.flatnonzero(patterns.reads("strided", S, s, c)[p]).tolist()
 
 
 WRONG_20_1 = {
-    "offset ignored": (_no_offset, "LAST T positions"),
-    "strict edge": (_strict, "exactly `window`"),
-    "causal ignored": (lambda T, S, w, c: s20.band_mask(T, S, w, False), "after its own"),
-    "the future kept": (_future, "BEFORE the query"),
-    "every past key": (_all_past, "lower edge"),
-    # at T = S the transposed causal band is the future's band
-    "transposed": (lambda T, S, w, c: s20.band_mask(T, T, w, c).T, "BEFORE the query"),
-    "twos": (lambda T, S, w, c: 2 * s20.band_mask(T, S, w, c), "True/False"),
-    "(S, T) shape": (
-        lambda T, S, w, c: s20.band_mask(T, S, w, c) if T == S else np.zeros((S, T), bool),
-        "(T, S)",
+    "duplicates": (lambda p, S, s, c: [*s20.strided_keys(p, S, s, c), p], "more than once"),
+    "unsorted": (lambda p, S, s, c: s20.strided_keys(p, S, s, c)[::-1], "not in order"),
+    "a set": (lambda p, S, s, c: set(s20.strided_keys(p, S, s, c)), "a set has no order"),
+    "a boolean mask": (_mask, "mask over the S keys"),
+    "a 0/1 mask": (lambda p, S, s, c: _mask(p, S, s, c).astype(int), "mask over the S keys"),
+    "a (1, n) array": (lambda p, S, s, c: np.array([s20.strided_keys(p, S, s, c)]), "flat list"),
+    "half positions": (
+        lambda p, S, s, c: [j + 0.5 for j in s20.strided_keys(p, S, s, c)],
+        "whole numbers",
     ),
-    "the library": (_library_causal, "calls the library"),
+    "outside the sequence": (_out_of_range, "outside the sequence"),
+    "offsets": (lambda p, S, s, c: [j - p for j in s20.strided_keys(p, S, s, c)], "offsets"),
+    "causal ignored": (lambda p, S, s, c: _keys(p, S, s, False), "no key after"),
+    "always causal": (lambda p, S, s, c: _keys(p, S, s, True), "after it too"),
+    "the future kept": (lambda p, S, s, c: _keys(p, S, s, c, future=True), "BEFORE the query"),
+    "columns from 0": (lambda p, S, s, c: _keys(p, S, s, c, anchor=0), "counted from the query"),
+    "no columns": (lambda p, S, s, c: _keys(p, S, s, c, columns="none"), "only the band"),
+    "no band": (lambda p, S, s, c: _keys(p, S, s, c, columns="only"), "only the columns"),
+    "past columns only": (lambda p, S, s, c: _keys(p, S, s, c, columns="past"), "both ways"),
+    "band one short": (lambda p, S, s, c: _keys(p, S, s, c, band=s - 1), "s - 1"),
+    "its own key left out": (
+        lambda p, S, s, c: [j for j in s20.strided_keys(p, S, s, c) if j != p],
+        "its own",
+    ),
+    "the last column cut": (_last_column_cut, "look at the ends"),
+    "the diagram's helper": (_the_diagram, "calls the library"),
+    "the library": (
+        lambda p, S, s, c: mt.functional.relu(mt.tensor(np.array(s20.strided_keys(p, S, s, c)))),
+        "calls the library",
+    ),
 }
 
 
 @pytest.mark.parametrize("name", WRONG_20_1)
-def test_20_1_rejects_wrong_masks_with_their_hint(name):
+def test_20_1_rejects_wrong_key_sets_with_their_hint(name):
     answer, words = WRONG_20_1[name]
     assert words in _fails(checks.check_20_1, answer)
 
@@ -224,19 +258,45 @@ def test_20_3_rejects_wrong_lengths_with_their_hint(name):
 def test_ships_placeholders_and_calls_each_check_once():
     assert_ships_placeholders(
         NOTEBOOK, 20, ["20_1", "20_2", "20_3"],
-        ["band_mask", "causal_linear_attention", "crossover_length"],
+        ["strided_keys", "causal_linear_attention", "crossover_length"],
     )  # fmt: skip
 
 
+def _markdown_before(name: str) -> str:
+    """The markdown cells above the code cell that defines ``def name(``, joined."""
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    at = next(i for i, c in enumerate(cells) if f"def {name}(" in "".join(c["source"]))
+    return "\n".join("".join(c["source"]) for c in cells[:at] if c["cell_type"] == "markdown")
+
+
 def test_no_cell_gives_an_exercise_away_before_it():
-    """No position comparison before exercise 1, no running sum before exercise 2, no solved
-    inequality before exercise 3."""
-    before_1 = code_before(NOTEBOOK, "band_mask")
-    assert "S - T" not in before_1 and "<= window" not in before_1 and "np.abs(" not in before_1
+    """No strided key set (code or ranges in the text) before exercise 1, no running sum
+    before exercise 2, no solved inequality before exercise 3."""
+    before_1 = code_before(NOTEBOOK, "strided_keys")
+    for giveaway in ("% s", "%s", "% stride", "strided_offsets", "strided_mask", "reads("):
+        assert giveaway not in before_1, giveaway
+    text_1 = _markdown_before("strided_keys")
+    for giveaway in ("mod s", "p % s", "p − s + 1", "multiples of s on both sides", "±s"):
+        assert giveaway not in text_1, giveaway
     before_2 = code_before(NOTEBOOK, "causal_linear_attention")
     assert "cumsum" not in before_2 and "np.outer" not in before_2 and "+=" not in before_2
     before_3 = code_before(NOTEBOOK, "crossover_length")
     assert "floor(" not in before_3 and "ceil(" not in before_3 and "overhead" not in before_3
+
+
+def test_the_lesson_builds_the_strided_pattern_after_exercise_1():
+    """The offsets, the dense mask and Child et al.'s two-hop reach come after the check."""
+    cells = code_cells(NOTEBOOK)
+    at = next(i for i, c in enumerate(cells) if "check_20_1(" in c)
+    after = "\n".join(cells[at + 1 :])
+    assert "def strided_offsets(" in after and "def strided_mask(" in after
+    assert "every earlier position reached" in after
+
+
+def _local(T, w, causal):
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    allowed = np.abs(i - j) <= w
+    return allowed & (j <= i) if causal else allowed
 
 
 # ------------------------------------------------------------------ the diagram
@@ -244,12 +304,15 @@ def test_no_cell_gives_an_exercise_away_before_it():
 def test_the_diagram_draws_what_the_ops_read(causal):
     """The diagram's patterns are the masks the lesson's tests hold the library to (T = S)."""
     T = 16
-    assert np.array_equal(patterns.reads("local", T, 2, causal), s20.band_mask(T, T, 2, causal))
+    assert np.array_equal(patterns.reads("local", T, 2, causal), _local(T, 2, causal))
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     strided = (np.abs(i - j) < 4) | ((i - j) % 4 == 0)
     if causal:
         strided &= j <= i
     assert np.array_equal(patterns.reads("strided", T, 4, causal), strided)
+    for p in range(T):  # each row is exercise 1's key set
+        keys = np.flatnonzero(strided[p]).tolist()
+        assert keys == s20.strided_keys(p, T, 4, causal)
     assert patterns.reads("linear", T, 1, causal).sum() == (T * (T + 1) // 2 if causal else T * T)
 
 

@@ -1,16 +1,21 @@
 """Lesson 20 (below n²): the checks of its exercises.
 
-- ``check_20_1``: Exercise 1 (the dense band mask of local attention)
+- ``check_20_1``: Exercise 1 (the keys one query of strided attention reads)
 - ``check_20_2``: Exercise 2 (causal linear attention without a (T, T) array)
 - ``check_20_3``: Exercise 3 (the crossover length from counted multiply-adds)
 
-Exercise 1's answer ``band_mask(T, S, window, causal)`` is compared with the band the
-library's ``local_attention`` reads, positions as in the library: key j at position j, query
-i at position i + S - T (the queries are the last T positions, as in cached decoding). Cases
-with T < S, a window wider than the sequence and a single query. Any (T, S) array of
-booleans or of 0/1 numbers passes (a list, a Tensor); it must be built in NumPy: a call into
-the library fails. Each usual slip gets its own hint: the position offset ignored, |p - j| <
-window, the causal edge on the wrong side, the causal case reading every earlier key.
+Exercise 1's answer ``strided_keys(p, S, stride, causal)`` is the sorted list of the key
+positions j (0 <= j < S) that the query at position p reads in the merged strided pattern the
+library's ``strided_attention`` computes: |p - j| < stride, or (p - j) a multiple of stride;
+causal, only j <= p. Cases at both ends of the sequence, stride 1, a stride wider than the
+sequence. Any flat sequence of whole numbers passes (a list, a tuple, a range, an array, a
+Tensor, NumPy integers); a set (no order), a mask over the keys and a (T, S) array are refused
+with their own hint. It must be index arithmetic of the learner's own: a call into the
+library or into the lesson's figure helpers (``figures.sparse_patterns.reads``) fails. Each
+usual slip gets its own hint: duplicates, unsorted, positions outside the sequence, offsets
+for positions, causal ignored or applied when not asked or on the wrong side, columns counted
+from 0 instead of from p, the band or the columns missing, the columns on one side, a band
+one short, the query's own position left out; anything else names the missing and extra keys.
 
 Exercise 2's answer ``causal_linear_attention(fq, fk, v)`` gets the features fq = phi(q),
 fk = phi(k) (T, d), positive, and the values v (T, d_v), and must return out (T, d_v) with
@@ -33,74 +38,137 @@ from __future__ import annotations
 import math
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
 from ._shared import _array, _exercise, _rng, _whole_number, _without_library
 
-
 # ------------------------------------------------------------------ exercise 1
-def _band(T: int, S: int, window: int, causal: bool, offset: int | None = None) -> np.ndarray:
-    """The band local attention reads: |p - j| <= window (causal: p - window <= j <= p),
-    p = i + offset, offset S - T unless given."""
-    p = np.arange(T)[:, None] + (S - T if offset is None else offset)
-    j = np.arange(S)[None, :]
-    allowed = np.abs(p - j) <= window
-    return allowed & (j <= p) if causal else allowed
+_FIGURES = str(Path(__file__).resolve().parent.parent / "figures")  # the diagram's helpers
 
 
-def _mask_hint(got: np.ndarray, T: int, S: int, window: int, causal: bool) -> str:
-    """Where a wrong band mask went wrong, from the usual slips."""
-    p = np.arange(T)[:, None] + S - T
-    j = np.arange(S)[None, :]
+def _strided(
+    p: int,
+    S: int,
+    s: int,
+    causal: bool,
+    *,
+    band: int | None = None,
+    columns: str = "both",
+    anchor: int | None = None,
+    future: bool = False,
+) -> set[int]:
+    """The keys the query at position p reads in the merged strided pattern: |p - j| < s or
+    (p - j) a multiple of s, 0 <= j < S, causal: j <= p. The keywords make the usual slips:
+    ``band`` a band of |p - j| < band (0: none), ``columns`` "both", "past", "none" or
+    "only" (no band), ``anchor`` the position the columns count from (p unless given),
+    ``future`` the causal filter on the wrong side."""
+    band = s if band is None else band
+    anchor = p if anchor is None else anchor
+    keys = set()
+    for j in range(S):
+        near = abs(p - j) < band and columns != "only"
+        column = (anchor - j) % s == 0 and columns != "none"
+        if columns == "past":
+            column = column and j <= p
+        if near or column:
+            keys.add(j)
+    if causal:
+        keys = {j for j in keys if (j >= p if future else j <= p)}
+    return keys
+
+
+def _keys_hint(got: list[int], p: int, S: int, s: int, causal: bool) -> str:
+    """Where a wrong key set went wrong, from the usual slips (got: whole numbers)."""
+    want = _strided(p, S, s, causal)
+    mine = set(got)
+    if mine == want:
+        if len(got) != len(mine):
+            return (
+                f"position(s) {sorted(j for j in mine if got.count(j) > 1)} appear more than "
+                "once: the band and the columns overlap (p itself is both: p - p = 0 is a "
+                "multiple of s); list each key once"
+            )
+        return "the right keys, but not in order: return them sorted, smallest position first"
+    inside = {j for j in mine if 0 <= j < S}
+    if inside == want:
+        return (
+            f"positions {sorted(mine - inside)} are outside the sequence (keys sit at 0 ... "
+            f"S - 1 = {S - 1}): keep only the band and the columns that fall inside it"
+        )
+    if mine == {j - p for j in want}:
+        return "these are offsets from the query (j - p); return the key positions j themselves"
     slips = [
-        (_band(T, S, window, causal, offset=0), "your query i sits at position i, but the "
-         "queries are the LAST T positions of the keys' sequence (as in cached decoding): "
-         "look at where query i sits when T < S"),
-        (_band(T, S, window - 1, causal) if window > 0 else None, "a key exactly `window` "
-         "positions away is read too: look at the comparison at the band's edges"),
-        (_band(T, S, window, False), "with causal=True no query reads a key after its own "
-         "position"),
-        (_band(T, S, window, False) & (j >= p), "the causal band keeps the keys BEFORE the "
-         "query (the past), not after it"),
-        ((j <= p), "the causal band still has a lower edge: a query reads at most `window` "
-         "keys back"),
+        (_strided(p, S, s, False) if causal else None, "with causal=True the query reads no "
+         "key after its own position p"),
+        (_strided(p, S, s, True) if not causal else None, "with causal=False the query reads "
+         "the keys after it too: the band and the columns go both ways"),
+        (_strided(p, S, s, causal, future=True), "the causal pattern keeps the keys BEFORE the "
+         "query (the past, j <= p), not after it"),
+        (_strided(p, S, s, causal, anchor=0), "the columns are every s-th position counted "
+         "from the query, (p - j) a multiple of s, not the positions j that are multiples of s"),
+        (_strided(p, S, s, causal, columns="none"), "only the band: the strided pattern also "
+         "reads every s-th key, the columns (p - j) a multiple of s, as far as the sequence goes"),
+        (_strided(p, S, s, causal, columns="only"), "only the columns: the strided pattern also "
+         "reads the band |p - j| < s around the query"),
+        (_strided(p, S, s, causal, columns="past"), "the columns go both ways when not causal: "
+         "p + s, p + 2s, ... as well as p - s, p - 2s, ..."),
+        (_strided(p, S, s, causal, band=s - 1) if s > 1 else None, "the band reaches s - 1 "
+         "positions on each side (|p - j| < s): look at its edges"),
+        (want - {p}, "the query reads its own position p too (the band holds it)"),
     ]  # fmt: skip
     for slip, hint in slips:
-        if slip is not None and np.array_equal(got, slip):
+        if slip is not None and mine == slip:
             return hint
-    want = _band(T, S, window, causal)
-    row = int(np.flatnonzero((got != want).any(axis=1))[0])
+    missing, extra = sorted(want - mine), sorted(mine - want)
+    ends = " (look at the ends: 0 and S - 1 may be columns, and range() stops before its stop)"
     return (
-        f"query row {row} (at position {row + S - T}) reads keys "
-        f"{np.flatnonzero(got[row]).tolist()} in your mask, and "
-        f"{np.flatnonzero(want[row]).tolist()} in local attention's band"
+        f"missing {missing[:8]}{'...' if len(missing) > 8 else ''}"
+        + (f", and {extra[:8]} should not be there" if extra else "")
+        + (ends if {0, S - 1} & set(missing) else "")
     )
 
 
-@_exercise("Exercise 1 (the dense band mask of local attention)")
-def check_20_1(band_mask: Callable) -> None:
-    """``band_mask(T, S, window, causal)`` -> (T, S) bool, True where query i reads key j."""
-    cases = [(6, 6, 1, False), (6, 6, 2, True), (4, 10, 2, False), (4, 10, 3, True),
-             (1, 7, 2, True), (1, 7, 2, False), (5, 5, 9, False), (5, 5, 9, True),
-             (3, 8, 1, True), (1, 1, 1, False), (9, 12, 4, False)]  # fmt: skip
-    for T, S, window, causal in cases:
-        where = f"band_mask(T={T}, S={S}, window={window}, causal={causal})"
+def _positions(got: object, where: str, want: list[int], S: int) -> list[int]:
+    """The answer as a list of whole numbers, or an AssertionError with what to return."""
+    if isinstance(got, set | frozenset):
+        raise AssertionError(f"{where}: a set has no order; return the positions as a sorted list")
+    a = _array(got, where)
+    marks = np.zeros(S, int)
+    marks[want] = 1
+    assert a.dtype.kind != "b" and not (a.shape == (S,) and np.array_equal(a, marks)), (
+        f"{where}: you return a mask over the S keys; return the key positions the query "
+        "reads (np.flatnonzero turns a mask into them)"
+    )
+    assert a.ndim == 1, (
+        f"{where}: expected a flat list of key positions (one query's keys), got an array of "
+        f"shape {a.shape}"
+    )
+    whole = np.isfinite(a) & (a == np.round(a))
+    assert whole.all(), (
+        f"{where}: positions are whole numbers; yours include {a[~whole][:3].tolist()}"
+    )
+    return [int(j) for j in a]
+
+
+@_exercise("Exercise 1 (the keys one query of strided attention reads)")
+def check_20_1(strided_keys: Callable) -> None:
+    """``strided_keys(p, S, stride, causal)`` -> the sorted positions j the query at p reads."""
+    cases = [(9, 16, 4, False), (9, 16, 4, True), (12, 16, 4, True), (3, 16, 4, False),
+             (0, 10, 3, False), (0, 10, 3, True), (15, 16, 4, True), (5, 6, 1, False),
+             (5, 30, 7, False), (29, 30, 7, True), (3, 5, 20, False), (4, 5, 2, True),
+             (50, 100, 10, False), (63, 100, 10, True)]  # fmt: skip
+    for p, S, stride, causal in cases:
+        where = f"strided_keys(p={p}, S={S}, stride={stride}, causal={causal})"
         got = _without_library(
-            band_mask, T, S, window, causal, where=where,
-            instead="compare each query's position with each key's, in NumPy",
+            strided_keys, p, S, stride, causal, where=where, also=(_FIGURES,),
+            instead="the band and the columns by index arithmetic, in NumPy or plain Python",
         )  # fmt: skip
-        got = _array(got, where)
-        assert got.shape == (T, S), (
-            f"{where}: expected shape (T, S) = {(T, S)}, one row per query and one column per "
-            f"key; got {got.shape}"
-        )
-        assert np.isin(got, (0, 1)).all(), (
-            f"{where}: a mask holds True/False (or 1/0); yours holds {np.unique(got)[:5].tolist()}"
-        )
-        got = got.astype(bool)
-        if not np.array_equal(got, _band(T, S, window, causal)):
-            raise AssertionError(f"{where}: {_mask_hint(got, T, S, window, causal)}")
+        want = sorted(_strided(p, S, stride, causal))
+        keys = _positions(got, where, want, S)
+        if keys != want:
+            raise AssertionError(f"{where}: {_keys_hint(keys, p, S, stride, causal)}")
 
 
 # ------------------------------------------------------------------ exercise 2

@@ -5,15 +5,16 @@ import math
 import numpy as np
 
 
-# Exercise 1: query i sits at position p = i + (S - T); it reads key j when |p - j| <= window,
-# and, causal, only when j <= p as well
-def band_mask(T, S, window, causal):
-    p = np.arange(T)[:, None] + (S - T)  # (T, 1): each query's position
-    j = np.arange(S)[None, :]  # (1, S): each key's position
-    mask = np.abs(p - j) <= window
+# Exercise 1: the band |p - j| < stride is the range p - stride + 1 ... p + stride - 1, the
+# columns ((p - j) a multiple of stride) the range from p % stride in steps of stride, both cut
+# to the sequence 0 ... S - 1; their union sorted (p is in both), causal: only j <= p
+def strided_keys(p, S, stride, causal):
+    band = range(max(0, p - stride + 1), min(S, p + stride))
+    columns = range(p % stride, S, stride)
+    keys = sorted(set(band) | set(columns))
     if causal:
-        mask &= j <= p
-    return mask
+        keys = [j for j in keys if j <= p]
+    return keys
 
 
 # Exercise 2: the running sums C_i = sum_{j<=i} fk_j v_j^T (T, d, d_v) and z_i = sum_{j<=i} fk_j
