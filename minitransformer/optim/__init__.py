@@ -8,7 +8,8 @@ schedule with warm-up (CosineSchedule) and gradient clipping.
 - ``sgd.py``, ``adam.py``  the updates: the plain math, which is what runs (the fast tier,
   ``minitransformer/fast``, may register a fused twin; ``Optimizer.step`` picks it).
 - ``adamw.py``      ``AdamW``: Adam with decoupled weight decay (matrices only by default).
-- ``schedule.py``   ``NoamSchedule``, the paper's learning-rate schedule.
+- ``schedule.py``   ``Schedule`` (the step count every schedule shares) and
+                    ``NoamSchedule``, the paper's learning-rate schedule.
 - ``cosine.py``     ``CosineSchedule``: linear warm-up, then a cosine decay to a floor.
 - ``clip.py``       ``clip_grad_norm`` (global-norm clipping), ``grads_finite`` and
                     ``step_ok`` (the device flag that lets a step's update be applied).

@@ -20,6 +20,7 @@ from typing import Any
 from ..errors import ConfigError
 from .hyperparameters import check_number
 from .optimizer import Optimizer
+from .schedule import Schedule
 
 
 def _whole(name: str, value: Any, low: int) -> int:
@@ -29,13 +30,11 @@ def _whole(name: str, value: Any, low: int) -> int:
     return value
 
 
-class CosineSchedule:
+class CosineSchedule(Schedule):
     """Linear warm-up to ``peak_lr``, then a cosine decay to ``min_lr`` at ``total_steps``.
 
-    The same conventions as ``NoamSchedule``: steps count optimizer updates from 1;
-    construction sets ``optimizer.lr = lr_at(1)``; each ``step()``, called *after*
-    ``optimizer.step()``, sets the rate of the next update, so the n-th update runs with
-    ``lr_at(n)``. ``step_num`` is the number of updates done.
+    Steps count optimizer updates from 1 (the conventions of ``Schedule``, as for
+    ``NoamSchedule``): the n-th update runs with ``lr_at(n)``.
 
     Arguments: ``peak_lr`` > 0; ``warmup`` ≥ 0 steps (0: start at the peak);
     ``total_steps`` > ``warmup``; 0 ≤ ``min_lr`` ≤ ``peak_lr``.
@@ -51,9 +50,7 @@ class CosineSchedule:
         self.peak_lr, self.warmup, self.total_steps, self.min_lr = self.check(
             peak_lr, warmup, total_steps, min_lr
         )
-        self.optimizer = optimizer
-        self.step_num = 0
-        optimizer.lr = self.lr_at(1)
+        super().__init__(optimizer)
 
     @staticmethod
     def check(peak_lr: Any, warmup: Any, total_steps: Any, min_lr: Any) -> tuple:
@@ -89,17 +86,6 @@ class CosineSchedule:
         """The learning rate of update number ``step`` (counting from 1)."""
         return self.rate(step, self.peak_lr, self.warmup, self.total_steps, self.min_lr)
 
-    @property
-    def lr(self) -> float:
-        """The rate the next update will use (what ``optimizer.lr`` holds)."""
-        return self.lr_at(self.step_num + 1)
-
-    def step(self) -> float:
-        """Count one finished update and set ``optimizer.lr`` for the next; return it."""
-        self.step_num += 1
-        self.optimizer.lr = self.lr
-        return self.optimizer.lr
-
     def state_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``{"type", "step", "peak_lr", "warmup", "total_steps", "min_lr"}``."""
         return {
@@ -124,8 +110,7 @@ class CosineSchedule:
         settings = self.check(*(state[k] for k in keys))
         step = _whole("step", state["step"], 0)
         self.peak_lr, self.warmup, self.total_steps, self.min_lr = settings
-        self.step_num = step
-        self.optimizer.lr = self.lr
+        self._resume_at(step)
 
     def __repr__(self) -> str:
         return (

@@ -1,6 +1,10 @@
 """The paper's learning-rate schedule (§5.3): linear warm-up, then inverse square root::
 
 lrate(step) = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)
+
+``Schedule`` is what every schedule here shares (``NoamSchedule`` below, ``CosineSchedule``
+in cosine.py): the step count and setting ``optimizer.lr``; each schedule brings its
+``lr_at``.
 """
 
 from __future__ import annotations
@@ -13,7 +17,43 @@ from ..errors import ConfigError
 from .optimizer import Optimizer
 
 
-class NoamSchedule:
+class Schedule:
+    """The bookkeeping every learning-rate schedule shares; a schedule adds ``lr_at``.
+
+    Steps count optimizer updates from 1. Construction sets ``optimizer.lr = lr_at(1)``; each
+    ``step()``, called *after* ``optimizer.step()``, sets the rate of the next update, so the
+    n-th update always runs with ``lr_at(n)``. ``step_num`` is the number of updates done.
+    A subclass stores its settings first, then calls ``super().__init__(optimizer)``.
+    """
+
+    def __init__(self, optimizer: Optimizer):
+        self.optimizer = optimizer
+        self.step_num = 0
+        optimizer.lr = self.lr_at(1)
+
+    def lr_at(self, step: int) -> float:
+        """The learning rate of update number ``step`` (counting from 1)."""
+        raise NotImplementedError(f"{type(self).__name__} must define lr_at(step)")
+
+    @property
+    def lr(self) -> float:
+        """The rate the next update will use (what ``optimizer.lr`` holds)."""
+        return self.lr_at(self.step_num + 1)
+
+    def step(self) -> float:
+        """Count one finished update and set ``optimizer.lr`` for the next; return it."""
+        self.step_num += 1
+        self.optimizer.lr = self.lr
+        return self.optimizer.lr
+
+    def _resume_at(self, step_num: int) -> None:
+        """After ``load_state_dict`` restored the settings: ``step_num`` updates are done;
+        set ``optimizer.lr`` for the next."""
+        self.step_num = step_num
+        self.optimizer.lr = self.lr
+
+
+class NoamSchedule(Schedule):
     """The paper's learning-rate schedule (§5.3): linear warm-up, then inverse square root.
 
         lrate(step) = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5),  step ≥ 1
@@ -22,9 +62,7 @@ class NoamSchedule:
     ``factor · (d_model · warmup)^-0.5``, then decays as step^-0.5. (For the base model,
     d_model = 512, warmup = 4000: peak ≈ 7.0e-4.)
 
-    Steps count optimizer updates from 1. Construction sets ``optimizer.lr = lr_at(1)``; each
-    ``step()``, called *after* ``optimizer.step()``, sets the rate of the next update, so the
-    n-th update always runs with ``lr_at(n)``. ``step_num`` is the number of updates done.
+    Steps count optimizer updates from 1 (the conventions of ``Schedule``).
     """
 
     def __init__(self, optimizer: Optimizer, d_model: int, warmup: int = 4000, factor: float = 1.0):
@@ -33,12 +71,10 @@ class NoamSchedule:
                 f"NoamSchedule: need d_model > 0, warmup > 0, factor > 0; got d_model={d_model}, "
                 f"warmup={warmup}, factor={factor}"
             )
-        self.optimizer = optimizer
         self.d_model = int(d_model)
         self.warmup = int(warmup)
         self.factor = float(factor)
-        self.step_num = 0
-        optimizer.lr = self.lr_at(1)
+        super().__init__(optimizer)
 
     @staticmethod
     def rate(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
@@ -63,17 +99,6 @@ class NoamSchedule:
     def peak_lr(self) -> float:
         return self.lr_at(self.warmup)
 
-    @property
-    def lr(self) -> float:
-        """The rate the next update will use (what ``optimizer.lr`` holds)."""
-        return self.lr_at(self.step_num + 1)
-
-    def step(self) -> float:
-        """Count one finished update and set ``optimizer.lr`` for the next; return it."""
-        self.step_num += 1
-        self.optimizer.lr = self.lr
-        return self.optimizer.lr
-
     def state_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: ``{"type", "step", "d_model", "warmup", "factor"}``."""
         return {
@@ -91,8 +116,7 @@ class NoamSchedule:
         self.d_model = int(state["d_model"])
         self.warmup = int(state["warmup"])
         self.factor = float(state["factor"])
-        self.step_num = int(state["step"])
-        self.optimizer.lr = self.lr
+        self._resume_at(int(state["step"]))
 
     def __repr__(self) -> str:
         return (
