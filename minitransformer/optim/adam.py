@@ -19,9 +19,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .. import backend
-from ..errors import ConfigError
 from ..tensor import Tensor
-from .hyperparameters import check_number
+from .hyperparameters import check_betas, check_number
 from .optimizer import Array, Optimizer, assign
 
 
@@ -66,11 +65,7 @@ class Adam(Optimizer):
         eps: float = 1e-9,
         weight_decay: float = 0.0,
     ):
-        if not isinstance(betas, tuple | list) or len(betas) != 2:
-            raise ConfigError(f"Adam: betas must be a pair (β1, β2), got {betas!r}")
-        b1 = check_number("Adam", "betas[0]", betas[0], 0.0, 1.0, high_open=True)
-        b2 = check_number("Adam", "betas[1]", betas[1], 0.0, 1.0, high_open=True)
-        self.betas = (b1, b2)
+        self.betas = check_betas("Adam", betas)
         self.eps = check_number("Adam", "eps", eps, 0.0)
         self.weight_decay = check_number("Adam", "weight_decay", weight_decay, 0.0)
         super().__init__(params, lr)

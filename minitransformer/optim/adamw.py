@@ -35,7 +35,7 @@ from typing import Any
 from .. import backend
 from ..errors import ConfigError
 from ..tensor import Tensor
-from .hyperparameters import check_number
+from .hyperparameters import check_betas, check_number
 from .optimizer import Array, Optimizer, assign
 
 
@@ -76,11 +76,7 @@ class AdamW(Optimizer):
         weight_decay: float = 0.01,
         decay_only_matrices: bool = True,
     ):
-        if not isinstance(betas, tuple | list) or len(betas) != 2:
-            raise ConfigError(f"AdamW: betas must be a pair (β1, β2), got {betas!r}")
-        b1 = check_number("AdamW", "betas[0]", betas[0], 0.0, 1.0, high_open=True)
-        b2 = check_number("AdamW", "betas[1]", betas[1], 0.0, 1.0, high_open=True)
-        self.betas = (b1, b2)
+        self.betas = check_betas("AdamW", betas)
         self.eps = check_number("AdamW", "eps", eps, 0.0)
         self.weight_decay = check_number("AdamW", "weight_decay", weight_decay, 0.0,
                                          high_open=True)  # fmt: skip
