@@ -45,11 +45,16 @@ def _run(opt, params, grads, sched=None):
     return trajectory
 
 
-def _torch_run(torch, make_opt, grads, seed=0):
+def _torch_run(torch, make_opt, grads, seed=0, lrs=None):
+    """PyTorch's optimizer ``make_opt(params)`` over the same start and gradients; return
+    the trajectory, the optimizer and its parameters. ``lrs[n]``: the rate of update n + 1."""
     params = [torch.tensor(p.numpy(), requires_grad=True) for p in _params(seed=seed)]
     opt = make_opt(params)
     trajectory = []
-    for step_grads in grads:
+    for n, step_grads in enumerate(grads):
+        if lrs is not None:
+            for group in opt.param_groups:
+                group["lr"] = lrs[n]
         opt.zero_grad()
         for p, g in zip(params, step_grads, strict=True):
             p.grad = torch.tensor(g)
@@ -64,6 +69,15 @@ def _assert_close(a, b, atol=1e-12):
             np.testing.assert_allclose(x, y, rtol=0, atol=atol)
 
 
+def _assert_adam_state_matches_torch(opt, topt, tparams):
+    """Our Adam/AdamW moments and per-parameter step counts equal PyTorch's."""
+    for i, tp in enumerate(tparams):
+        st = topt.state[tp]
+        np.testing.assert_allclose(opt.state["m"][i], st["exp_avg"].numpy(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(opt.state["v"][i], st["exp_avg_sq"].numpy(), rtol=0, atol=1e-12)
+        assert opt.param_steps[i] == int(st["step"])
+
+
 # ----------------------------------------------------------------------------- PyTorch oracle
 
 
@@ -76,11 +90,7 @@ def test_adam_matches_torch(weight_decay):
     params = _params()
     opt = Adam(params, **kw)
     _assert_close(_run(opt, params, grads), want)
-    for i, tp in enumerate(tparams):
-        st = topt.state[tp]
-        np.testing.assert_allclose(opt.state["m"][i], st["exp_avg"].numpy(), rtol=0, atol=1e-12)
-        np.testing.assert_allclose(opt.state["v"][i], st["exp_avg_sq"].numpy(), rtol=0, atol=1e-12)
-        assert opt.param_steps[i] == int(st["step"])
+    _assert_adam_state_matches_torch(opt, topt, tparams)
 
 
 def test_adam_defaults_are_the_papers():

@@ -8,7 +8,15 @@ import re
 
 import numpy as np
 import pytest
-from test_optim import SHAPES, _assert_close, _grads, _params, _run
+from test_optim import (
+    SHAPES,
+    _assert_adam_state_matches_torch,
+    _assert_close,
+    _grads,
+    _params,
+    _run,
+    _torch_run,
+)
 
 import minitransformer as mt
 from minitransformer.errors import ConfigError
@@ -20,26 +28,18 @@ from minitransformer.optim import Adam, AdamW, CosineSchedule, NoamSchedule
 def _torch_adamw(torch, grads, kw, decay_only_matrices, sched_lrs=None):
     """PyTorch's AdamW over the same start and gradients; vectors in a group without decay
     when ``decay_only_matrices``. ``sched_lrs[n]``: the rate of update n + 1."""
-    params = [torch.tensor(p.numpy(), requires_grad=True) for p in _params()]
-    if decay_only_matrices:
-        groups = [
-            {"params": [p for p in params if p.ndim >= 2]},
-            {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
-        ]
-    else:
-        groups = [{"params": params}]
-    opt = torch.optim.AdamW(groups, **kw)
-    trajectory = []
-    for n, step_grads in enumerate(grads):
-        if sched_lrs is not None:
-            for group in opt.param_groups:
-                group["lr"] = sched_lrs[n]
-        opt.zero_grad()
-        for p, g in zip(params, step_grads, strict=True):
-            p.grad = torch.tensor(g)
-        opt.step()
-        trajectory.append([p.detach().numpy().copy() for p in params])
-    return trajectory, opt, params
+
+    def make_opt(params):
+        if decay_only_matrices:
+            groups = [
+                {"params": [p for p in params if p.ndim >= 2]},
+                {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0},
+            ]
+        else:
+            groups = [{"params": params}]
+        return torch.optim.AdamW(groups, **kw)
+
+    return _torch_run(torch, make_opt, grads, lrs=sched_lrs)
 
 
 @pytest.mark.parametrize("decay_only_matrices", [True, False])
@@ -53,11 +53,7 @@ def test_adamw_matches_torch(decay_only_matrices, weight_decay, betas, eps):
     params = _params()
     opt = AdamW(params, decay_only_matrices=decay_only_matrices, **kw)
     _assert_close(_run(opt, params, grads), want)
-    for i, tp in enumerate(tparams):
-        st = topt.state[tp]
-        np.testing.assert_allclose(opt.state["m"][i], st["exp_avg"].numpy(), rtol=0, atol=1e-12)
-        np.testing.assert_allclose(opt.state["v"][i], st["exp_avg_sq"].numpy(), rtol=0, atol=1e-12)
-        assert opt.param_steps[i] == int(st["step"])
+    _assert_adam_state_matches_torch(opt, topt, tparams)
 
 
 def test_adamw_with_a_cosine_schedule_matches_torch_step_by_step():
