@@ -1,9 +1,9 @@
 """Helpers (not tests) for the lesson tests: a notebook's code or markdown cells, the images
 its markdown embeds, the check that it ships each exercise as a placeholder and calls each
-check once, and the two helpers of the exercise tests (the hint a wrong answer gets, a
-Function class made of two functions). Importing it puts ``lessons/`` on ``sys.path`` (the
-lessons' own ``checks``, ``solutions`` and ``figures`` packages) and gives ``LESSONS`` and
-``checks``."""
+check once, and the helpers of the exercise tests (the hint a wrong answer gets, a Function
+class made of two functions, a gradient by central differences). Importing it puts
+``lessons/`` on ``sys.path`` (the lessons' own ``checks``, ``solutions`` and ``figures``
+packages) and gives ``LESSONS`` and ``checks``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 LESSONS = Path(__file__).resolve().parents[1] / "lessons"
@@ -94,3 +95,16 @@ def function_class(forward: Callable, backward: Callable) -> type:
         (Function,),
         {"forward": staticmethod(forward), "backward": staticmethod(backward)},
     )
+
+
+def central_difference(loss: Callable[[np.ndarray], float], a: Any, h: float) -> np.ndarray:
+    """d loss / d a by central differences of step ``h`` in float64, one entry at a time
+    (the numerical answer an analytic-derivative check must refuse)."""
+    a = np.array(a, dtype=np.float64)
+    grad = np.zeros_like(a)
+    for i in np.ndindex(a.shape):
+        up, down = a.copy(), a.copy()
+        up[i] += h
+        down[i] -= h
+        grad[i] = (loss(up) - loss(down)) / (2 * h)
+    return grad

@@ -25,7 +25,7 @@ import types
 
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, checks
+from lesson_notebooks import LESSONS, central_difference, checks
 from test_lesson_exercises import CASES, solutions
 
 import minitransformer as mt
@@ -286,20 +286,15 @@ def test_a_library_call_fails_where_the_exercise_asks_for_own_code(name, capsys)
 # ------------------------------------------------------------------ analytic derivatives
 def _central(f, arrays: list[np.ndarray], h: float) -> list[np.ndarray]:
     """The gradient of the number ``f(*arrays)`` with respect to each array, by central
-    differences of step ``h`` in float64."""
+    differences of step ``h`` in float64 (the others held fixed)."""
     arrays = [np.array(a, dtype=np.float64) for a in arrays]
     grads = []
-    for a in arrays:
-        g = np.zeros_like(a)
-        for i in np.ndindex(a.shape):
-            old = a[i]
-            a[i] = old + h
-            up = f(*arrays)
-            a[i] = old - h
-            down = f(*arrays)
-            a[i] = old
-            g[i] = (up - down) / (2 * h)
-        grads.append(g)
+    for k, a in enumerate(arrays):
+
+        def f_of_one(x, k=k):
+            return f(*arrays[:k], x, *arrays[k + 1 :])
+
+        grads.append(central_difference(f_of_one, a, h))
     return grads
 
 

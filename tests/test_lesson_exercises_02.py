@@ -14,7 +14,14 @@ import importlib
 
 import numpy as np
 import pytest
-from lesson_notebooks import LESSONS, checks, code_before, code_cells, markdown_cells
+from lesson_notebooks import (
+    LESSONS,
+    central_difference,
+    checks,
+    code_before,
+    code_cells,
+    markdown_cells,
+)
 from lesson_notebooks import hint_of as _fails
 
 import minitransformer as mt
@@ -44,22 +51,11 @@ def _autograd_gather(x, s, idx, G):
     return st.grad
 
 
-def _central(loss, a: np.ndarray, h: float) -> np.ndarray:
-    """dloss/da by central differences with step h, one entry at a time."""
-    grad = np.zeros_like(a, dtype=np.float64)
-    for i in np.ndindex(a.shape):
-        up, down = a.copy(), a.copy()
-        up[i] += h
-        down[i] -= h
-        grad[i] = (loss(up) - loss(down)) / (2 * h)
-    return grad
-
-
 def _numeric_outer(h):
     def answer(u, v, G):
         return (
-            _central(lambda a: np.sum(G * np.outer(a, v)), u, h),
-            _central(lambda b: np.sum(G * np.outer(u, b)), v, h),
+            central_difference(lambda a: np.sum(G * np.outer(a, v)), u, h),
+            central_difference(lambda b: np.sum(G * np.outer(u, b)), v, h),
         )
 
     return answer
@@ -68,15 +64,15 @@ def _numeric_outer(h):
 def _numeric_linear_t(h):
     def answer(x, W, G):
         return (
-            _central(lambda a: np.sum(G * (a @ W.T)), x, h),
-            _central(lambda b: np.sum(G * (x @ b.T)), W, h),
+            central_difference(lambda a: np.sum(G * (a @ W.T)), x, h),
+            central_difference(lambda b: np.sum(G * (x @ b.T)), W, h),
         )
 
     return answer
 
 
 def _numeric_gather(h):
-    return lambda x, s, idx, G: _central(lambda t: np.sum(G * x * t[idx]), s, h)
+    return lambda x, s, idx, G: central_difference(lambda t: np.sum(G * x * t[idx]), s, h)
 
 
 def _my_unbroadcast():
