@@ -237,30 +237,11 @@ def _whole_number(got: object, where: str, what: str) -> int:
     return int(value.reshape(()))
 
 
-EXACT = 1e-12  # an analytic derivative's tolerance, relative to the gradient's size: central
-# differences reach about 1e-11 at best in float64, so a numerical derivative cannot pass
-NEAR = 1e-5  # an answer this close but not EXACT came from differences (or float32 arithmetic)
-
-
 def _close(got: np.ndarray, want: np.ndarray, tol: float) -> bool:
     """Whether ``got`` has ``want``'s shape and is within ``tol`` of it, relative to the
-    size of ``want`` (its largest entry, or 1)."""
+    size of ``want`` (its largest entry, or 1). Derivatives: ``_analytic``."""
     return np.shape(got) == np.shape(want) and bool(
         np.all(np.abs(got - want) <= tol * (1.0 + np.abs(want).max(initial=0.0)))
-    )
-
-
-def _analytic(got: Any, want: np.ndarray, where: str) -> None:
-    """Assert that ``got`` is the derivative ``want`` (float64) to ``EXACT``; one within
-    ``NEAR`` but no closer was computed numerically (finite differences) or in float32, and
-    the hint says to write the analytic derivative out."""
-    got = np.asarray(got, dtype=np.float64)
-    assert _close(got, want, EXACT), (
-        f"{where} is close to the derivative (within {NEAR:g}) but not equal to it at "
-        f"{EXACT:g}: a numerical derivative (finite differences), or float32 arithmetic? "
-        "Write the analytic derivative out (the chain rule), in float64"
-        if _close(got, want, NEAR)
-        else f"{where} is not the derivative"
     )
 
 

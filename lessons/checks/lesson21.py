@@ -33,7 +33,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ._shared import EXACT, NEAR, _array, _close, _exercise, _rng, _whole_number, _without_library
+from . import _analytic
+from ._shared import _array, _close, _exercise, _rng, _whole_number, _without_library
 
 
 def _floats(x, what: str) -> np.ndarray:
@@ -88,24 +89,17 @@ def _rms_hint(dx, dgamma, x, gamma, g, eps) -> str:
     want_dx, want_dgamma = _rms_backward(x, gamma, g, eps)
     if _close(dx, want_dgamma, 1e-9) and _close(dgamma, want_dx, 1e-9):
         return "you return (dgamma, dx); the order is (dx, dgamma)"
-    if not _close(dx, want_dx, EXACT):
+    if not _analytic.exact(dx, want_dx):
         for flags, _, hint in _RMS_SLIPS:
             if _close(dx, _rms_backward(x, gamma, g, eps, **flags)[0], 1e-9):
                 return hint
         if _close(dx, -want_dx, 1e-9):
             return "dx has the wrong sign"
-        if _close(dx, want_dx, NEAR):
-            return (
-                f"dx is close to the derivative (within {NEAR:g}) but not equal to it at "
-                f"{EXACT:g}: finite differences, or float32 arithmetic? Write the analytic "
-                "derivative out (the chain rule through r), in float64"
-            )
+        if _analytic.near(dx, want_dx):
+            return _analytic.numerical_hint("dx")
         return "dx is not the derivative; start from one row: dL/dx_j = Σ_k g_k γ_k ∂ŷ_k/∂x_j"
-    if _close(dgamma, want_dgamma, NEAR):
-        return (
-            f"dgamma is close (within {NEAR:g}) but not equal at {EXACT:g}: finite "
-            "differences, or float32? Write the analytic derivative out"
-        )
+    if _analytic.near(dgamma, want_dgamma):
+        return _analytic.numerical_hint("dgamma")
     if _close(dgamma, (g * x).reshape(-1, x.shape[-1]).sum(0), 1e-9):
         return "dgamma: y = x̂·γ with x̂ = x·r, so ∂y/∂γ is x̂, not x"
     return "dgamma is not Σ over every row of grad·x̂ (γ_j scales feature j of every row)"
@@ -148,7 +142,7 @@ def check_21_1(rms_norm_backward: Callable) -> None:
             f"EVERY row, so its gradient adds up over the rows; got {dgamma.shape}"
         )
         want_dx, want_dgamma = _rms_backward(x, gamma, g, eps)
-        if not (_close(dx, want_dx, EXACT) and _close(dgamma, want_dgamma, EXACT)):
+        if not (_analytic.exact(dx, want_dx) and _analytic.exact(dgamma, want_dgamma)):
             raise AssertionError(f"{where}: {_rms_hint(dx, dgamma, x, gamma, g, eps)}")
 
 
