@@ -4,11 +4,11 @@ every op, to be read as much as run.
 
 Where to start
     lessons/00_tokens_from_scratch.ipynb ... 21_block_since_2017.ipynb build it up step by
-    step: tokens (byte-pair encoding), autograd, softmax and cross-entropy, LayerNorm, attention, the encoder-decoder,
-    training, decoding, speed, recurrence, ablations, data parallelism, attention at length,
-    a real translator, the decoder-only language model, its scaling and its heads,
-    attention below n² (local, strided, linear), and the block since 2017 (GPT-2's and
-    Llama's: pre-LN, RMSNorm, rotary positions, SwiGLU, GQA).
+    step: tokens (byte-pair encoding), autograd, softmax and cross-entropy, LayerNorm,
+    attention, the encoder-decoder, training, decoding, speed, recurrence, ablations, data
+    parallelism, attention at length, a real translator, the decoder-only language model,
+    its scaling and its heads, attention below n² (local, strided, linear), and the block
+    since 2017 (GPT-2's and Llama's: pre-LN, RMSNorm, rotary positions, SwiGLU, GQA).
     docs/reading.md lists the files that make the model in reading order: tensor.py,
     function.py, gradcheck.py, ops/, nn/, optim/adam.py, train/step.py, decode.py (the rest
     of the package, fast/, tools/ and runtime/, is the house around them). On the command line::
