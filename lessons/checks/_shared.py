@@ -268,7 +268,11 @@ _CONVERSIONS = {
 
 
 def _library_calls(
-    fn: Callable, *args: Any, record: set[str] | None = None, also: tuple[str, ...] = ()
+    fn: Callable,
+    *args: Any,
+    record: set[str] | None = None,
+    also: tuple[str, ...] = (),
+    watch: Callable[[Any, str, Any], None] | None = None,
 ) -> tuple[Any, set[str]]:
     """``(fn(*args), the library functions it called)``: every function of the minitransformer
     package that code outside the package and outside these checks called directly while
@@ -276,11 +280,15 @@ def _library_calls(
     Function's ``ctx.save_for_backward`` and the conversions to and from a Tensor are left
     out). Names are ``module.qualname``. The names also go into ``record`` when given, so that
     they are known if ``fn`` raises. ``also``: folders of other packages watched the same way
-    (lesson 10 watches sacreBLEU, the oracle of its checks)."""
+    (lesson 10 watches sacreBLEU, the oracle of its checks). ``watch(frame, event, arg)``, when
+    given, sees every event of the same hook first (lesson 18 looks for fitting routines in the
+    same single run)."""
     called: set[str] = set() if record is None else record
     roots = (_LIBRARY, *also)
 
     def hook(frame: Any, event: str, arg: Any) -> None:
+        if watch is not None:
+            watch(frame, event, arg)
         if event != "call" or frame.f_back is None:
             return
         callee, caller = frame.f_code.co_filename, frame.f_back.f_code.co_filename

@@ -15,7 +15,6 @@ normal equations written out; exercise 2 the vertex of the parabola through thre
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +22,7 @@ import numpy as np
 
 import minitransformer as mt
 
-from ._shared import _CHECKS, _CONTEXT, _CONVERSIONS, _LIBRARY, _exercise, _rng, _without_library
+from ._shared import _exercise, _library_calls, _rng, _without_library
 
 # one call that fits a line or a polynomial: what exercises 1 and 2 ask you to write
 _FITTING_NAMES = {"polyfit", "lstsq", "pinv", "fit", "_fit", "linregress", "curve_fit"}
@@ -32,20 +31,19 @@ _FITTING_PACKAGES = ("scipy", "sklearn", "statsmodels")
 
 def _fitting_calls(fn: Callable, *args: Any) -> tuple[Any, set[str], set[str]]:
     """``(fn(*args), the fitting routines it called, the library functions it called)``, from
-    one run under one profile hook. Fitting routines: NumPy's ``polyfit``, ``lstsq``, ``pinv``
-    and the polynomial classes' ``fit``, anything in SciPy, scikit-learn or statsmodels, and a
-    compiled ``lstsq`` (torch's). Library calls as ``_shared._library_calls`` counts them:
-    functions of minitransformer called from outside it and outside these checks."""
+    one run under one profile hook (``_shared._library_calls``, which counts the library
+    calls). Fitting routines: NumPy's ``polyfit``, ``lstsq``, ``pinv`` and the polynomial
+    classes' ``fit``, anything in SciPy, scikit-learn or statsmodels, and a compiled
+    ``lstsq`` (torch's)."""
     fitting: set[str] = set()
-    library: set[str] = set()
 
-    def hook(frame: Any, event: str, arg: Any) -> None:
+    def watch(frame: Any, event: str, arg: Any) -> None:
         if event == "c_call":
             name = getattr(arg, "__name__", "")
             if name in _FITTING_NAMES:
                 fitting.add(f"{getattr(arg, '__module__', None) or '?'}.{name}")
             return
-        if event != "call" or frame.f_back is None:
+        if event != "call":
             return
         module = str(frame.f_globals.get("__name__", ""))
         name = frame.f_code.co_name
@@ -53,18 +51,8 @@ def _fitting_calls(fn: Callable, *args: Any) -> tuple[Any, set[str], set[str]]:
             fitting.add(module.split(".")[0])
         elif module.startswith("numpy") and name in _FITTING_NAMES:
             fitting.add(f"np.{name.lstrip('_')}")
-        callee, caller = frame.f_code.co_filename, frame.f_back.f_code.co_filename
-        if callee.startswith(_LIBRARY) and not caller.startswith((_LIBRARY, _CHECKS)):
-            qualified = f"{module}.{frame.f_code.co_qualname}"
-            if name not in _CONTEXT and qualified not in _CONVERSIONS:
-                library.add(qualified)
 
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        result = fn(*args)
-    finally:
-        sys.setprofile(previous)
+    result, library = _library_calls(fn, *args, watch=watch)
     return result, fitting, library
 
 
