@@ -35,12 +35,7 @@ def _merge(symbols, pair, first_only=False):
     return c00._merge_word(tuple(symbols), tuple(pair), first_only=first_only)
 
 
-def _counts(vocab, weighted=True):
-    counts = Counter()
-    for symbols, n in vocab.items():
-        for pair in zip(symbols, symbols[1:], strict=False):
-            counts[pair] += n if weighted else 1
-    return counts
+_counts, _best = c00._pair_counts, c00._best  # the checks' own pair counts and choice
 
 
 def _with(pick, merge=_merge):
@@ -59,10 +54,6 @@ def _first_best(counts):  # max() keeps the first of the tied pairs it meets
 
 def _largest_best(counts):
     return max(counts, key=lambda p: (counts[p], p))
-
-
-def _best(counts):
-    return min(counts, key=lambda p: (-counts[p], p))
 
 
 def _unweighted(vocab):
@@ -105,7 +96,7 @@ def _library_step(vocab):
         (_with(_best, lambda s, p: tuple(s)), "still has the pair apart"),
         (_lost_counts, "keeps its count"),
         (_as_tuple_symbol, "tuple of its symbols"),
-        (_in_place, "changed"),
+        (_in_place, "changed its input vocab"),
         (_library_step, "calls the library"),
         (lambda v: s00.merge_step(v)[0], "return (pair, new_vocab)"),
         (lambda v: ("".join(s00.merge_step(v)[0]), s00.merge_step(v)[1]), "tuple of two"),
@@ -188,7 +179,7 @@ def _library_encode(text, merges):
         (_first_only, "not only the first"),
         (lambda t, m: [p for w in t.split() for p in c00._spell(w)], "no merge was applied"),
         (lambda t, m: " ".join(s00.encode(t, m)), "return a list of pieces"),
-        (_consumes, "changed"),
+        (_consumes, "changed its input merges"),
         (_library_encode, "calls the library"),
     ],
     ids=["reversed", "no-marker", "marker-apart", "first-only", "unmerged", "string",

@@ -85,11 +85,13 @@ def _snapshot(named: list[tuple[str, str, Any]]) -> list | None:
 
 
 def _first_change(before: list | None, after: list | None) -> str | None:
-    """The path of the first leaf that differs, None when none does (or nothing was seen)."""
+    """The path of the first leaf that differs, None when none does (or nothing was seen). A
+    leaf differs in its value or in its path: a dict whose keys were replaced, its values
+    kept, has changed too."""
     if before is None or after is None:
         return None
-    for (path, old), (_, new) in zip(before, after, strict=False):
-        if old != new:
+    for (path, old), (new_path, new) in zip(before, after, strict=False):
+        if old != new or path != new_path:
             return path
     if len(before) != len(after):
         return (before if len(before) > len(after) else after)[min(len(before), len(after))][0]

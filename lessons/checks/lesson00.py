@@ -18,13 +18,13 @@ whitespace, each word spelled as above, the merges applied in the order they wer
 (an earlier merge first), the words' pieces one after another. A list or tuple of strings.
 
 Both must be Python of the learner's own (a call into the library fails with a hint) and must
-leave the caller's vocabulary and merge list as they were. Each usual slip gets its own hint.
+leave the caller's vocabulary and merge list as they were (``_exercise``'s watch on the inputs,
+``_inputs.py``, fails an answer that changed them). Each usual slip gets its own hint.
 See the package docstring (``checks/__init__.py``) for what a check does.
 """
 
 from __future__ import annotations
 
-import copy
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -150,16 +150,11 @@ def check_00_1(merge_step: Callable) -> None:
     """Against the step written out, on vocabularies with weighted counts, runs, ties and
     end-of-word symbols; the vocabulary passed in must come back unchanged."""
     for k, vocab in enumerate(_VOCABS):
-        given = copy.deepcopy(vocab)
         where = f"merge_step(vocabulary {k + 1})"
         got = _without_library(
-            merge_step, given, where=where,
+            merge_step, dict(vocab), where=where,
             instead="count the pairs with a loop and a dict, then rebuild each word",
         )  # fmt: skip
-        assert given == vocab, (
-            f"{where} changed the vocabulary it was given: build a new dict (and new tuples) "
-            "for the merged words, leave the caller's as it was"
-        )
         assert isinstance(got, tuple | list) and len(got) == 2, (
             f"{where}: you return {got!r:.60}; return (pair, new_vocab)"
         )
@@ -182,9 +177,8 @@ def _learn(texts: list[str], n_merges: int) -> list[Pair]:
     vocab: Vocab = dict(Counter(_spell(w) for t in texts for w in t.split()))
     merges = []
     for _ in range(n_merges):
-        counts = _pair_counts(vocab)
-        if not counts:
-            break
+        if all(len(symbols) == 1 for symbols in vocab):
+            break  # no pair left to merge
         pair, vocab = _step(vocab)
         merges.append(pair)
     return merges
@@ -252,16 +246,11 @@ def check_00_2(encode: Callable) -> None:
     """Against the merges applied in order to each word, on learned and hand-made merge lists;
     the merge list passed in must come back unchanged."""
     for text, merges in _CASES:
-        given = [tuple(p) for p in merges]
         where = f"encode({text!r}, <{len(merges)} merges>)"
         got = _without_library(
-            encode, text, given, where=where,
+            encode, text, list(merges), where=where,
             instead="spell each word, then loop over the merges joining each pair",
         )  # fmt: skip
-        assert given == merges, (
-            f"{where} changed the merge list it was given: the merges are the tokenizer's, "
-            "read them without removing or editing any"
-        )
         ok = isinstance(got, list | tuple) and all(isinstance(p, str) for p in got)
         assert ok, f"{where}: you return {got!r:.60}; return a list of pieces (strings)"
         want = _encode(text, merges)
