@@ -207,6 +207,9 @@ class TrainConfig:
     clip_norm: float | None = 1.0
     seed: int = 0
     device: str = "cpu"
+    # on a CUDA device: replay each batch shape's step from a CUDA graph (fast/gpu/
+    # cuda_graph.py), else every step eagerly; ignored on the CPU. Kept by --resume.
+    cuda_graph: bool = True
     out: str = "runs/copy"
     log_every: int = 50
     eval_every: int = 500
@@ -297,7 +300,7 @@ def _check_fields(cfg: TrainConfig) -> None:
     problem = task_decides_problem(cfg.task, cfg.model_overrides)
     if problem:
         raise ConfigError(f"TrainConfig: model_overrides {problem}")
-    for key in ("progress", "plots"):
+    for key in ("progress", "plots", "cuda_graph"):
         if not isinstance(getattr(cfg, key), bool):
             raise bad(key, "True or False")
     if not isinstance(cfg.device, str) or not isinstance(cfg.out, str):
