@@ -1,4 +1,4 @@
-"""MultiHeadAttention (paper section 3.2.2) and the key/value cache of one attention layer.
+"""MultiHeadAttention (paper section 3.2.2), which reads and fills a layer's key/value cache.
 
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O
     head_i = Attention(Q W_Q^i, K W_K^i, V W_V^i),  Attention(q, k, v) = softmax(q kᵀ/√d_k) v
@@ -14,10 +14,10 @@ attention itself, and its backward sums the copies' gradients. Rotary positions
 (cfg.rotary, RoPE; Su et al. 2021): each self-attention rotates its queries and keys by
 their positions (``ops/rotary.py``), so q·k depends on how far apart they are.
 
-Cached decoding: a ``KVCache`` keeps the projected keys and values (h_kv heads: what GQA
-saves) so a decoder step projects only its new token. Self-attention caches grow by one
-position per step; cross-attention caches (``static=True``) hold the memory's keys and
-values, computed once.
+Cached decoding: a ``KVCache`` (``nn/kv_cache.py``) keeps the projected keys and values
+(h_kv heads: what GQA saves) so a decoder step projects only its new token. Self-attention
+caches write each step's positions in place into buffers allocated once; cross-attention
+caches (``static=True``) hold the memory's keys and values, computed once.
 
 The attention itself is one of four kinds (``config/attention.py``): the paper's full
 softmax attention, or, for self-attention, local, strided or linear attention, which never
@@ -29,7 +29,6 @@ reads no further back), linear keeps no keys at all but the running sums of the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 from .. import backend, checks
@@ -43,49 +42,13 @@ from ..ops.blocked_attention import BlockedAttention, check_block_size
 from ..ops.checks import not_a_tensor
 from ..ops.grouped_heads import RepeatHeads
 from ..ops.heads import MergeHeads, SplitHeads
-from ..ops.linear_attention_state import LinearAttentionState
 from ..ops.rotary import Rotary, rotary_cos_sin
 from ..tensor import Tensor
 from .attention_kinds import attend_below_n2
+from .kv_cache import KVCache
 from .layers import Linear
 from .masks import Causal, causal_mask
 from .module import Module
-
-
-@dataclass
-class KVCache:
-    """Projected keys and values (B, h_kv, L, d_k) of one attention layer, seen so far
-    (h_kv = cfg.kv_heads, or the h heads of the paper's attention).
-
-    ``static=False`` (self-attention): each call appends the new positions' k and v.
-    ``static=True`` (cross-attention): the first call projects key/value (the memory) and
-    later calls reuse them. ``seen``: the positions a self-attention cache has taken in so
-    far (the next one's position, which rotary positions need; local attention keeps fewer).
-    """
-
-    static: bool = False
-    k: Tensor | None = None
-    v: Tensor | None = None
-    state: LinearAttentionState | None = None  # linear attention's sums, instead of k and v
-    seen: int = 0
-
-    @property
-    def rows(self) -> int | None:
-        """The batch size of what the cache holds (None while empty)."""
-        if self.k is not None:
-            return self.k.shape[0]
-        return None if self.state is None or self.state.z is None else self.state.z.shape[0]
-
-    def keep_rows(self, order: Any) -> None:
-        """Keep the rows ``order`` (an int array, along the batch axis) of everything held:
-        beam search keeps the caches of the beams that survived."""
-        xp = backend.namespace(order)
-        if self.k is not None:
-            self.k = Tensor._wrap(xp.take(self.k.data, order, axis=0))
-            self.v = Tensor._wrap(xp.take(self.v.data, order, axis=0))
-        if self.state is not None and self.state.z is not None:
-            self.state.kv = xp.take(self.state.kv, order, axis=0)
-            self.state.z = xp.take(self.state.z, order, axis=0)
 
 
 class MultiHeadAttention(Module):
@@ -238,14 +201,14 @@ class MultiHeadAttention(Module):
         if cache is not None and cache.static and cache.k is not None:
             return cache.k, cache.v
         k, v = self._project_keys_values(key, value, 0 if cache is None else cache.seen)
-        if cache is not None:
-            if not cache.static and cache.k is not None:
-                k = F.concat([cache.k, k], axis=2)  # (B, H, S_old + S_new, d_k)
-                v = F.concat([cache.v, v], axis=2)  # (B, H, S_old + S_new, d_k)
-            cache.k, cache.v = k, v
-            if self.attention == "local" and k.shape[2] > self.window:
-                # the next query reads back `window` positions: keep no more than those
-                cache.k, cache.v = k[:, :, -self.window :], v[:, :, -self.window :]
+        if cache is None:
+            return k, v
+        if cache.static:
+            cache.set_static(k, v)  # the memory's keys and values, once
+            return cache.k, cache.v
+        k, v = cache.append(k, v)  # written in place: (B, h_kv, S_old + S_new, d_k), views
+        if self.attention == "local":  # the next query reads back `window` positions
+            cache.keep_last(self.window)
         return k, v
 
     def forward(

@@ -96,6 +96,8 @@ def linear_attention_step(
     xp, (phi, _) = backend.namespace(q.data), FEATURE_MAPS[feature_map]
     Q, K = phi(xp, q.data), masked_keys(xp, phi(xp, k.data), mask)
     num, den, kv, z = causal_forward(xp, Q, K, v.data, state.kv, state.z)
-    state.kv = xp.asarray(kv, copy=True)  # a copy: the chunk of sums it sits in is let go
-    state.z = z
+    if state.kv is None:  # a copy: the chunk of sums it sits in is let go
+        state.kv, state.z = xp.asarray(kv, copy=True), xp.asarray(z, copy=True)
+    else:  # in place: the sums keep their addresses (a CUDA graph reads them there)
+        state.kv[...], state.z[...] = kv, z
     return Tensor._wrap(num / xp.where(den == 0, 1.0, den))  # nothing read yet: num = 0, out 0
