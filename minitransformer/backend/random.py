@@ -9,13 +9,14 @@
   index, s, c) computed with array-API operations makes them where they are used, with no
   host transfer (``counter_bits``).
 - ``manual_seed(s)`` / ``default_generator(device)``: the generators ops use when none is
-  passed.
+  passed; ``set_default_generator(g)`` makes an owned one the default (a Trainer's).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ArgumentError
 from .arrays import asarray
 from .devices import native_device, normalize_device
 from .namespaces import Array, namespace_for_device
@@ -201,6 +202,20 @@ def manual_seed(seed: int) -> None:
     global _base_seed
     _base_seed = int(seed)
     _generators.clear()
+
+
+def set_default_generator(generator: Generator) -> None:
+    """Make ``generator`` the one ops use on its device when none is passed, until the next
+    ``manual_seed`` (or call of this) replaces it. Each Trainer owns a generator and makes it
+    the default before each of its steps and evaluations (train/trainer.py): a second
+    Trainer built in the same process (``manual_seed``) then leaves the first drawing from
+    its own, as do the first's CUDA graphs, which keep the generator object they saw."""
+    if not isinstance(generator, Generator):
+        raise ArgumentError(
+            f"set_default_generator: generator must be a backend.Generator, "
+            f"got {type(generator).__name__}"
+        )
+    _generators[generator.device] = generator
 
 
 def default_generator(device: str) -> Generator:

@@ -1,7 +1,8 @@
 """One training step of ``Trainer`` (trainer.py): the batch's ids checked on the host, then
 the device work (forward, loss, backward, clip, the guarded Adam update), the losses read
-back at log lines. The device part goes through one hook, ``run_step``, which
-``Trainer.capture_steps`` (a GPU) replaces by the step's CUDA graphs.
+back at log lines. The device part goes through one hook, ``run_step``, which the step's
+CUDA graphs replace on a GPU (graph_mode.py: the mode is chosen once, at the first step or
+the start of ``train()``; ``Trainer.capture_steps`` asks for the graphs explicitly).
 
 A base class of ``Trainer``, apart so that each file holds one concept: this one is the step,
 trainer.py the loop around it (logging, checkpoints, signals, evaluation).
@@ -21,6 +22,7 @@ from ..function import implementation
 from ..nn.inputs import check_ids
 from ..optim import step_ok
 from ..runtime import checkpoint, runs
+from . import graph_mode
 
 
 class TrainingStep:
@@ -33,6 +35,9 @@ class TrainingStep:
     schedule: Any
     world: Any
     grad_hook: Any
+    generator: Any
+    reporter: Any
+    _graph_mode: tuple[str, str | None] | None
     loss_scale: float
     step: int
     losses: list[float]
@@ -55,9 +60,13 @@ class TrainingStep:
           ...)``), so a bad step never changes the weights, and ``read_back()`` raises
           TrainingError naming it.
 
-        The device part runs through ``self.run_step``, the one hook: after
-        ``Trainer.capture_steps()`` (a GPU) it is replayed from CUDA graphs.
+        The device part runs through ``self.run_step``, the one hook: on a GPU it is
+        replayed from CUDA graphs (graph_mode.py, decided here at the first step unless
+        ``train()`` did). The trainer's own generator is the default while it steps.
         """
+        if self._graph_mode is None:
+            graph_mode.choose(self)
+        backend.random.set_default_generator(self.generator)  # not a later Trainer's
         if not self.model.training:
             self.model.train()
         cfg = self.model_cfg
@@ -74,7 +83,7 @@ class TrainingStep:
     def run_step(self, *ids: np.ndarray) -> tuple[Any, Any]:
         """The device part of a step on checked host ids: uploaded, then ``device_step``
         with the flag "every step so far was finite" kept in ``self._healthy``; (loss,
-        norm). ``Trainer.capture_steps()`` replaces it by the step's CUDA graphs."""
+        norm). On a GPU, the step's CUDA graphs replace it (graph_mode.py)."""
         arrays = (backend.asarray(a, device=self.cfg.device) for a in ids)
         loss, norm, self._healthy = self.device_step(self._healthy, *arrays)
         return loss, norm

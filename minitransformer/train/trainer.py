@@ -36,7 +36,7 @@ from ..errors import ConfigError, TrainingError
 from ..nn import build_model
 from ..optim import Adam, NoamSchedule
 from ..runtime import checkpoint, runs
-from . import averaging, evaluation, progress, report, stopping
+from . import averaging, evaluation, graph_mode, progress, report, stopping
 from .step import TrainingStep
 
 
@@ -69,6 +69,9 @@ class Trainer(TrainingStep):
         block = overrides.pop("block", None)  # the layer's switches; the fields given win
         self.model_cfg = TransformerConfig.preset(cfg.preset, block, **overrides)
         self.model = build_model(self.model_cfg, seed=cfg.seed).to(cfg.device)
+        # this trainer's dropout generator: made the default before each of its steps and
+        # evaluations (a later Trainer's manual_seed replaces the defaults, not this one)
+        self.generator = backend.default_generator(cfg.device)
         self.optimizer = Adam(self.model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9)
         factor = NoamSchedule.factor_for_peak(cfg.peak_lr, self.model_cfg.d_model, cfg.warmup)
         self.schedule = NoamSchedule(self.optimizer, self.model_cfg.d_model, cfg.warmup, factor)
@@ -94,6 +97,7 @@ class Trainer(TrainingStep):
         self.grad_hook: Any = None  # hook(flat gradient buffers, loss) after backward
         self.loss_scale = 1.0  # the loss is multiplied by this before backward
         self.world: Any = None  # distributed.World.attach: sharded batches, rank 0 writes
+        self._graph_mode: tuple[str, str | None] | None = None  # graph_mode.choose: (mode, why)
         self._agreed_stop: str | None = None  # the stop every rank agreed on (world only)
 
     # ------------------------------------------------------------------ the loop
@@ -138,6 +142,7 @@ class Trainer(TrainingStep):
 
     def _train_locked(self) -> dict[str, Any]:
         cfg, reporter = self.cfg, self.reporter
+        graph_mode.choose(self)  # CUDA graphs or eager (one line why), once the world is known
         log = runs.MetricsLog(self.out / "metrics.jsonl" if self._writer else os.devnull)
         reporter.open(self.step)
         self.averaging.begin(self.model, cfg, self.step)  # train on from the last step's weights
@@ -258,36 +263,26 @@ class Trainer(TrainingStep):
         return result
 
     # ------------------------------------------------------------------ evaluation
-    def capture_steps(self, warmup: int = 2, max_graphs: int = 16) -> Any:
+    def capture_steps(self, warmup: int = 2, max_graphs: int = 16,
+                      max_bytes: int | None = None) -> Any:  # fmt: skip
         """Replay each batch shape's training step from a CUDA graph, captured at its
-        ``warmup + 1``-th step (fast/gpu/cuda_graph.py): the step's Python runs once per
-        shape, not once per step. A GPU with the fast tier on (``MT_CUDA_KERNELS`` not 0),
-        one process (not data parallel), Adam. The ``GraphedSteps`` become this trainer's
-        ``run_step`` (batches padded to a few shapes, the finite flag kept in a buffer of
-        theirs) and are returned (``failed`` says which shapes run eagerly, and why)."""
-        from ..fast import cuda_kernels_enabled
-        from ..fast.gpu.cuda_graph import GraphedSteps
+        ``warmup + 1``-th step (fast/gpu/cuda_graph.py), whatever ``cfg.cuda_graph`` says
+        (``train()`` chooses by itself: graph_mode.py). A GPU with the fast tier on, one
+        process, Adam; else TrainingError. The ``GraphedSteps`` become this trainer's
+        ``run_step`` and are returned (``stats()``, ``failed``: which shapes run eagerly)."""
+        return graph_mode.capture(self, warmup, max_graphs, max_bytes)
 
-        if not self.cfg.device.startswith("cuda") or not cuda_kernels_enabled():
-            raise TrainingError(
-                "capture_steps: CUDA graphs need a GPU (--device cuda) with the fast tier on "
-                f"(MT_CUDA_KERNELS unset or 1); this run is on {self.cfg.device}"
-            )
-        if self.world is not None or self.grad_hook is not None:
-            raise TrainingError("capture_steps: a data-parallel step cannot be captured")
-        healthy = self._healthy
-        if healthy is None:
-            xp = backend.namespace_for_device(self.cfg.device)
-            healthy = xp.ones((), dtype=xp.bool)
-        pad = (self.model_cfg.pad_id, self.model_cfg.max_len)
-        self.run_step = GraphedSteps(self.device_step, self.optimizer, warmup, max_graphs,
-                                     pad=pad, carry=healthy)  # fmt: skip
-        return self.run_step
+    def graph_report(self) -> dict[str, Any]:
+        """How the steps ran: {"requested", "mode": "graph" | "eager" | "off", "why"}, plus
+        the graphs' ``stats()`` (graphs, replays, eager_steps, fallbacks, pool_bytes,
+        max_bytes) in mode "graph" (graph_mode.report)."""
+        return graph_mode.report(self)
 
     def evaluate(self, split: str = "valid", samples: int | None = None) -> dict[str, float]:
         """Loss and token accuracy (teacher forcing) and greedy exact-match / BLEU on
         ``samples`` pairs of ``split`` (see evaluation.py). Leaves the training run untouched
         (the dropout generator's state is restored)."""
+        backend.random.set_default_generator(self.generator)  # this trainer's, as in steps
         metrics = evaluation.evaluate(
             self.model, self.task, split, samples,
             label_smoothing=self.cfg.label_smoothing, device=self.cfg.device,
@@ -336,7 +331,7 @@ class Trainer(TrainingStep):
             optimizer=opt_meta,
             schedule=self.schedule.state_dict(),
             stream=self.stream.state_dict(),
-            rng=backend.default_generator(self.cfg.device).state(),
+            rng=self.generator.state(),
             average=average_meta,
         )
         written = checkpoint.save_checkpoint(

@@ -30,9 +30,20 @@ What a graph freezes, and how each is kept right:
   refills with what the eager step would compute: keys of the generator's next draws
   (``counter_keys``), Adam's scalars at the optimizer's next step and learning rate. So a
   replayed step gives the eager step's numbers (the same kernels on the same values).
-- **Memory.** Arrays made during capture come from a memory pool of the graph's own (CuPy's
-  ``MemoryPool``, never handed to anything else), as PyTorch's graph pools: a replay writes
-  the same addresses, which no later array may be given.
+- **Memory.** Arrays made during capture come from ONE memory pool shared by all the shapes'
+  graphs (CuPy's ``MemoryPool``, never handed to anything else; PyTorch shares graph pools
+  the same way): a replay writes the addresses its capture was given, which no array
+  outside the graphs may be given. Sharing is safe because the graphs never run at once
+  (one stream, one step at a time) and what a replay leaves for later is only its outputs,
+  kept alive in ``_Graph.outputs`` (so never handed to another capture) and copied out
+  right after the launch; every other array of a capture is made and used within its own
+  replay. Parameters, gradients' flat buffers, Adam's moments and the carried flag are made
+  before the first capture (the warm-up steps), outside the pool. The pool is bounded by
+  ``max_bytes``: a capture that would grow it past the budget stops (that shape runs
+  eagerly, fallback "memory budget"). Its blocks are never freed (``free_all_blocks``
+  would hand graphs' addresses to other arrays), so the budget keeps CuPy's own
+  free-on-out-of-memory path away from it: half of the device memory free at the first
+  capture by default (``BUDGET_FRACTION``).
 - **Host-side counters.** Capture runs the step's Python once without running its kernels:
   the optimizer does not count it (``Optimizer.uncounted``) and the generators' draws are
   taken back (``Generator.advance``); each replay counts its step as ``Optimizer.step``
@@ -46,6 +57,11 @@ optimizer's state made); at most ``max_graphs`` shapes are kept, others run eage
 step whose update is the whole flat group (every parameter has a gradient: one Adam launch
 per group, over all of it): anything else runs eagerly, as does everything when capture
 fails (``failed`` says why).
+
+**Fallbacks are said and counted.** A step that runs eagerly past its shape's warm-up is a
+fallback, counted by reason in ``stats()["fallbacks"]``: ``"capture failed"``, ``"too many
+shapes"`` (past ``max_graphs``), ``"memory budget"``. ``on_fallback(line)`` is called once
+per distinct line (the line names the reason; a failed capture's names its error).
 """
 
 from __future__ import annotations
@@ -56,9 +72,16 @@ from typing import Any
 import numpy as np
 
 from ...backend.random import counter_keys
+from ...errors import ArgumentError
 
 SLOT_BYTES = 64 * 1024  # per-step values of one graph: dropout keys (8 B) and Adam (16 B) each
 BUCKET = 16  # with ``pad``, the ids are padded to a multiple of this length
+BUDGET_FRACTION = 0.5  # max_bytes by default: this much of the device memory free at capture
+
+# the reasons a step runs eagerly past its shape's warm-up (stats()["fallbacks"]' keys)
+CAPTURE_FAILED = "capture failed"
+TOO_MANY_SHAPES = "too many shapes"
+MEMORY_BUDGET = "memory budget"
 
 
 def bucketed(ids: tuple[Any, ...], pad_id: int, max_len: int) -> tuple[Any, ...]:
@@ -135,11 +158,10 @@ recorder: Recorder | None = None
 
 
 class _Graph:
-    """One captured step: its graph, pool, buffers and slots."""
+    """One captured step: its graph, buffers and slots (its memory: the shared pool's)."""
 
     def __init__(self) -> None:
         self.graph: Any = None
-        self.pool: Any = None
         self.device: Any = None  # uint8: the ids, then the slots
         self.host: np.ndarray | None = None  # its host twin, filled before each replay
         self.ids: list[tuple[int, int]] = []  # (byte offset, nbytes) of each input
@@ -147,6 +169,10 @@ class _Graph:
         self.outputs: tuple[Any, ...] = ()
         self.recorder: Recorder | None = None
         self.draws: list[tuple[Any, int]] = []  # (generator, draws per step)
+
+
+class _OverBudget(MemoryError):
+    """A capture would grow the shared pool past ``max_bytes`` (raised by its allocator)."""
 
 
 class GraphedSteps:
@@ -157,23 +183,41 @@ class GraphedSteps:
     not read anything back to the host. ``pad=(pad_id, max_len)``: the ids are bucketed
     first (``bucketed``). ``carry``: a 0-d device array, a flag carried from step to step;
     body(flag, *device_ids) -> (*outputs, flag), the flag kept here (a copy of ``carry``,
-    in ``self.carry``) and overwritten in place by each step.
+    in ``self.carry``) and overwritten in place by each step. ``max_bytes``: the budget of
+    the graphs' shared memory pool (None: ``BUDGET_FRACTION`` of the device memory free at
+    the first capture). ``on_fallback(line)``: told once per distinct reason a step runs
+    eagerly (module doc); ``stats()``: what ran how.
     """
 
     def __init__(self, body: Callable[..., tuple[Any, ...]], optimizer: Any,
                  warmup: int = 2, max_graphs: int = 16, *, pad: tuple[int, int] | None = None,
-                 carry: Any = None):  # fmt: skip
+                 carry: Any = None, max_bytes: int | None = None,
+                 on_fallback: Callable[[str], Any] | None = None):  # fmt: skip
         from ...optim import Adam
 
         if type(optimizer) is not Adam:
             raise TypeError("GraphedSteps: the captured update is Adam's (fast/cupy/adam.py)")
+        for name, value, least in (("warmup", warmup, 0), ("max_graphs", max_graphs, 0),
+                                   ("max_bytes", max_bytes, 1)):  # fmt: skip
+            if value is None and name == "max_bytes":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ArgumentError(f"GraphedSteps: {name} must be an integer of at least "
+                                    f"{least}, got {value!r}")  # fmt: skip
         self.body, self.optimizer = body, optimizer
         self.warmup, self.max_graphs, self.pad = warmup, max_graphs, pad
+        self.max_bytes = max_bytes
+        self.on_fallback = on_fallback
         self.carry = None if carry is None else carry.copy()  # one buffer, every step's
         self.graphs: dict[tuple, _Graph] = {}
         self.seen: dict[tuple, int] = {}
         self.failed: dict[tuple, str] = {}  # shape -> why it runs eagerly
+        self.reasons: dict[tuple, str] = {}  # shape -> its fallback reason (CAPTURE_FAILED ...)
+        self.pool: Any = None  # the graphs' one memory pool, made at the first capture
         self.replays = 0
+        self.eager_steps = 0  # warm-up steps and fallbacks
+        self.fallbacks: dict[str, int] = {}  # reason -> eager steps past the warm-up
+        self._said: set[str] = set()  # the fallback lines on_fallback was told
 
     # ------------------------------------------------------------------ one step
     def __call__(self, *ids: np.ndarray) -> tuple[Any, ...]:
@@ -184,11 +228,73 @@ class GraphedSteps:
         g = self.graphs.get(key)
         if g is None:
             self.seen[key] = n = self.seen.get(key, 0) + 1
-            if n > self.warmup and key not in self.failed and len(self.graphs) < self.max_graphs:
-                g = self._capture(key, ids)
+            if n > self.warmup:
+                g = self._capture_or_fall_back(key, ids)
             if g is None:  # eagerly
+                self.eager_steps += 1
                 return self._run(*(upload(a) for a in ids))
         return self._replay(g, ids)
+
+    def stats(self) -> dict[str, Any]:
+        """What ran how: ``graphs`` (shapes captured), ``replays``, ``eager_steps`` (the
+        shapes' warm-up steps and the fallbacks), ``fallbacks`` ({reason: eager steps past
+        the warm-up}), ``pool_bytes`` (what the graphs' shared pool holds) and ``max_bytes``
+        (its budget; None until the first capture chooses the default)."""
+        return {
+            "graphs": len(self.graphs),
+            "replays": self.replays,
+            "eager_steps": self.eager_steps,
+            "fallbacks": dict(self.fallbacks),
+            "pool_bytes": 0 if self.pool is None else int(self.pool.total_bytes()),
+            "max_bytes": self.max_bytes,
+        }
+
+    def _capture_or_fall_back(self, key: tuple, ids: tuple[np.ndarray, ...]) -> _Graph | None:
+        """A shape past its warm-up: its graph, captured now, or None (a fallback, counted
+        and said) when it was refused before, there are ``max_graphs`` graphs already, the
+        pool is at its budget, or the capture fails."""
+        if key not in self.failed:
+            if len(self.graphs) >= self.max_graphs:
+                self.failed[key] = f"{self.max_graphs} shapes have graphs already"
+                self.reasons[key] = TOO_MANY_SHAPES
+            elif self.pool is not None and self.pool.total_bytes() >= self.max_bytes:
+                self.failed[key] = f"the pool holds {_mib(self.pool.total_bytes())}"
+                self.reasons[key] = MEMORY_BUDGET
+            else:
+                g = self._capture(key, ids)
+                if g is not None:
+                    return g
+        reason = self.reasons[key]
+        self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
+        line = self._fallback_line(key, reason)
+        if line not in self._said:
+            self._said.add(line)
+            if self.on_fallback is not None:
+                self.on_fallback(line)
+        return None
+
+    def _fallback_line(self, key: tuple, reason: str) -> str:
+        """The line ``on_fallback`` is told: one per reason (per error, for failed captures)."""
+        if reason == TOO_MANY_SHAPES:
+            return (f"batch shapes past the first {self.max_graphs} captured run eagerly, "
+                    "not from CUDA graphs (one graph per shape; too many shapes)")  # fmt: skip
+        if reason == MEMORY_BUDGET:
+            return (f"batch shapes past the CUDA graphs' memory budget ({_mib(self.max_bytes)}) "
+                    "run eagerly, not from CUDA graphs")  # fmt: skip
+        shape = "x".join(str(n) for n in key[0][0])
+        return (f"batch shape {shape} runs eagerly: its step could not be captured as a CUDA "
+                f"graph ({self.failed[key]})")  # fmt: skip
+
+    def _malloc(self, nbytes: int) -> Any:
+        """The capture's allocator: the shared pool's, refusing (``_OverBudget``) to grow it
+        past ``max_bytes``, before CuPy's pool would free its blocks to find room."""
+        pool = self.pool
+        if pool.free_bytes() < nbytes and pool.total_bytes() + nbytes > self.max_bytes:
+            raise _OverBudget(f"the pool would pass its budget of {_mib(self.max_bytes)}")
+        memory = pool.malloc(nbytes)
+        if pool.total_bytes() > self.max_bytes:  # a new block despite the free bytes
+            raise _OverBudget(f"the pool would pass its budget of {_mib(self.max_bytes)}")
+        return memory
 
     def _run(self, *device_ids: Any) -> tuple[Any, ...]:
         """The body on device ids; with a carried flag, the flag read from its buffer and
@@ -204,7 +310,7 @@ class GraphedSteps:
         g.device[: g.recorder.used].set(g.host[: g.recorder.used])  # one copy to the GPU
         g.graph.launch()
         self.replays += 1
-        return tuple(out.copy() for out in g.outputs)
+        return tuple(out.copy() for out in g.outputs)  # out of the graph's memory, at once
 
     def _fill(self, g: _Graph, ids: tuple[np.ndarray, ...]) -> None:
         """Write this step's ids and per-step values into ``g.host``, and count the step on
@@ -226,7 +332,8 @@ class GraphedSteps:
 
     # ------------------------------------------------------------------ capture
     def _capture(self, key: tuple, ids: tuple[np.ndarray, ...]) -> _Graph | None:
-        """Capture the body at these shapes; None (and ``failed[key]``) when it cannot be."""
+        """Capture the body at these shapes; None (and ``failed[key]``, ``reasons[key]``)
+        when it cannot be."""
         import cupy as cp
 
         global recorder
@@ -242,18 +349,21 @@ class GraphedSteps:
             g.inputs.append(g.device[o : o + nbytes].view(a.dtype).reshape(a.shape))
             g.inputs[-1].set(a)
         g.recorder = Recorder(g.device, offset)
-        g.pool = cp.cuda.MemoryPool()
         stream = cp.cuda.Stream(non_blocking=True)
         cp.cuda.Device().synchronize()
-        error = None
+        if self.pool is None:  # the first capture: the pool, and its budget
+            self.pool = cp.cuda.MemoryPool()
+            if self.max_bytes is None:
+                self.max_bytes = max(1, int(cp.cuda.runtime.memGetInfo()[0] * BUDGET_FRACTION))
+        error, over = None, False
         # the capture runs the step's Python, not its kernels: the optimizer does not count it
-        with opt.uncounted(), cp.cuda.using_allocator(g.pool.malloc), stream:
+        with opt.uncounted(), cp.cuda.using_allocator(self._malloc), stream:
             recorder = g.recorder
             stream.begin_capture()
             try:
                 g.outputs = self._run(*g.inputs)
             except Exception as err:  # noqa: BLE001 - reported in failed[], then eager
-                error = f"{type(err).__name__}: {err}"
+                error, over = f"{type(err).__name__}: {err}", isinstance(err, _OverBudget)
             finally:
                 recorder = None
                 try:
@@ -268,7 +378,13 @@ class GraphedSteps:
                      f"flat group whole ({whole}): some parameters had no gradient")  # fmt: skip
         if error is not None:
             self.failed[key] = error
+            self.reasons[key] = MEMORY_BUDGET if over else CAPTURE_FAILED
             return None
         g.graph = graph
         self.graphs[key] = g
         return g
+
+
+def _mib(nbytes: int | None) -> str:
+    """Bytes as MiB, for the lines."""
+    return "?" if nbytes is None else f"{nbytes / 2**20:.1f} MiB"
