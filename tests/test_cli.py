@@ -382,11 +382,3 @@ def test_ctrl_c_saves_exits_130_and_prints_the_resume_command(tmp_path, capsys):
     assert code == 0, err
     assert json.loads(stdout.splitlines()[0])["steps"] == step + 2
     assert checkpoint.read_metadata(out / "checkpoint.safetensors")["step"] == step + 2
-
-
-def test_cuda_graph_needs_a_gpu(tmp_path, capsys):
-    out = tmp_path / "r"
-    code, _, err = run_main(["train", "copy", "--steps", "2", "--cuda-graph", "--out", str(out)],
-                            capsys)  # fmt: skip
-    assert_user_error(code, err, "--cuda-graph needs one process on a GPU", "cpu")
-    assert not out.exists()

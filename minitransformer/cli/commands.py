@@ -30,7 +30,7 @@ from ..runtime.pretrained import pretrained_folder
 from ..runtime.sampler import TextSampler
 from ..runtime.translator import Translator
 from ..tools import ablate, bench, explorer, scaling, viz
-from ..train import TrainConfig, Trainer
+from ..train import TrainConfig, Trainer, report
 from . import flags
 from .parser import subparser
 
@@ -42,7 +42,7 @@ TRAIN_FIELDS = {
     "clip_norm": "clip_norm", "seed": "seed", "device": "device", "out": "out",
     "log_every": "log_every", "eval_every": "eval_every", "eval_samples": "eval_samples",
     "checkpoint_every": "checkpoint_every", "final_eval_samples": "final_eval_samples",
-    "average_last": "average_last", "average_every": "average_every",
+    "average_last": "average_last", "average_every": "average_every", "cuda_graph": "cuda_graph",
 }  # fmt: skip
 
 
@@ -89,6 +89,7 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         if args.task is not None:
             given["task"] = args.task
         trainer = Trainer.resume(run, **given)
+        _check_graph_request(args, trainer.cfg.device, parser)  # the run's device, now known
         if trainer.step >= trainer.cfg.steps and (world is None or world.is_writer):
             print(
                 f"the run is already at step {trainer.step} of {trainer.cfg.steps}: running "
@@ -99,18 +100,12 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         if args.task is None:
             subparser(parser, "train").error("train needs a TASK (or --resume RUN)")
         given.setdefault("out", f"runs/{args.task}")
+        _check_graph_request(args, given.get("device", TrainConfig.device), parser)
         if world is None:  # at once, not after the data and model are built (data parallel:
             runs.check_out(given["out"], owned=False, overwrite=args.overwrite)  # rank 0's)
         trainer = Trainer(TrainConfig(task=args.task, **given))
     if world is not None:
         world.attach(trainer)
-    if args.cuda_graph:
-        if not trainer.cfg.device.startswith("cuda") or world is not None:
-            subparser(parser, "train").error(
-                f"--cuda-graph needs one process on a GPU (--device cuda); this run is on "
-                f"{trainer.cfg.device}" + (" and data-parallel" if world is not None else "")
-            )
-        trainer.capture_steps()  # MT_CUDA_KERNELS=0 (no fast tier on the GPU): one line
     if world is None or world.is_writer:
         print(trainer.task.summary(), file=sys.stderr)
         print(
@@ -119,7 +114,7 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             f"{fast.describe(backend.normalize_device(trainer.cfg.device))}"
             + (f", resuming at step {trainer.step}" if args.resume else "")
             + (f", data-parallel over {world.size} ranks" if world is not None else "")
-            + (", each step replayed from a CUDA graph" if args.cuda_graph else ""),
+            + _mode_words(trainer.graph_report()),
             file=sys.stderr,
             flush=True,
         )
@@ -128,12 +123,37 @@ def train_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         return 128 + (signal.SIGTERM if result.get("signal") == "SIGTERM" else signal.SIGINT)
     if world is not None and not world.is_writer:
         return 0
+    graphs = report.graph_line(result["cuda_graphs"])  # the result card's: None on the CPU
+    if graphs:
+        print(graphs, file=sys.stderr)
     if args.json:  # the test line said it already; this is for scripts
         keys = ("task", "steps", "wall_time_s", "train_time_s", "metrics")
         print(json.dumps({k: result[k] for k in keys}))
     plots = f"; plots: {trainer.out / 'plots'}" if trainer.cfg.plots else ""
     print(f"result card: {trainer.out / 'result.json'}{plots}")
     return 0
+
+
+def _check_graph_request(
+    args: argparse.Namespace, device: str, parser: argparse.ArgumentParser
+) -> None:
+    """An explicit --cuda-graph on a device that is no GPU asks for what cannot be: a usage
+    error naming the fix. Left out, the default is quiet on the CPU (every step eager, as a
+    CPU runs them), and on a GPU the Trainer says in one line why it runs a step eagerly."""
+    name = backend.normalize_device(device)
+    if args.cuda_graph and not name.startswith("cuda"):
+        subparser(parser, "train").error(
+            f"--cuda-graph needs a GPU, and this run is on {name}. Fix: add --device cuda, "
+            "or leave --cuda-graph out (the CPU runs every step eagerly)"
+        )
+
+
+def _mode_words(graphs: dict) -> str:
+    """How the steps will run, for the start line (Trainer.graph_report(); nothing on the
+    CPU): replayed from CUDA graphs, or every step eager (the Trainer's note says why)."""
+    if graphs["mode"] == "graph":
+        return ", steps replayed from CUDA graphs (one a batch shape, once it is captured)"
+    return ", every step eager" if graphs["mode"] == "eager" else ""
 
 
 def ablate_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

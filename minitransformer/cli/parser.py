@@ -179,9 +179,8 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
         "--steps", type=flags.positive_int, metavar="N",
         help=f"training steps ({_per_task('steps')})",
     )  # fmt: skip
-    train.add_argument(
-        "--batch-size", type=flags.batch_size, help=f"sentences a step ({_per_task('batch_size')})"
-    )
+    train.add_argument("--batch-size", type=flags.batch_size,
+                       help=f"sentences a step ({_per_task('batch_size')})")  # fmt: skip
     train.add_argument(
         "--warmup", type=flags.positive_int,
         help=f"warm-up steps of the schedule ({_per_task('warmup')})",
@@ -203,9 +202,8 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     train.add_argument("--seed", type=flags.non_negative_int, help=f"default: {_default('seed')}")
     train.add_argument("--out", type=flags.path_text, help="run directory (default: runs/TASK)")
-    train.add_argument(
-        "--overwrite", action="store_true", help="replace the run in --out (its files are deleted)"
-    )
+    train.add_argument("--overwrite", action="store_true",
+                       help="replace the run in --out (its files are deleted)")  # fmt: skip
     for flag, what in (
         ("--log-every", "steps between log lines"),
         ("--eval-every", "steps between validation evaluations"),
@@ -231,21 +229,27 @@ def _add_train(sub: Any, debug: argparse.ArgumentParser) -> None:
         help="a task knob, e.g. --knob n_train=2000 --knob max_len=8 (default: the task's); "
         f"keys: {flags.knobs_text()}",
     )  # fmt: skip
-    train.add_argument(
-        "--resume", metavar="RUN", type=flags.path_text, help="continue the run in this directory"
-    )
+    train.add_argument("--resume", metavar="RUN", type=flags.path_text,
+                       help="continue the run in this directory")  # fmt: skip
     train.add_argument("--no-progress", action="store_true", help="plain log lines, no bar")
     train.add_argument(
         "--json", action="store_true",
         help="also print the result (task, steps, times, test metrics) as one JSON line on stdout",
     )  # fmt: skip
     train.add_argument("--no-plots", action="store_true", help="skip plots/*.png at the end")
-    train.add_argument(
-        "--cuda-graph", action="store_true",
-        help="on a GPU: capture each batch shape's training step once as a CUDA graph and "
-        "replay it (one launch a step; the same numbers; fast/gpu/cuda_graph.py); give it again "
-        "with --resume",
+    graph = train.add_mutually_exclusive_group()  # dest cuda_graph: None when neither is given
+    graph.add_argument(
+        "--cuda-graph", action="store_const", const=True, dest="cuda_graph",
+        help="the default on a GPU: each batch shape's step captured once as a CUDA graph and "
+        "replayed, one launch a step (fast/gpu/cuda_graph.py). Batches are padded to a few shapes: "
+        "a batch's loss is an eager step's, but dropout draws its masks over the padded shape, so "
+        "with dropout the run differs from an eager one. A step that cannot be replayed "
+        "(--data-parallel, MT_CUDA_KERNELS=0, a failed capture, too many shapes or bytes) runs "
+        "eagerly, said in one line and counted in the result card. Kept by --resume; on the CPU "
+        "(no graphs there) an error",
     )  # fmt: skip
+    graph.add_argument("--no-cuda-graph", action="store_const", const=False, dest="cuda_graph",
+                       help="every step eagerly on a GPU; kept by --resume")  # fmt: skip
     train.add_argument(
         "--data-parallel", action="store_true",
         help="one model, the batch split across MPI ranks: mpiexec -n N minitransformer train "

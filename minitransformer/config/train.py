@@ -183,10 +183,17 @@ def _knob_defaults(task: str) -> dict[str, Any]:
 RESUMABLE = frozenset(
     {"steps", "progress", "plots", "device", "out", "log_every", "eval_every", "eval_samples",
      "checkpoint_every", "final_eval_split", "final_eval_samples", "average_last",
-     "average_every"}
+     "average_every", "cuda_graph"}
 )  # fmt: skip
 # (average_last and average_every change only the final model: a resume keeps the sum of the
-# weights so far when all its steps are in the new schedule, train/averaging.py)
+# weights so far when all its steps are in the new schedule, train/averaging.py. cuda_graph
+# may change, as device may, for a run that must go on another way (a GPU short of memory for
+# the graphs); the dropout masks of the two modes differ, so resuming warns: runs/resume.py)
+
+SAVED_BEFORE_THE_FIELD: dict[str, Any] = {"cuda_graph": False}
+"""Fields added after runs were saved without them, with the value such a run had: before
+``cuda_graph`` a run was eager unless ``--cuda-graph`` was given, which was never recorded.
+A stored train config (a checkpoint's) is read with these under it."""
 
 
 @dataclass
@@ -208,7 +215,8 @@ class TrainConfig:
     seed: int = 0
     device: str = "cpu"
     # on a CUDA device: replay each batch shape's step from a CUDA graph (fast/gpu/
-    # cuda_graph.py), else every step eagerly; ignored on the CPU. Kept by --resume.
+    # cuda_graph.py), else every step eagerly; ignored on the CPU. Kept by --resume (a run
+    # saved before this field has none: SAVED_BEFORE_THE_FIELD, False).
     cuda_graph: bool = True
     out: str = "runs/copy"
     log_every: int = 50

@@ -38,7 +38,8 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
     to the card: training, evaluations, checkpoints, final test (the plots come after it).
     A resumed run's card counts its last session and says ``resumed_at_step``; a card
     written outside ``train()`` has only the steps' time.
-    ``train_time_s``: the training steps alone, over every session of the run."""
+    ``train_time_s``: the training steps alone, over every session of the run.
+    ``cuda_graphs``: how the steps ran (graph_record; the counts are this session's)."""
     cfg = trainer.cfg
     last = trainer.losses[-20:]
     records, _ = read_metrics(trainer.out / "metrics.jsonl")
@@ -61,6 +62,7 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
         ops=fast.describe(backend.normalize_device(cfg.device)),
         hardware=host.hardware(backend.normalize_device(cfg.device)),
     )
+    result["cuda_graphs"] = graph_record(trainer.graph_report())
     if trainer.started_at_step:
         result["resumed_at_step"] = trainer.started_at_step
     if trainer.world is not None:
@@ -68,6 +70,52 @@ def result_card(trainer: Any, metrics: dict[str, float]) -> dict[str, Any]:
     if trainer.model_cfg.decoder_only:  # what the language model writes, from nothing
         result["samples"] = lm_samples(trainer)
     return result
+
+
+MIB = 2**20
+
+
+def graph_record(report: dict[str, Any]) -> dict[str, Any]:
+    """The result card's ``cuda_graphs``: from ``Trainer.graph_report()``, whether graphs were
+    asked for (``requested``), the ``mode`` ("graph": replayed from CUDA graphs; "eager": on a
+    GPU, every step eagerly; "off": the CPU, which has none) and ``why`` it is not "graph";
+    with graphs, the batch shapes captured (``graphs``), the steps replayed (``replays``) and
+    run eagerly (``eager_steps``), the steps of each reason to run eagerly (``fallbacks``), and
+    the graphs' shared memory pool and its budget in MiB (``pool_mib``, ``max_mib``)."""
+    record = {key: report.get(key) for key in ("requested", "mode", "why")}
+    if report.get("mode") == "off":
+        return record  # the CPU: no graphs, nothing to count
+    for key in ("graphs", "replays", "eager_steps", "fallbacks"):
+        if key in report:
+            record[key] = report[key]
+    for key, name in (("pool_bytes", "pool_mib"), ("max_bytes", "max_mib")):
+        if report.get(key) is not None:
+            record[name] = round(report[key] / MIB, 1)
+    return record
+
+
+def graph_line(record: dict[str, Any]) -> str | None:
+    """The end of a run on a GPU in one line, from ``graph_record``: ``CUDA graphs: 2 batch
+    shapes captured, 1,994 steps replayed, 6 eager (fallbacks: ...); memory pool 41.2 MiB
+    of 4,096.0 MiB`` or ``CUDA graphs: none, every step eager: why``; None on the CPU."""
+    if record["mode"] == "off":
+        return None
+    if record["mode"] != "graph":
+        why = record.get("why")
+        return "CUDA graphs: none, every step eager" + (f": {why}" if why else "")
+    shapes = record.get("graphs", 0)
+    line = (
+        f"CUDA graphs: {shapes:,} batch shape{'s' if shapes != 1 else ''} captured, "
+        f"{record.get('replays', 0):,} steps replayed, {record.get('eager_steps', 0):,} eager"
+    )
+    fallbacks = record.get("fallbacks") or {}
+    if fallbacks:
+        listed = ", ".join(f"{reason} {n:,} steps" for reason, n in fallbacks.items())
+        line += f" (fallbacks: {listed})"  # the rest: each shape's first steps, before capture
+    if "pool_mib" in record:
+        budget = f" of {record['max_mib']:,.1f} MiB" if "max_mib" in record else ""
+        line += f"; memory pool {record['pool_mib']:,.1f} MiB{budget}"
+    return line
 
 
 def lm_samples(trainer: Any, n: int = 3, temperature: float = 0.8) -> list[str]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from ...checks import short
 from ...config import TrainConfig, TransformerConfig
+from ...config.train import SAVED_BEFORE_THE_FIELD
 from ...errors import CheckpointError
 from .format import _fail
 
@@ -264,10 +265,11 @@ def check_train_config(
     path: str | os.PathLike[str], value: Any, train_config_cls: type = TrainConfig
 ) -> Any:
     """The stored train config, type-checked and validated with TrainConfig's own ranges
-    (task knobs included: an ``n_test`` of 10**12 would never finish); returns it resolved."""
+    (task knobs included: an ``n_test`` of 10**12 would never finish); returns it resolved,
+    a field the run was saved without taking the value it had (SAVED_BEFORE_THE_FIELD)."""
     check_dataclass_fields(path, "train_config", value, train_config_cls)
     try:
-        return train_config_cls(**value).resolved()
+        return train_config_cls(**{**SAVED_BEFORE_THE_FIELD, **value}).resolved()
     except (ValueError, TypeError, RuntimeError) as err:
         problem = f"is not a valid training setup ({' '.join(str(err).split())})"
         _field_fail(Path(path), "train_config", problem)

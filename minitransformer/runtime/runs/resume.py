@@ -26,6 +26,7 @@ import numpy as np
 from ... import backend
 from ...checks import is_int, short
 from ...config import RESUMABLE, TrainConfig
+from ...config.train import SAVED_BEFORE_THE_FIELD
 from ...errors import (
     CheckpointError,
     ConfigError,
@@ -71,7 +72,7 @@ def read_resume_point(run: str | os.PathLike[str], **changes: Any) -> ResumePoin
             "`minitransformer train`"
         )
     checkpoint.check_training_metadata(path, meta, TrainConfig)
-    stored = dict(meta["train_config"])
+    stored = {**SAVED_BEFORE_THE_FIELD, **meta["train_config"]}  # an older run: what it had
     try:
         backend.normalize_device(stored["device"])
     except DeviceError as err:
@@ -94,7 +95,26 @@ def read_resume_point(run: str | os.PathLike[str], **changes: Any) -> ResumePoin
         )
     _check_steps(path, meta["step"], stored.get("steps"), changes.get("steps"))
     config = TrainConfig(**{**stored, "out": str(path.parent), **changes})
+    _warn_if_mode_changes(path, meta["step"], stored["cuda_graph"], config)
     return ResumePoint(path, arrays, meta, config, changes)
+
+
+def _warn_if_mode_changes(path: Path, step: int, stored: Any, config: TrainConfig) -> None:
+    """One warning when a run saved with CUDA graphs on (or off) goes on with them off (or
+    on) on a GPU: allowed, as a change of device is (a GPU short of memory for the graphs
+    must be able to finish its run eagerly), but said, because dropout draws its masks over
+    the padded shape in a graph and over the batch's own eagerly, so the run goes on unlike
+    one trained in a single mode. Silent on the CPU, which never replays a graph."""
+    on_gpu = backend.normalize_device(config.device).startswith("cuda")
+    if stored == config.cuda_graph or not on_gpu:
+        return
+    now, before = ("on", "off") if config.cuda_graph else ("off", "on")
+    warnings.warn(
+        f"{path.parent} goes on at step {step} with CUDA graphs {now}; it was saved with them "
+        f"{before}. Dropout draws other masks in the two modes, so from here the run differs "
+        "from one trained in a single mode (each batch's loss is computed the same way)",
+        stacklevel=4,
+    )
 
 
 def _check_steps(path: Path, step: int, total: Any, steps: Any) -> None:
