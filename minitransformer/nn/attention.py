@@ -42,6 +42,7 @@ from ..ops.blocked_attention import BlockedAttention, check_block_size
 from ..ops.checks import not_a_tensor
 from ..ops.grouped_heads import RepeatHeads
 from ..ops.heads import MergeHeads, SplitHeads
+from ..ops.projections import PackedAttention, Projections
 from ..ops.rotary import Rotary, rotary_cos_sin
 from ..tensor import Tensor
 from .attention_kinds import attend_below_n2
@@ -246,15 +247,18 @@ class MultiHeadAttention(Module):
                 "the length S"
             )
         # Checked once, here: the ops below trust these shapes (no second check of q, k, v).
-        q = SplitHeads.apply(self.w_q(query), h=self.h)  # (B, T, H * d_k) -> (B, H, T, d_k)
         growing = cache is not None and not cache.static  # a self-attention cache
-        q = self._rotated(q, cache.seen if growing else 0)  # RoPE (when cfg.rotary)
-        if not self.scale:  # the op divides by √d_k: pre-multiply so the logits are q kᵀ
-            q = q * math.sqrt(self.d_k)
-        if self.attention == "full":
-            out = self._full(q, key, value, mask, cache)
+        if self._packs(query, key, value, cache):  # one product for q, k, v (or k, v)
+            out = self._packed(query, key, mask)  # (B, H, T, d_v)
         else:
-            out = attend_below_n2(self, q, key, value, mask, cache)  # (B, H, T, d_v)
+            q = SplitHeads.apply(self.w_q(query), h=self.h)  # (B, T, H d_k) -> (B, H, T, d_k)
+            q = self._rotated(q, cache.seen if growing else 0)  # RoPE (when cfg.rotary)
+            if not self.scale:  # the op divides by √d_k: pre-multiply: the logits are q kᵀ
+                q = q * math.sqrt(self.d_k)
+            if self.attention == "full":
+                out = self._full(q, key, value, mask, cache)
+            else:
+                out = attend_below_n2(self, q, key, value, mask, cache)  # (B, H, T, d_v)
         if growing:
             cache.seen += query.shape[1]
         gates = self.head_mask
@@ -271,15 +275,47 @@ class MultiHeadAttention(Module):
         S = k.shape[2]
         if S == 0:  # no keys: nothing to attend to (the op would reduce over none)
             check_sizes("MultiHeadAttention", self.d_k, 0)
+        mask = self._scores_mask(mask, B, T, S, key)
+        if self.block_size is not None and not self.store_weights:  # never forms (T, S)
+            return BlockedAttention.apply(q, k, v, mask, block_size=self.block_size)
+        out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
+        if self.store_weights:
+            self.last_weights = ctx.probs  # (B, H, T, S)
+        return out
+
+    def _scores_mask(self, mask: Any, B: int, T: int, S: int, key: Tensor) -> Any:
+        """The mask as an array broadcastable to the scores (B, H, T, S), checked (a
+        ``Causal`` rule made the array it stands for), or None."""
         if isinstance(mask, Causal):  # the rule as the array it stands for
             keys = mask.keys
             mask = causal_mask(T, key.device, S - T)  # (1, 1, T, S)
             mask = mask if keys is None else mask & check_mask(keys, (B, 1, 1, S), key)
         if mask is not None:  # the scores' shape
-            mask = check_mask(mask, (B, H, T, S), key)
-        if self.block_size is not None and not self.store_weights:  # never forms (T, S)
-            return BlockedAttention.apply(q, k, v, mask, block_size=self.block_size)
-        out, ctx = ScaledDotProductAttention.run(q, k, v, mask)  # (B, H, T, d_v)
+            mask = check_mask(mask, (B, self.h, T, S), key)
+        return mask
+
+    def _packs(self, query: Tensor, key: Tensor, value: Tensor, cache: Any) -> bool:
+        """Whether the projections run as one op (``ops/projections.py``): q, k and v of a
+        self-attention (query, key and value one Tensor), or k and v of a cross-attention
+        (key and value one Tensor), for the paper's attention with no cache, rotation,
+        ablated scale or blocks (those take the separate products below)."""
+        plain = self.attention == "full" and self.rotary is None and self.scale
+        blocked = self.block_size is not None and not self.store_weights
+        return cache is None and plain and not blocked and key is value and key.shape[1] > 0
+
+    def _packed(self, query: Tensor, key: Tensor, mask: Any) -> Tensor:
+        """The paper's attention with its projections as one op: ``Projections`` of q, k, v
+        (self-attention) or of k, v (cross), and ``PackedAttention`` reading the heads from
+        the packed columns: (B, H, T, d_v), the same numbers as ``_full``."""
+        layers = (self.w_k, self.w_v) if query is not key else (self.w_q, self.w_k, self.w_v)
+        params = [m.weight for m in layers]
+        params += [m.bias for m in layers if m.bias is not None]
+        y = Projections.apply(key, *params, parts=len(layers))  # (B, S, parts' widths)
+        q = None if query is key else SplitHeads.apply(self.w_q(query), h=self.h)
+        B, T, S = query.shape[0], query.shape[1], key.shape[1]
+        mask = self._scores_mask(mask, B, T, S, key)
+        heads = dict(h=self.h, h_kv=self.h_kv, d_k=self.d_k)
+        out, ctx = PackedAttention.run(y, q, mask, **heads)  # (B, H, T, d_v)
         if self.store_weights:
             self.last_weights = ctx.probs  # (B, H, T, S)
         return out
