@@ -11,7 +11,10 @@ Everything above the backend asks for the *namespace* of its input arrays
   and whose ``reshape`` and ``sum`` reach NumPy's method and ufunc reduction in one Python
   call (``numpy.reshape`` and ``numpy.sum`` take three or four to get there; a training
   step calls them ~300 times).
-- CuPy: ``array_api_compat.cupy``.
+- CuPy: ``array_api_compat.cupy``, in a copy whose ``matmul`` and ``tensordot`` fold a stack
+  of rows times one matrix into one 2-D product (``fold_row_products``): CuPy's own
+  ``matmul`` of a (B, T, D) stack by a (D, E) weight takes its broadcast path (pointer
+  arrays, a copy of a transposed weight: about 7 more launches a Linear).
 - the strict stand-in: ``array_api_strict``.
 
 A faster tier (``minitransformer/fast``, above the ops) is told when CuPy is first used
@@ -21,6 +24,7 @@ The backend itself reads no switch and imports nothing above it.
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Callable
 from typing import Any
@@ -114,9 +118,52 @@ def _cupy_namespace() -> Any:
         for hook in _first_use:
             chosen = hook(cp) or chosen
         if chosen is None:
-            import array_api_compat.cupy as chosen
+            import array_api_compat.cupy as compat_cupy
+
+            chosen = fold_row_products(compat_cupy)
         _cupy_ns = chosen
     return _cupy_ns
+
+
+def fold_row_products(ns: Any) -> types.ModuleType:
+    """A copy of the namespace module ``ns`` (``ns`` itself is not modified) whose ``matmul``
+    and ``tensordot`` compute a stack of rows times one matrix as ONE 2-D product, as
+    ``host.matmul`` and ``host.tensordot`` do for NumPy:
+
+    - ``matmul(a, b)`` with a (..., n, k) and b (k, m): (rows, k) @ (k, m), reshaped back
+      (a stack that is not contiguous is copied once by the reshape);
+    - ``tensordot(a, b, axes=(rows, rows))`` over every leading axis of two arrays with
+      the same leading shape (a weight's gradient x^T g): (k, rows) @ (rows, m).
+
+    Every other case is ``ns``'s own function. Used for CuPy's plain namespace (the
+    kernels off): CuPy's ``matmul`` would broadcast the matrix over the stack."""
+    plain_matmul, plain_tensordot = ns.matmul, ns.tensordot
+
+    def matmul(a: Any, b: Any, /) -> Any:
+        if b.ndim != 2 or a.ndim <= 2:
+            return plain_matmul(a, b)
+        k, m = a.shape[-1], b.shape[-1]
+        rows = math.prod(a.shape[:-1])
+        y = plain_matmul(a.reshape(rows, k), b)  # (rows, m): one GEMM
+        return y.reshape(*a.shape[:-1], m)
+
+    def tensordot(a: Any, b: Any, /, *, axes: Any = 2) -> Any:
+        if type(axes) is tuple and len(axes) == 2 and a.ndim == b.ndim and a.ndim > 1:
+            leading = tuple(range(a.ndim - 1))
+            same_rows = a.shape[:-1] == b.shape[:-1]
+            if same_rows and axes[0] == leading and axes[1] == leading:
+                rows = math.prod(a.shape[:-1])
+                a2, b2 = a.reshape(rows, a.shape[-1]), b.reshape(rows, b.shape[-1])
+                return plain_matmul(a2.T, b2)  # (k, m): one GEMM over all rows
+        return plain_tensordot(a, b, axes=axes)
+
+    folded = types.ModuleType(ns.__name__, getattr(ns, "__doc__", None))
+    folded.__dict__.update(
+        {k: v for k, v in vars(ns).items() if k not in ("__getattr__", "__dir__", "__spec__")}
+    )
+    folded.matmul, folded.tensordot = matmul, tensordot
+    folded.__getattr__ = lambda name: getattr(ns, name)  # names made lazily (PEP 562)
+    return folded
 
 
 def reset_cupy_namespace() -> None:

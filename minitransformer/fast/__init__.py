@@ -91,6 +91,7 @@ def _use_cupy(cupy_module: Any) -> Any:
     TWINS.update({(ref, array_type): twin for ref, twin in cupy_twins.TWINS.items()})
     ns = lean_namespace(cupy_module)
     ns.matmul = ns.linalg.matmul = cublas.bind(cupy_module)  # cuBLAS itself (gpu/cublas.py)
+    ns.tensordot = ns.linalg.tensordot = cublas.bind_tensordot(cupy_module)  # dW: capturable
     return ns
 
 

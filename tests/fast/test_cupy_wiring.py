@@ -130,3 +130,51 @@ def test_the_cupy_layer_norm_twin_computes_the_references_gradients(
     if optimizer:
         group, (gamma, beta) = got[4].groups[0], got[5]
         assert gamma.grad is group.grad_views[0] and beta.grad is group.grad_views[1]
+
+
+@pytest.mark.parametrize("optimizer", [False, True])
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("x_shape", [(4, 5), (2, 3, 5), (2, 1, 3, 5)])
+def test_the_cupy_linear_twin_computes_a_product_without_bias_as_one_2d_gemm(
+    monkeypatch, x_shape, transposed, optimizer
+):
+    """No bias (the tied output projection): the twin's own forward, ONE cuBLAS product of
+    the rows (rows, d_in) by the weight (a transposed weight read in place, no copy), where
+    the reference's product of an N-D stack is a batch of products; gradients as the
+    reference's."""
+    products = []
+
+    def counted(a, b, cp=None, out=None):  # noqa: ARG001
+        products.append((a, b))
+        return np.matmul(a, b, out=out)
+
+    stand_in = types.SimpleNamespace(reshape=np.reshape, empty=np.empty, sum=np.sum)
+    monkeypatch.setattr(cupy_linear, "cp", stand_in)
+    monkeypatch.setattr(cublas, "matmul", counted)
+    monkeypatch.setattr(cublaslt, "matmul", lambda *a, **k: pytest.fail("no bias: no epilogue"))
+
+    def run(twin):
+        rng = np.random.default_rng(2)
+        x = mt.tensor(rng.standard_normal(x_shape), requires_grad=True)
+        w = mt.tensor(rng.standard_normal((3, 5) if transposed else (5, 3)), requires_grad=True)
+        opt = Adam([w]) if optimizer else None
+        if not twin:
+            y = F.linear(x, w, transpose_weight=transposed)
+        elif transposed:
+            y = cupy_linear.Linear.apply(x, w, None, transpose_weight=True)
+        else:
+            y = cupy_linear.Linear.apply(x, w)
+        forward = list(products)
+        (y * mt.tensor(rng.standard_normal(y.shape))).sum().backward()
+        return (y.numpy(), x.grad, w.grad), forward, opt, w
+
+    (got, forward, opt, w), (want, _, _, _) = run(True), run(False)
+    [(a, b)] = forward
+    rows = int(np.prod(x_shape[:-1]))
+    assert a.shape == (rows, 5) and b.shape == (5, 3)
+    assert np.shares_memory(b, w.data), "the weight read where it lies (a view, no copy)"
+    for g, r in zip(got, want, strict=True):
+        assert g.shape == r.shape
+        np.testing.assert_allclose(g, r, rtol=1e-12, atol=1e-12)
+    if optimizer:
+        assert w.grad is opt.groups[0].grad_views[0]

@@ -46,7 +46,10 @@ def dropout_keys(generator: Any, p: float) -> Any:
 
 def _dropout_launch(name: str, x: Array, r: Array | None, keys: tuple, scale: float) -> Array:
     """One launch of dropout.cu's ``name`` (dropout_apply or dropout_add) over x (and r)."""
-    x = cp.ascontiguousarray(x)
+    if not x.flags.c_contiguous:  # (a flag read: no CuPy call where x already is)
+        x = cp.ascontiguousarray(x)
+    if r is not None and not r.flags.c_contiguous:
+        r = cp.ascontiguousarray(r)
     y = cp.empty(x.shape, dtype=x.dtype)
     n = x.size
     if len(keys) == 3:
@@ -56,7 +59,7 @@ def _dropout_launch(name: str, x: Array, r: Array | None, keys: tuple, scale: fl
         slot, threshold = keys
         draw, name = (slot,), name + "_graph"
     tail = (np.uint64(n), *draw, np.uint32(threshold), x.dtype.type(scale))
-    args = (x, y) + tail if r is None else (x, cp.ascontiguousarray(r), y) + tail
+    args = (x, y) + tail if r is None else (x, r, y) + tail
     kernel = cuda_source.kernel_for("dropout.cu", name, x.dtype)
     kernel((elementwise_grid(n),), (BLOCK,), args)
     return y

@@ -25,6 +25,16 @@ except ImportError:  # no CuPy: the module still imports (its names are checked 
 Array = Any  # cupy.ndarray
 
 
+def contiguous(*arrays: Array) -> list[Array]:
+    """The arrays, each made C-contiguous (``cupy.ascontiguousarray``) only where it is not:
+    the common case (the parameters, the kernels' own outputs) costs a flag read, not a
+    CuPy call each, and the whole list one Python call."""
+    out = []
+    for a in arrays:
+        out.append(a if a.flags.c_contiguous else cp.ascontiguousarray(a))
+    return out
+
+
 def layer_norm_forward(
     x2: Array, gamma: Array, beta: Array, eps: float
 ) -> tuple[Array, Array, Array]:
@@ -32,7 +42,7 @@ def layer_norm_forward(
     x_hat (N, D), rstd (N, 1), in one launch (``layer_norm.cu``: each row scaled by its
     max |x|, two-pass variance). gamma and beta have x2's dtype (``layer_norm`` checks)."""
     N, D = x2.shape
-    x2, gamma, beta = (cp.ascontiguousarray(a) for a in (x2, gamma, beta))
+    x2, gamma, beta = contiguous(x2, gamma, beta)
     y, x_hat = cp.empty_like(x2), cp.empty_like(x2)
     rstd = cp.empty((N, 1), dtype=x2.dtype)
     args = (x2, gamma, beta, x2.dtype.type(eps), np.int32(D), y, x_hat, rstd)
@@ -62,7 +72,7 @@ def layer_norm_backward(
     into both at once, and the buffers themselves are returned: no copy follows."""
     need_x, need_gamma, need_beta = needs
     N, D = g.shape
-    g, x_hat, rstd, gamma = (cp.ascontiguousarray(a) for a in (g, x_hat, rstd, gamma))
+    g, x_hat, rstd, gamma = contiguous(g, x_hat, rstd, gamma)
     dx = dgamma = dbeta = None
     if need_x:
         dx = cp.empty_like(g)
@@ -94,16 +104,23 @@ def layer_norm_backward(
     return dx, dgamma, dbeta
 
 
-_ARRIVALS: dict[int, Array] = {}  # device -> layer_norm_param_sums's counters (zeros)
+# layer_norm_param_sums's counters, one per column block of 256 (D <= 256 * ARRIVALS_MIN
+# for the first buffer: every model up to D = 65,536), per device: a list, largest last.
+ARRIVALS_MIN = 256
+_ARRIVALS: dict[int, list[Array]] = {}
 
 
 def _arrivals(n: int) -> Array:
     """At least n zeroed uint32 counters on this device for ``layer_norm_param_sums`` (each
-    launch leaves them at 0 again), made once."""
+    launch leaves them at 0 again). Made once, at ``ARRIVALS_MIN`` or more; a wider D makes
+    a larger buffer, and the smaller ones are KEPT, not freed: a CUDA graph captured with
+    them holds their address, and would otherwise replay into memory handed to another
+    array (the graph's launches read and reset these counters)."""
     dev = cp.cuda.runtime.getDevice()
-    if dev not in _ARRIVALS or _ARRIVALS[dev].size < n:
-        _ARRIVALS[dev] = cp.zeros((max(n, 64),), dtype=np.uint32)
-    return _ARRIVALS[dev]
+    buffers = _ARRIVALS.setdefault(dev, [])
+    if not buffers or buffers[-1].size < n:
+        buffers.append(cp.zeros((max(n, ARRIVALS_MIN),), dtype=np.uint32))
+    return buffers[-1]
 
 
 def param_chunks(N: int) -> tuple[int, int]:

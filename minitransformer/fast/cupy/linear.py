@@ -3,7 +3,10 @@ the bias inside them, and the weight's and the bias's gradients written straight
 optimizer's gradient buffer.
 
 Forward: y = x W + b is one cuBLASLt product whose epilogue adds b (``fast/gpu/cublaslt.py``),
-where the reference launches the product and then the add. Backward: dW = x^T g and
+where the reference launches the product and then the add; without a bias (the tied output
+projection, the model's largest product) y = x W is one cuBLAS GEMM over all rows
+(``fast/gpu/cublas.py``: a transposed weight read in place), where the reference's
+``matmul`` of a (B, T, D) stack would be a batch of B products. Backward: dW = x^T g and
 db = the column sums of g are one cuBLASLt product whose epilogue sums g's columns into db,
 where the reference launches the product and then a sum. Where cuBLASLt offers no algorithm
 the twin launches what the reference launches.
@@ -21,6 +24,7 @@ tests/fast/test_cupy_wiring.py.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ...ops.matmul import Linear as _Linear
@@ -53,13 +57,16 @@ class Linear(_Linear):
 
     @staticmethod
     def forward(ctx, x, weight, bias=None, transpose_weight=False):
-        if bias is None or not bias.flags.c_contiguous:
+        if bias is not None and not bias.flags.c_contiguous:
             return _Linear.forward(ctx, x, weight, bias, transpose_weight)
-        x2 = cp.reshape(x, (-1, x.shape[-1]))  # (rows, d_in)
-        w = weight.mT if transpose_weight else weight  # (d_in, d_out)
-        y = cublaslt.matmul(x2, w, cublaslt.BIAS, bias=bias, cp=cp)  # x W + b, one launch
-        if y is None:  # no cuBLASLt algorithm here: the reference's two launches
-            return _Linear.forward(ctx, x, weight, bias, transpose_weight)
+        x2 = cp.reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))  # (rows, d_in)
+        w = weight.mT if transpose_weight else weight  # (d_in, d_out), a view: read in place
+        if bias is None:  # (the tied output projection) one GEMM over all rows
+            y = cublas.matmul(x2, w, cp)
+        else:
+            y = cublaslt.matmul(x2, w, cublaslt.BIAS, bias=bias, cp=cp)  # x W + b, one launch
+            if y is None:  # no cuBLASLt algorithm here: the reference's two launches
+                return _Linear.forward(ctx, x, weight, bias, transpose_weight)
         ctx.save_for_backward(x2, weight)  # the rows, made once (backward takes any shape)
         ctx.transposed = transpose_weight
         return cp.reshape(y, (*x.shape[:-1], w.shape[1]))

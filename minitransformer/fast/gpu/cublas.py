@@ -13,7 +13,9 @@ Why not ``cupy.matmul``:
 Here one cuBLAS handle per GPU (made once) gets CuPy's current stream only when it changes,
 and a workspace of ours (cuBLAS asks for one under graph capture); each product is planned
 from the operands' shapes and strides (``plan``, plain Python, tested on the CPU by
-``run_plan`` in NumPy) and is one ``cublas?gemm`` or ``cublas?gemmStridedBatched`` call.
+``run_plan`` in NumPy; remembered per shapes and strides, so a layout seen before costs one
+lookup) and is one ``cublas?gemm`` or ``cublas?gemmStridedBatched`` call. ``tensordot``
+over every leading axis (a weight's gradient) is one such product too.
 
 Row-major to column-major. cuBLAS is column-major: it sees a row-major (r, c) matrix with
 row stride s as its transpose, a (c, r) matrix with leading dimension s. So C = A B
@@ -30,12 +32,14 @@ the first product.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 from typing import Any
 
 import numpy as np
 
-__all__ = ["bind", "load_library", "matmul", "plan", "planned", "run_plan", "workspace"]
+__all__ = ["bind", "bind_tensordot", "load_library", "matmul", "plan", "plan_in_bytes",
+           "planned", "run_plan", "tensordot", "workspace"]  # fmt: skip
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
 INT32_MAX = 2**31 - 1
@@ -89,9 +93,19 @@ def _contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return True
 
 
+# How many (shapes, strides) pairs ``plan`` and ``plan_in_bytes`` remember. A training step
+# multiplies a few dozen distinct layouts per batch shape (tiny: 73 products, ~40 layouts);
+# the bound keeps a run with many batch shapes from growing the cache without end.
+PLAN_CACHE_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
 def plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
          b_strides: tuple[int, ...]) -> dict[str, Any] | str | None:  # fmt: skip
     """How cuBLAS computes a @ b for operands of these shapes and element strides.
+
+    Pure, so remembered (``functools.lru_cache``, ``PLAN_CACHE_SIZE`` entries): the same
+    arguments give the same dict object, which callers read and never change.
 
     Returns a dict of the call's arguments (``transa``, ``transb``, ``m``, ``n``, ``k``,
     ``lda``, ``ldb``, ``ldc``, ``stride_a``, ``stride_b``, ``stride_c``, ``batch``,
@@ -128,14 +142,23 @@ def plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[in
                 out_shape=(*out_batch, m, n))  # fmt: skip
 
 
+@functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
+def plan_in_bytes(a_shape: tuple[int, ...], a_strides: tuple[int, ...],
+                  b_shape: tuple[int, ...], b_strides: tuple[int, ...],
+                  itemsize: int) -> dict[str, Any] | str | None:  # fmt: skip
+    """``plan`` for strides in bytes, as arrays give them (``x.strides``), both operands of
+    one ``itemsize``; remembered like ``plan``, so a product seen before costs one lookup."""
+    return plan(a_shape, tuple(s // itemsize for s in a_strides), b_shape,
+                tuple(s // itemsize for s in b_strides))  # fmt: skip
+
+
 def planned(a: Any, b: Any, contiguous: Any) -> tuple[dict[str, Any] | None, Any, Any]:
     """``(plan, a, b)`` for arrays a and b, each operand the plan asks for made contiguous
     by ``contiguous`` (``cupy.ascontiguousarray``; NumPy's in the tests); the plan is None
     where cuBLAS is not asked (``plan``'s None)."""
     item = a.dtype.itemsize
     for _ in range(3):  # at most: a made contiguous, b made contiguous
-        p = plan(a.shape, tuple(s // item for s in a.strides), b.shape,
-                 tuple(s // item for s in b.strides))  # fmt: skip
+        p = plan_in_bytes(a.shape, a.strides, b.shape, b.strides, item)
         if p == "a":
             a = contiguous(a)
         elif p == "b":
@@ -300,6 +323,24 @@ def matmul(a: Any, b: Any, cp: Any = None, out: Any = None) -> Any:
 _DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+def tensordot(a: Any, b: Any, cp: Any = None, axes: Any = 2) -> Any:
+    """``cupy.tensordot(a, b, axes)``; contracting every leading axis of two arrays with the
+    same leading shape (a weight's gradient: x^T g summed over all rows, as ``ops/matmul.py``
+    asks for it) it is ONE 2-D product through ``matmul`` above, (k, rows) @ (rows, m), the
+    transposed rows read in place: no CuPy cuBLAS call, so a CUDA graph can capture it.
+    Other contractions are CuPy's own (which a capture refuses)."""
+    if cp is None:
+        import cupy as cp
+    if type(axes) is tuple and len(axes) == 2 and a.ndim == b.ndim and a.ndim > 1:
+        leading = tuple(range(a.ndim - 1))
+        if axes[0] == leading and axes[1] == leading and a.shape[:-1] == b.shape[:-1]:
+            rows = math.prod(a.shape[:-1])
+            a2 = cp.reshape(a, (rows, a.shape[-1]))  # (rows, k): a view when contiguous
+            b2 = cp.reshape(b, (rows, b.shape[-1]))  # (rows, m)
+            return matmul(a2.T, b2, cp)  # (k, m)
+    return cp.tensordot(a, b, axes=axes)
+
+
 def bind(cp: Any) -> Any:
     """``matmul`` for the CuPy module ``cp``: the lean namespace's ``xp.matmul``."""
 
@@ -308,3 +349,13 @@ def bind(cp: Any) -> Any:
 
     matmul_.__doc__ = matmul.__doc__
     return matmul_
+
+
+def bind_tensordot(cp: Any) -> Any:
+    """``tensordot`` for the CuPy module ``cp``: the lean namespace's ``xp.tensordot``."""
+
+    def tensordot_(a: Any, b: Any, /, *, axes: Any = 2) -> Any:
+        return tensordot(a, b, cp, axes)
+
+    tensordot_.__doc__ = tensordot.__doc__
+    return tensordot_

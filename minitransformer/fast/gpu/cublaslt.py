@@ -104,13 +104,16 @@ class _Library:
             getattr(L, name).argtypes = args
             getattr(L, name).restype = i
         self.handles: dict[int, ctypes.c_void_p] = {}
-        self.plans: dict[tuple, Any] = {}  # key -> (desc, layouts, algo) or None: not offered
+        # (device, dtype, epilogue, shapes, strides, alignments) -> (desc, layouts, algo), or
+        # None: not offered. Made once per key; a product seen before costs one lookup.
+        self.plans: dict[tuple, Any] = {}
         c32, c64 = ctypes.c_float, ctypes.c_double
         self.scalars = {dt: (c32(1), c32(0)) if dt.itemsize == 4 else (c64(1), c64(0))
                         for dt in _TYPES}  # fmt: skip
 
 
 _LIB: _Library | None = None
+_UNSEEN = object()  # a key not in _Library.plans yet (None there means: no algorithm)
 
 
 def _ok(status: int, what: str) -> None:
@@ -177,9 +180,8 @@ def matmul(a: Any, b: Any, epilogue: int, bias: Any = None, out: Any = None, cp:
     dt = a.dtype
     if a.ndim != 2 or b.ndim != 2 or dt != b.dtype or dt not in _TYPES:
         return None
-    item = dt.itemsize
-    p = cublas.plan(a.shape, tuple(s // item for s in a.strides), b.shape,
-                    tuple(s // item for s in b.strides))  # fmt: skip
+    a_shape, a_strides, b_shape, b_strides = a.shape, a.strides, b.shape, b.strides
+    p = cublas.plan_in_bytes(a_shape, a_strides, b_shape, b_strides, dt.itemsize)  # remembered
     if not isinstance(p, dict):
         return None
     if cp is None:
@@ -197,11 +199,11 @@ def matmul(a: Any, b: Any, epilogue: int, bias: Any = None, out: Any = None, cp:
         out = cp.empty(p["out_shape"], dtype=dt)
     bias_ptr = 0 if bias is None else bias.data.ptr
     aligns = (_align(b.data.ptr), _align(a.data.ptr), _align(out.data.ptr), _align(out.data.ptr))
-    key = (dev, dt, epilogue, p["transa"], p["transb"], p["m"], p["n"], p["k"], p["lda"],
-           p["ldb"], p["ldc"], aligns, _align(bias_ptr))  # fmt: skip
-    if key not in lib.plans:
-        lib.plans[key] = _make_plan(lib, handle, p, dt, epilogue, aligns, bias_ptr)
-    plan = lib.plans[key]
+    # the plan is a function of these (p is of the shapes, strides and dtype): one tuple
+    key = (dev, dt, epilogue, a_shape, a_strides, b_shape, b_strides, aligns, _align(bias_ptr))
+    plan = lib.plans.get(key, _UNSEEN)
+    if plan is _UNSEEN:
+        plan = lib.plans[key] = _make_plan(lib, handle, p, dt, epilogue, aligns, bias_ptr)
     if plan is None:
         return None
     desc, la, lb, lc, result = plan

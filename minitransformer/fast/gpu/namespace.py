@@ -1,5 +1,7 @@
 """The lean CuPy namespace: CuPy's own functions, plus a small shim for the array-API names
-CuPy 14 lacks or spells differently. Used on a GPU unless ``MT_CUDA_KERNELS=0``.
+CuPy 14 lacks or spells differently. Used on a GPU unless ``MT_CUDA_KERNELS=0``; there
+``fast/__init__.py`` serves ``matmul`` and ``tensordot`` from ``fast/gpu/cublas.py`` instead
+(cuBLAS called directly: CuPy's own products are refused inside a CUDA graph capture).
 
 Why: ``array_api_compat.cupy`` wraps many functions (``zeros`` is four Python calls: the
 ``get_xp`` wrapper, the alias, its device check, then CuPy), and on a GPU every Python call
