@@ -11,6 +11,7 @@ reference, named after it:
     layernorm.py    ops/layernorm.py    LayerNorm: one launch each way (layer_norm.cu)
     softmax.py      ops/softmax.py      Softmax, LogSoftmax forward: one launch
     attention.py    ops/attention.py    ScaledDotProductAttention's masked softmax
+    projections.py  ops/projections.py  q, k, v as one cuBLAS product; attention on its heads
     loss.py         ops/loss.py         CrossEntropy: rows and the mean (cross_entropy.cu)
     linear.py       ops/matmul.py       Linear: the bias in cuBLASLt's epilogues
     elementwise.py  ops/elementwise.py  ReLU's backward: one kernel
@@ -38,6 +39,8 @@ from ...ops.embedding import Embedding as _Embedding
 from ...ops.layernorm import LayerNorm as _LayerNorm
 from ...ops.loss import CrossEntropy as _CrossEntropy
 from ...ops.matmul import Linear as _Linear
+from ...ops.projections import PackedAttention as _PackedAttention
+from ...ops.projections import Projections as _Projections
 from ...ops.softmax import LogSoftmax as _LogSoftmax
 from ...ops.softmax import Softmax as _Softmax
 from ...optim.adam import adam_update as _adam_update
@@ -53,6 +56,7 @@ from .embedding import Embedding
 from .layernorm import LayerNorm
 from .linear import Linear
 from .loss import CrossEntropy
+from .projections import PackedAttention, Projections
 from .softmax import LogSoftmax, Softmax
 
 # reference -> twin: what ``fast`` registers for cupy.ndarray when CuPy is first used
@@ -63,6 +67,8 @@ TWINS = {
     _LogSoftmax: LogSoftmax,
     _CrossEntropy: CrossEntropy,
     _Attention: ScaledDotProductAttention,
+    _Projections: Projections,
+    _PackedAttention: PackedAttention,
     _Dropout: Dropout,
     _ReLU: ReLU,
     _Embedding: Embedding,

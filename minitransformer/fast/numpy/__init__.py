@@ -13,6 +13,7 @@ One file per reference, named after it:
     layernorm.py   ops/layernorm.py   LayerNorm's row math (``vecdot`` means, fewer buffers)
     loss.py        ops/loss.py        CrossEntropy's row math (one reused (N, V) buffer)
     attention.py   ops/attention.py   ScaledDotProductAttention (no row max where safe)
+    projections.py ops/projections.py q, k, v as one product; attention on its packed heads
     linear.py      ops/matmul.py      Linear's backward (dW, db into the gradient buffer)
     dropout.py     ops/dropout.py     Dropout, DropoutAdd (the mask as a product)
     adam.py        optim/adam.py      adam_update (one temporary, in cached chunks)
@@ -27,6 +28,8 @@ from ...ops.attention import ScaledDotProductAttention as _Attention
 from ...ops.layernorm import LayerNorm as _LayerNorm
 from ...ops.loss import CrossEntropy as _CrossEntropy
 from ...ops.matmul import Linear as _Linear
+from ...ops.projections import PackedAttention as _PackedAttention
+from ...ops.projections import Projections as _Projections
 from ...optim.adam import adam_update as _adam_update
 from .adam import adam_update
 from .attention import ScaledDotProductAttention
@@ -34,12 +37,15 @@ from .dropout import TWINS as _DROPOUT_TWINS
 from .layernorm import LayerNorm
 from .linear import Linear
 from .loss import CrossEntropy
+from .projections import PackedAttention, Projections
 
 # reference -> twin: what ``fast.enable()`` registers for numpy.ndarray
 TWINS = {
     **_DROPOUT_TWINS,  # dropout.py's: Dropout, DropoutAdd
     _Linear: Linear,
     _Attention: ScaledDotProductAttention,
+    _Projections: Projections,
+    _PackedAttention: PackedAttention,
     _LayerNorm: LayerNorm,
     _CrossEntropy: CrossEntropy,
     _adam_update: adam_update,
