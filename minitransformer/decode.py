@@ -138,21 +138,30 @@ def greedy_decode(
         xp = backend.namespace(src)
         memory = model.encode(src)
         B = src.shape[0]
-        ys = xp.full((B, 1), cfg.bos_id, dtype=src.dtype, device=src.device)
+        steps = _steps(model, max_len) - int(forced_eos)  # a forced EOS: not output
+        ys = _output_ids(xp, B, steps, cfg, src)  # (B, steps + 1), BOS then PAD
         done = xp.zeros((B,), dtype=xp.bool, device=src.device)
-        cache = model.new_cache() if use_cache else None
+        cache = model.new_cache(capacity=max(steps, 1)) if use_cache else None
         pad = xp.asarray(cfg.pad_id, dtype=src.dtype, device=src.device)
-        for _ in range(_steps(model, max_len) - int(forced_eos)):  # a forced EOS: not output
-            step_in = ys[:, -1:] if use_cache else ys
+        for t in range(1, steps + 1):  # token t is written into ys[:, t]
+            step_in = ys[:, t - 1 : t] if use_cache else ys[:, :t]
             last = model.decode(step_in, memory, src, cache).data[:, -1, :]  # (B, V)
             _forbid_specials(last, cfg)
             nxt = xp.astype(xp.argmax(last, axis=-1), src.dtype)  # (B,)
             nxt = xp.where(done, pad, nxt)
-            ys = xp.concat([ys, nxt[:, None]], axis=1)  # (B, t + 1)
+            ys[:, t] = nxt  # in place: the ids so far are not copied
             done = done | (nxt == cfg.eos_id)
             if bool(xp.all(done)):
                 break
     return _strip(backend.to_numpy(ys[:, 1:]), cfg)
+
+
+def _output_ids(xp: Any, rows: int, steps: int, cfg: Any, src: Any) -> Any:
+    """The output ids of a decode, allocated once: (rows, steps + 1), BOS in column 0 and
+    PAD after it; step t writes its token into column t (no concatenation per token)."""
+    ys = xp.full((rows, steps + 1), cfg.pad_id, dtype=src.dtype, device=src.device)
+    ys[:, 0] = cfg.bos_id
+    return ys
 
 
 def _forbid_specials(logits: Any, cfg: Any) -> None:
@@ -204,18 +213,18 @@ def beam_search(
         rows = xp.reshape(xp.broadcast_to(xp.arange(B, device=dev)[:, None], (B, k)), (-1,))
         src_k = xp.take(src, rows, axis=0)  # (B·k, S): each sentence k times
         memory = Tensor._wrap(xp.take(model.encode(src).data, rows, axis=0))  # (B·k, S, D)
-        cache = model.new_cache()
-        ys = xp.full((B * k, 1), cfg.bos_id, dtype=src.dtype, device=dev)
+        steps = _steps(model, max_len)
+        cache = model.new_cache(capacity=steps)
+        ys = _output_ids(xp, B * k, steps, cfg, src)  # (B·k, steps + 1)
         # Only beam 0 starts alive, so the first step does not pick k copies of one token.
         neg_inf = -float("inf")
         scores = [[0.0] + [neg_inf] * (k - 1) for _ in range(B)]
         finished: list[list[tuple[float, list[int]]]] = [[] for _ in range(B)]
-        steps = _steps(model, max_len)
-        for t in range(1, steps + 1):
+        for t in range(1, steps + 1):  # the beams' token t is written into ys[:, t]
             if forced_eos and t == steps:
-                _finish_with_eos(finished, scores, backend.to_numpy(ys[:, 1:]), k, alpha)
+                _finish_with_eos(finished, scores, backend.to_numpy(ys[:, 1:t]), k, alpha)
                 break
-            logits = model.decode(ys[:, -1:], memory, src_k, cache)  # (B·k, 1, V)
+            logits = model.decode(ys[:, t - 1 : t], memory, src_k, cache)  # (B·k, 1, V)
             last = logits.data[:, -1, :]  # (B·k, V)
             _forbid_specials(last, cfg)
             logp = backend.to_numpy(F.log_softmax(Tensor._wrap(last)).data)  # host (B·k, V)
@@ -232,7 +241,7 @@ def beam_search(
                         break
                     parent, tok = divmod(idx, V)
                     if tok == cfg.eos_id or t == steps:
-                        prefix = backend.to_numpy(ys[b * k + parent, 1:]).tolist()
+                        prefix = backend.to_numpy(ys[b * k + parent, 1:t]).tolist()
                         out = prefix if tok == cfg.eos_id else prefix + [tok]
                         norm = score / _lp(len(out) + 1, alpha)
                         finished[b].append((norm, out))
@@ -253,10 +262,9 @@ def beam_search(
                 break
             order = xp.asarray(np.asarray(parents), device=dev)
             new_tok = xp.asarray(np.asarray(tokens, dtype="int64"), device=dev)
-            ys = xp.concat(
-                [xp.take(ys, order, axis=0), xp.astype(new_tok, ys.dtype)[:, None]], axis=1
-            )
-            _reorder_cache(cache, order, xp)
+            ys[:, :t] = xp.take(ys[:, :t], order, axis=0)  # in place: the survivors' prefixes
+            ys[:, t] = xp.astype(new_tok, ys.dtype)
+            cache.keep_rows(order)  # in place, into the same buffers
     return [max(f)[1] if f else [] for f in finished]
 
 
@@ -297,11 +305,3 @@ def _sentence_done(
     if best_alive == -float("inf"):
         return True
     return max(f[0] for f in finished) >= best_alive / _lp(steps, alpha)
-
-
-def _reorder_cache(cache: Any, order: Any, xp: Any) -> None:
-    """Keep the cached keys/values (or sums) of the beams that survived (rows ``order``)."""
-    for kv in cache.self_attn:
-        kv.keep_rows(order)
-    if cache.tgt_keep is not None:
-        cache.tgt_keep = xp.take(cache.tgt_keep, order, axis=0)

@@ -9,6 +9,7 @@ import minitransformer as mt
 from minitransformer.config import TransformerConfig
 from minitransformer.decode import beam_search, greedy_decode, length_penalty
 from minitransformer.nn import Transformer
+from minitransformer.nn.transformer import DecoderCache
 from minitransformer.tensor import Tensor
 
 PAD, BOS, EOS = 0, 1, 2
@@ -140,8 +141,8 @@ class TableModel:
     def train(self, mode=True):
         self.training = mode
 
-    def new_cache(self):
-        return SimpleNamespace(self_attn=[], tgt_keep=None)
+    def new_cache(self, capacity=None):
+        return DecoderCache()  # no layers: beam search's keep_rows has nothing to reorder
 
     def encode(self, src):
         return Tensor(np.zeros((src.shape[0], 1, 1)))

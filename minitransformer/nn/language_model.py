@@ -37,10 +37,10 @@ import numpy as np
 from .. import backend, checks
 from ..config import TransformerConfig
 from ..tensor import Tensor, no_grad
-from .attention import KVCache
 from .blocks import CausalStack, TokenModel
 from .gpt2_llama_weights import read_gpt2_llama, write_gpt2_llama
 from .inputs import check_ids
+from .kv_cache import KVCache
 from .layers import Embedding
 from .lm_arguments import (
     DEFAULTS,
@@ -53,7 +53,7 @@ from .lm_arguments import (
 from .masks import decoder_mask
 from .positional import PositionalEncoding
 from .sampling import next_tokens, row_generator
-from .transformer import DecoderCache
+from .transformer import DecoderCache, check_capacity
 
 BATCH_ROWS = 64  # prompts decoded together: memory is one batch's, whatever the count
 
@@ -134,9 +134,15 @@ class TransformerLM(TokenModel):
             cache.offset += T
         return self.project(x)
 
-    def new_cache(self) -> DecoderCache:
-        """An empty cache for cached decoding: one growing self-attention KVCache a layer."""
-        return DecoderCache(self_attn=[KVCache(static=False) for _ in range(self.cfg.N)])
+    def new_cache(self, capacity: int | None = None) -> DecoderCache:
+        """An empty cache for cached decoding: one self-attention KVCache a layer, its
+        buffers allocated for ``capacity`` positions (prompt and new tokens, at most
+        cfg.max_len; None: grown as needed, nn/kv_cache.py)."""
+        capacity = check_capacity("TransformerLM.new_cache", capacity)
+        if capacity is not None:
+            capacity = min(capacity, self.cfg.max_len)
+        layers = [KVCache(static=False, capacity=capacity) for _ in range(self.cfg.N)]
+        return DecoderCache(self_attn=layers)
 
     # ------------------------------------------------------------------ generation
     def generate(
@@ -202,24 +208,30 @@ class TransformerLM(TokenModel):
 
     def _continue(self, batch: list[list[int]], how: Generation,
                   rngs: list[Any]) -> list[list[int]]:  # fmt: skip
-        """New ids for prompts of one length (B, L), each row stopping at EOS."""
-        ids = backend.asarray(np.asarray(batch, dtype=np.int64), device=self.device)
-        xp = backend.namespace(ids)
-        cache = self.new_cache() if how.use_cache else None
-        step_in, chosen = ids, []
-        done = [False] * len(batch)
-        for _ in range(how.max_new):
+        """New ids for prompts of one length (B, L), each row stopping at EOS. The ids live
+        in one (B, L + max_new) device array allocated once, each new token written into
+        its column (no concatenation per token), and the cache is allocated for them all."""
+        B, L, n = len(batch), len(batch[0]), how.max_new
+        prompt = backend.asarray(np.asarray(batch, dtype=np.int64), device=self.device)
+        xp = backend.namespace(prompt)
+        ids = xp.zeros((B, L + n), dtype=prompt.dtype, device=prompt.device)
+        ids[:, :L] = prompt
+        cache = self.new_cache(capacity=L + n) if how.use_cache else None
+        chosen = np.zeros((B, n), dtype=np.int64)  # the new ids, on the host
+        done = np.zeros(B, dtype=bool)
+        step_in, made = prompt, 0
+        for t in range(n):
             logits = self(step_in, cache, checked=True)  # (B, T, V)
             last = backend.to_numpy(logits.data[:, -1, :])  # (B, V): one read a token
             token = next_tokens(last, how.temperature, how.top_k, rngs)  # (B,)
-            chosen.append(token)
-            done = [d or t == self.cfg.eos_id for d, t in zip(done, token.tolist(), strict=True)]
-            if all(done):
+            chosen[:, t], made = token, t + 1
+            done |= token == self.cfg.eos_id
+            if done.all():
                 break
-            new = backend.asarray(token[:, None], device=self.device)  # (B, 1)
-            step_in = new if how.use_cache else xp.concat([step_in, new], axis=1)
-        rows = [[int(t[b]) for t in chosen] for b in range(len(batch))]
+            ids[:, L + t] = backend.asarray(token, device=self.device)  # in place
+            step_in = ids[:, L + t : L + t + 1] if how.use_cache else ids[:, : L + t + 1]
         eos = self.cfg.eos_id
+        rows = [[int(tok) for tok in row] for row in chosen[:, :made]]
         return [row[: row.index(eos)] if eos in row else row for row in rows]
 
     def extra_repr(self) -> str:

@@ -10,9 +10,10 @@ and whether the logits are divided by √d_k; both exist for the Table 3 ablatio
 With tied embeddings (paper 3.4), ONE matrix E (V, D) embeds source and target tokens and
 projects the decoder's output to logits = h Eᵀ (no bias).
 
-Cached decoding: ``cache = model.new_cache()``, then ``model.decode(tgt_step, memory,
-src, cache)`` for each new token (B, 1); each step projects only the new position, and
-its logits equal those of a full recomputation.
+Cached decoding: ``cache = model.new_cache(capacity=steps)``, then ``model.decode(tgt_step,
+memory, src, cache)`` for each new token (B, 1); each step projects only the new position
+and writes it in place into buffers allocated once (``nn/kv_cache.py``), and its logits
+equal those of a full recomputation.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from .. import backend, checks
 from ..config import TransformerConfig
 from ..errors import ArgumentError
 from ..tensor import Tensor
-from .attention import KVCache
 from .blocks import Decoder, Encoder, TokenModel
 from .inputs import check_ids, check_memory
+from .kv_cache import KVCache, PositionBuffer
 from .layers import Embedding
 from .marian_weights import read_marian, write_marian
 from .masks import decoder_mask, padding_mask
@@ -41,16 +42,41 @@ class DecoderCache:
 
     self_attn[i]: layer i's self-attention keys/values of the target so far (B, H, t, d_k).
     cross_attn[i]: layer i's cross-attention keys/values of memory (computed at step 1).
-    tgt_keep: (B, 1, 1, t) bool, which target positions so far are not padding.
+    tgt_keep: which target positions so far are not padding, a buffer of positions whose
+        ``view()`` is (B, 1, 1, t) bool, written in place like the keys (nn/kv_cache.py).
     src_keep: (B, 1, 1, S) bool, the source's padding mask (its src checked at step 1).
     offset: t, the number of target positions already decoded (the next one's position).
     """
 
     self_attn: list[KVCache] = field(default_factory=list)
     cross_attn: list[KVCache] = field(default_factory=list)
-    tgt_keep: Any = None
+    tgt_keep: PositionBuffer = field(default_factory=lambda: PositionBuffer(axis=3))
     src_keep: Any = None
     offset: int = 0
+
+    def keep_rows(self, order: Any) -> None:
+        """Keep the rows ``order`` of the target's caches, in place (beam search's
+        survivors); the cross-attention caches, the same for a sentence's beams, stay."""
+        for kv in self.self_attn:
+            kv.keep_rows(order)
+        self.tgt_keep.keep_rows(order)
+
+    def reset(self) -> None:
+        """Empty again for a new decode of the same shapes, every buffer kept (the fixed
+        addresses a CUDA graph of the step reads, fast/gpu/decode_graph.py)."""
+        for kv in self.self_attn + self.cross_attn:
+            kv.reset()
+        self.tgt_keep.reset()
+        self.src_keep, self.offset = None, 0
+
+
+def check_capacity(where: str, capacity: Any) -> int | None:
+    """``new_cache``'s capacity: None or a positive int (the positions a decode takes)."""
+    if capacity is None:
+        return None
+    return checks.positive_int(
+        where, "capacity", capacity, "the positions a decode takes, or None to grow as needed"
+    )
 
 
 class Transformer(TokenModel):
@@ -144,10 +170,8 @@ class Transformer(TokenModel):
         keep = None  # the start token may be the pad id: then the future alone is masked
         if cfg.bos_id != cfg.pad_id:
             keep = padding_mask(tgt, cfg.pad_id)  # (B, 1, 1, T)
-            if cache is not None:
-                if cache.tgt_keep is not None:
-                    keep = backend.namespace(keep).concat([cache.tgt_keep, keep], axis=-1)
-                cache.tgt_keep = keep  # (B, 1, 1, offset + T)
+            if cache is not None:  # written in place after the earlier positions' own
+                keep = cache.tgt_keep.append(keep)  # (B, 1, 1, offset + T)
         # causal AND padding, (B, 1, T, offset + T); a rule, not an array, for kinds that
         # never form the scores (cfg.attention local, strided, linear)
         tgt_mask = decoder_mask(cfg.attention, T, tgt.device, offset, keep)
@@ -174,12 +198,18 @@ class Transformer(TokenModel):
         return write_marian(self, path, checks.flag("save_pretrained", "overwrite", overwrite))
 
     # ------------------------------------------------------------------ helpers
-    def new_cache(self) -> DecoderCache:
-        """An empty cache for cached (incremental) decoding; one per batch being decoded."""
+    def new_cache(self, capacity: int | None = None) -> DecoderCache:
+        """An empty cache for cached (incremental) decoding; one per batch being decoded.
+        ``capacity``: the target positions the decode will take (at most cfg.max_len),
+        so that its buffers are allocated once; None: they grow as needed (kv_cache.py)."""
+        capacity = check_capacity("Transformer.new_cache", capacity)
+        if capacity is not None:
+            capacity = min(capacity, self.cfg.max_len)
         N = self.cfg.sizes("decoder")[0]
         return DecoderCache(
-            self_attn=[KVCache(static=False) for _ in range(N)],
+            self_attn=[KVCache(static=False, capacity=capacity) for _ in range(N)],
             cross_attn=[KVCache(static=True) for _ in range(N)],
+            tgt_keep=PositionBuffer(axis=3, capacity=capacity),
         )
 
     def extra_repr(self) -> str:
