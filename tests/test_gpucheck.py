@@ -23,7 +23,7 @@ from minitransformer.tools import bench
 from minitransformer.tools.gpucheck import __main__ as cli
 from minitransformer.tools.gpucheck import check, child, judge, machine, parse, render, steps
 
-GPU_STEPS = ("cuda_tests", "bench", "decode", "callcount")
+GPU_STEPS = ("cuda_tests", "graph_replay", "bench", "decode", "callcount")
 
 
 def _strict_json(text: str) -> dict:

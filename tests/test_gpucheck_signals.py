@@ -162,7 +162,7 @@ def test_main_stopped_in_a_step_says_what_it_stopped_and_leaves_an_empty_out(
         signal.signal(signal.SIGTERM, previous)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
-    assert err.startswith(f"gpucheck: {said}") and "during step 5/6, train copy on cpu" in err
+    assert err.startswith(f"gpucheck: {said}") and "during step 6/7, train copy on cpu" in err
     assert "no report was written; rerun the same command" in err
     assert list(out.iterdir()) == []  # the train-copy-* folder removed: a rerun is accepted
     check.prepare_out(out)
@@ -222,7 +222,7 @@ def test_a_signal_to_gpucheck_stops_its_running_train_child(tmp_path, signum, st
         assert gpucheck.returncode == status, err
         assert err.count("\n") == 1 and "Traceback" not in err, err
         assert re.match(
-            f"gpucheck: {re.escape(said)} during step 5/6, train (copy|translate-en-es) on "
+            f"gpucheck: {re.escape(said)} during step 6/7, train (copy|translate-en-es) on "
             "cpu: stopped it and every process it started; no report was written; rerun the "
             "same command",
             err,

@@ -27,6 +27,7 @@ from cupy_standin import on_standin  # noqa: F401 - the fixture
 
 from minitransformer import backend
 from minitransformer.data.batching import Batch
+from minitransformer.fast import cuda_kernels_enabled
 from minitransformer.fast.gpu.cuda_graph import bucketed
 from minitransformer.train import TrainConfig, Trainer
 
@@ -45,7 +46,10 @@ EVALUATE_AFTER = 4  # an evaluation between steps, in the first part
 @pytest.fixture(params=[pytest.param("cuda", marks=pytest.mark.gpu), "standin"])
 def where(request):
     """``"cuda"`` (a real GPU, ``pytest -m gpu``) or ``"standin"`` (the CPU, through the
-    stand-in, installed for the test); the stand-in module or None."""
+    stand-in, installed for the test); the stand-in module or None. A captured step needs
+    the fused kernels: skipped with ``MT_CUDA_KERNELS=0`` (the GPU check's "before" run)."""
+    if not cuda_kernels_enabled():
+        pytest.skip("MT_CUDA_KERNELS=0: a step is captured only with the fused kernels on")
     if request.param == "cuda":
         yield None
     else:

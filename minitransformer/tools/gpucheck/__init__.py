@@ -6,7 +6,8 @@
 One concept per file:
 
     check.py     ``run_check``: the folder, the steps in order, the report written
-    steps.py     the steps (GPU tests, launch count, bench, decoding, train), each a child process
+    steps.py     the steps (GPU tests, graph replay, launches, bench, decoding, train), each
+                 a child process
     child.py     ``Budget`` (what is left of --budget-s), ``run_child`` (timeout, Ctrl-C, SIGTERM)
     parse.py     the figures read out of each child's output
     targets.py   issue 15's targets, judged pass / fail / not measured

@@ -27,7 +27,9 @@ from ...runtime.runs import RunDirectoryError, files
 from . import machine, report, steps, targets
 from .child import Budget
 
-STEPS: tuple[str, ...] = ("cuda_tests", "callcount", "bench", "decode", "train", "cpu_budget")
+STEPS: tuple[str, ...] = (
+    "cuda_tests", "graph_replay", "callcount", "bench", "decode", "train", "cpu_budget",
+)  # fmt: skip
 
 
 def refuse_unusable_out(out: str | os.PathLike[str]) -> Path:
@@ -71,7 +73,7 @@ _DOING = "gpucheck_doing"  # the attribute run_check sets on an exception that s
 
 
 def stopped_during(stop: BaseException) -> str | None:
-    """What the check was doing when ``stop`` ended it ("step 5/6, train copy on cpu"),
+    """What the check was doing when ``stop`` ended it ("step 6/7, train copy on cpu"),
     as ``run_check`` noted it; None when it stopped before the first step."""
     return getattr(stop, _DOING, None)
 

@@ -10,11 +10,12 @@ from typing import Any
 
 TITLES = {
     "cuda_tests": "1. the GPU tests (pytest -m gpu), kernels off and on",
-    "callcount": "2. kernel launches and CuPy calls of one tiny training step",
-    "bench": "3. bench --device cuda --compare torch-graph (before / after)",
-    "decode": "4. greedy decoding at small, 64 tokens: cached vs recomputing",
-    "train": "5. train tokens/s, cuda vs this machine's CPU",
-    "cpu_budget": "6. the CPU call budget (tests/test_callcount.py)",
+    "graph_replay": "2. a step captured as a CUDA graph and replayed, against eager, bit for bit",
+    "callcount": "3. kernel launches and CuPy calls of one tiny training step",
+    "bench": "4. bench --device cuda --compare torch-graph (before / after)",
+    "decode": "5. greedy decoding at small, 64 tokens: cached vs recomputing",
+    "train": "6. train tokens/s, cuda vs this machine's CPU",
+    "cpu_budget": "7. the CPU call budget (tests/test_callcount.py)",
 }
 MACHINE = (
     ("gpu", "GPU"),
@@ -152,6 +153,7 @@ def _tests(step: dict[str, Any]) -> list[str]:
 
 FIGURES = {
     "cuda_tests": _tests,
+    "graph_replay": _tests,
     "bench": _bench,
     "train": _train,
     "decode": _decode,

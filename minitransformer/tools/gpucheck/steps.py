@@ -5,17 +5,21 @@
                    test), twice: MT_CUDA_KERNELS=0 ("before") and =1 ("after"); in parallel
                    workers with a per-test timeout where pytest-xdist and pytest-timeout are
                    installed; each run's whole log in ``tests-k0.log`` / ``tests-k1.log``
-2. ``callcount``   one tiny step's CuPy calls, the kernels and copies the GPU ran (CUPTI), the
+2. ``graph_replay`` a training step captured as a CUDA graph and replayed against eager
+                   steps, bit for bit (``tests/fast/test_cuda_graph_replay.py -m gpu``,
+                   kernels on: two shapes, an evaluation, a save and a resume; its log in
+                   ``graph-replay.log``); skipped where the test skipped itself
+3. ``callcount``   one tiny step's CuPy calls, the kernels and copies the GPU ran (CUPTI), the
                    counter's probe and the host µs per call: ``python -m
                    minitransformer.tools.callcount --device cuda:0``, before and after
-3. ``bench``       ``bench --device cuda --compare torch-graph`` at each preset, twice:
+4. ``bench``       ``bench --device cuda --compare torch-graph`` at each preset, twice:
                    before and after, interleaved: tiny before, tiny after, small before, ...
-4. ``decode``      cached vs recomputing greedy decoding at small, 64 tokens, on cuda: the
+5. ``decode``      cached vs recomputing greedy decoding at small, 64 tokens, on cuda: the
                    figures the benchmark's small runs measured (bench runs it after small)
-5. ``train``       ``train copy`` and ``train translate-en-es`` tokens/s: the CPU, then
+6. ``train``       ``train copy`` and ``train translate-en-es`` tokens/s: the CPU, then
                    cuda before and after (a short run each, in a temporary folder in --out
                    that goes when the run ends, or is stopped)
-6. ``cpu_budget``  the CPU's call budget still holds: ``pytest tests/test_callcount.py``
+7. ``cpu_budget``  the CPU's call budget still holds: ``pytest tests/test_callcount.py``
 
 Without a GPU (where the check runs only with ``--allow-no-gpu``) the GPU steps are
 skipped ("no GPU: ..."); a step that does not fit in what is left of the time budget is
@@ -79,7 +83,7 @@ class Context:
     no_gpu: str  # why there is no GPU ("" when there is one)
     log: Callable[[str], None] = print
     tests_root: Path | None = dataclasses.field(default_factory=lambda: _tests_root())
-    step: str = ""  # the step in progress ("step 5/6"), set by run_check
+    step: str = ""  # the step in progress ("step 6/7"), set by run_check
     doing: str = ""  # what runs in it ("train copy on cpu"): both for a stop's message
 
     def start(self, what: str) -> None:
@@ -185,8 +189,28 @@ def cuda_tests(ctx: Context) -> dict[str, Any]:
     return {**_overall(runs), "runs": runs}
 
 
+REPLAY_TEST = "tests/fast/test_cuda_graph_replay.py"  # issue 49: capture and replay vs eager
+
+
+def graph_replay(ctx: Context) -> dict[str, Any]:
+    """Step 2: the capture-and-replay test on the GPU (``REPLAY_TEST -m gpu``, the fused
+    kernels on, which a capture needs): a Trainer replaying CUDA graphs against an eager one
+    fed the same padded batches, losses and weights bit for bit. "skipped" (not "ok") when
+    pytest ran but the test skipped itself; its log in ``graph-replay.log``."""
+    if not ctx.gpu:
+        return skipped(f"no GPU: {ctx.no_gpu}")
+    ctx.start("capture and replay against eager steps (MT_CUDA_KERNELS=1)")
+    args = [REPLAY_TEST, "-m", "gpu", "-v", "-rfEs", "--tb=short"]
+    env = {"MT_CUDA_KERNELS": "1"}
+    r = _pytest(ctx, args, wanted=60 if ctx.quick else 120, env=env, log="graph-replay.log")
+    if r["status"] == "ok" and not r.get("counts", {}).get("passed"):
+        counts = ", ".join(f"{n} {w}" for w, n in r.get("counts", {}).items()) or "nothing ran"
+        return r | {"status": "skipped", "reason": f"the test did not run on the GPU ({counts})"}
+    return r
+
+
 def cpu_budget(ctx: Context) -> dict[str, Any]:
-    """Step 6: the CPU call-budget test (tests/test_callcount.py)."""
+    """Step 7: the CPU call-budget test (tests/test_callcount.py)."""
     if ctx.quick:
         return skipped("--quick")
     return _pytest(ctx, ["-q", "tests/test_callcount.py"], wanted=90)
