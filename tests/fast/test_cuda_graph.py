@@ -102,35 +102,45 @@ def test_capture_steps_needs_a_gpu(tmp_path):
         trainer.capture_steps()
 
 
-def test_bucketed_batches_give_the_unpadded_loss_and_gradients(tmp_path):
+@pytest.mark.parametrize("task, knobs", [
+    ("copy", {}),
+    ("reverse", dict(max_len=21)),
+    ("lm", dict(tokenizer="char", max_words=5, n_train=40, n_valid=4, n_test=4)),
+])  # fmt: skip
+def test_bucketed_batches_give_the_unpadded_loss_and_gradients(tmp_path, task, knobs):
     """With CUDA graphs a batch is padded to a multiple of BUCKET (a few shapes; the
     trainer's GraphedSteps pad it): padded source keys are masked and padded targets
-    ignored, so nothing changes but the shape."""
+    ignored, so with dropout 0 nothing changes but the shape (a translation model and a
+    language model, whose (B, 1) dummy source is padded too; several batches). With
+    dropout the masks differ: they are drawn over the padded shape."""
     from minitransformer.config import TrainConfig
     from minitransformer.fast.gpu.cuda_graph import BUCKET, bucketed
     from minitransformer.train import Trainer
 
-    trainer = Trainer(TrainConfig(task="copy", steps=2, dropout=0.0, out=str(tmp_path / "r"),
-                                  progress=False))  # fmt: skip
+    trainer = Trainer(TrainConfig(task=task, steps=2, dropout=0.0, out=str(tmp_path / "r"),
+                                  progress=False, preset="tiny", batch_size=8,
+                                  task_knobs=knobs))  # fmt: skip
     model, cfg = trainer.model, trainer.model_cfg
-    batch = next(trainer.stream)
-    ids = (batch.src, batch.tgt_in, batch.tgt_out)
-    padded = bucketed(ids, cfg.pad_id, cfg.max_len)
-    L = padded[0].shape[1]
-    assert L % BUCKET == 0 or L == cfg.max_len
-    assert L > batch.src.shape[1] and L > batch.tgt_in.shape[1]  # something was padded
-    assert all(p.shape == (a.shape[0], L) for p, a in zip(padded, ids, strict=True))
-    results = []
-    for src, tgt_in, tgt_out in (ids, padded):
-        for p in model.parameters():
-            p.grad = None
-        loss = model.loss(model(src, tgt_in), tgt_out)
-        loss.backward()
-        results.append((float(loss.item()), [np.array(p.grad) for p in model.parameters()]))
-    (l0, g0), (l1, g1) = results
-    np.testing.assert_allclose(l1, l0, rtol=1e-6)
-    for a, b in zip(g0, g1, strict=True):
-        np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+    for _ in range(3):
+        batch = next(trainer.stream)
+        ids = (batch.src, batch.tgt_in, batch.tgt_out)
+        padded = bucketed(ids, cfg.pad_id, cfg.max_len)
+        L = padded[0].shape[1]
+        assert L % BUCKET == 0 or L == cfg.max_len
+        assert L > batch.tgt_in.shape[1]  # something was padded
+        assert all(p.shape == (a.shape[0], L) for p, a in zip(padded, ids, strict=True))
+        results = []
+        for src, tgt_in, tgt_out in (ids, padded):
+            for p in model.parameters():
+                p.grad = None
+            logits = model(tgt_in) if cfg.decoder_only else model(src, tgt_in)
+            loss = model.loss(logits, tgt_out)
+            loss.backward()
+            results.append((float(loss.item()), [np.array(p.grad) for p in model.parameters()]))
+        (l0, g0), (l1, g1) = results
+        np.testing.assert_allclose(l1, l0, rtol=1e-6)
+        for a, b in zip(g0, g1, strict=True):
+            np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
 
 
 def test_a_generator_advances_and_takes_back_its_draws():
@@ -275,11 +285,12 @@ def test_a_step_that_does_not_update_whole_groups_is_not_captured(monkeypatch):
     launches = []
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(launches))
     opt, gen = Adam(_params(), lr=0.01), backend.Generator(5, "cpu")
-    steps = GraphedSteps(_body(opt, gen, whole=False), opt, warmup=0, carry=np.ones((), bool))
+    steps = GraphedSteps(_body(opt, gen, whole=False), opt, warmup=1, carry=np.ones((), bool))
+    steps(np.zeros((2, 2), dtype=np.int64))  # eager: Adam's state made
     steps(np.zeros((2, 2), dtype=np.int64))  # the capture fails: the step runs eagerly
     assert not steps.graphs and launches == []
     assert "not each flat group whole" in next(iter(steps.failed.values()))
-    assert opt.step_count == 1 and gen.counter == 1  # counted once: the eager run
+    assert opt.step_count == 2 and gen.counter == 2  # counted once each: the eager runs
 
 
 # ----------------------------------------------------------------------------- the trainer's

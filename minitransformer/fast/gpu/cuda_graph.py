@@ -61,7 +61,7 @@ fails (``failed`` says why).
 **Fallbacks are said and counted.** A step that runs eagerly past its shape's warm-up is a
 fallback, counted by reason in ``stats()["fallbacks"]``: ``"capture failed"``, ``"too many
 shapes"`` (past ``max_graphs``), ``"memory budget"``. ``on_fallback(line)`` is called once
-per distinct line (the line names the reason; a failed capture's names its error).
+per reason (per error, for failed captures), with a line that names it.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ class GraphedSteps:
         self.replays = 0
         self.eager_steps = 0  # warm-up steps and fallbacks
         self.fallbacks: dict[str, int] = {}  # reason -> eager steps past the warm-up
-        self._said: set[str] = set()  # the fallback lines on_fallback was told
+        self._said: set[tuple[str, str]] = set()  # (reason, error) on_fallback was told
 
     # ------------------------------------------------------------------ one step
     def __call__(self, *ids: np.ndarray) -> tuple[Any, ...]:
@@ -266,15 +266,15 @@ class GraphedSteps:
                     return g
         reason = self.reasons[key]
         self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
-        line = self._fallback_line(key, reason)
-        if line not in self._said:
-            self._said.add(line)
+        said = (reason, self.failed[key] if reason == CAPTURE_FAILED else "")
+        if said not in self._said:  # once per reason (per error, for failed captures)
+            self._said.add(said)
             if self.on_fallback is not None:
-                self.on_fallback(line)
+                self.on_fallback(self._fallback_line(key, reason))
         return None
 
     def _fallback_line(self, key: tuple, reason: str) -> str:
-        """The line ``on_fallback`` is told: one per reason (per error, for failed captures)."""
+        """The line ``on_fallback`` is told when a step first falls back for ``reason``."""
         if reason == TOO_MANY_SHAPES:
             return (f"batch shapes past the first {self.max_graphs} captured run eagerly, "
                     "not from CUDA graphs (one graph per shape; too many shapes)")  # fmt: skip
@@ -282,8 +282,8 @@ class GraphedSteps:
             return (f"batch shapes past the CUDA graphs' memory budget ({_mib(self.max_bytes)}) "
                     "run eagerly, not from CUDA graphs")  # fmt: skip
         shape = "x".join(str(n) for n in key[0][0])
-        return (f"batch shape {shape} runs eagerly: its step could not be captured as a CUDA "
-                f"graph ({self.failed[key]})")  # fmt: skip
+        return (f"the step of batch shape {shape} could not be captured as a CUDA graph "
+                f"({self.failed[key]}); it, and any shape that fails so, runs eagerly")  # fmt: skip
 
     def _malloc(self, nbytes: int) -> Any:
         """The capture's allocator: the shared pool's, refusing (``_OverBudget``) to grow it
@@ -338,6 +338,11 @@ class GraphedSteps:
 
         global recorder
         opt = self.optimizer
+        if any(n not in group.state for group in opt.groups for n in opt.state_names):
+            self.failed[key], self.reasons[key] = (  # made under capture, a replay would zero it
+                "Adam's state is made at its first step, which must run eagerly (warmup >= 1)",
+                CAPTURE_FAILED)  # fmt: skip
+            return None
         g = _Graph()
         offset = 0
         for a in ids:
