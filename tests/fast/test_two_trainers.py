@@ -1,7 +1,8 @@
 """Two Trainers in one process (the GPU review's G2): each owns its dropout generator, made
 the default while it steps or evaluates, so a second Trainer (whose construction reseeds the
 defaults) leaves the first's steps, CUDA graph replays and checkpoints as they would be
-without it."""
+without it: on the CPU, through the stand-in's graph calls (``_fake_cupy``), and through the
+counting CuPy stand-in (``tests/cupy_standin``), whose graphs replay the captured step."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from cupy_standin import on_standin  # noqa: F401 - the fixture
 from test_cuda_graph import _fake_cupy
 
 from minitransformer import backend
@@ -20,12 +22,12 @@ from minitransformer.fast.gpu.cuda_graph import GraphedSteps
 from minitransformer.runtime import checkpoint
 
 
-def _trainer(tmp_path, name, seed=1):
+def _trainer(tmp_path, name, seed=1, **changes):
     from minitransformer.config import TrainConfig
     from minitransformer.train import Trainer
 
     cfg = TrainConfig(task="copy", steps=12, dropout=0.1, out=str(tmp_path / name), seed=seed,
-                      progress=False, batch_size=8, preset="tiny",
+                      progress=False, batch_size=8, preset="tiny", **changes,
                       task_knobs=dict(n_train=64, n_valid=4, n_test=4, max_len=9))  # fmt: skip
     return Trainer(cfg)
 
@@ -135,6 +137,49 @@ def test_a_second_trainer_leaves_the_first_trainers_graphs_on_its_generator(
     assert graphed[1] == 4 and eager[1] == 0  # steps 3-6 replayed
     assert graphed[0] == eager[0] and len(set(eager[0])) == 6
     assert graphed[2] == eager[2] and eager[2]["counter"] == 6
+
+
+def _standin_run(tmp_path, name, graph, batches, explicit, seed):
+    """Trainer A on the stand-in's GPU: replayed from graphs (the default on CUDA, or
+    ``capture_steps``) or eager fed the batches padded; after 3 steps a Trainer of ``seed``
+    is built and steps once. (losses, weights, A's checkpointed rng, A's graph report)."""
+    from minitransformer.data.batching import Batch
+
+    trainer = _trainer(tmp_path, name, device="cuda:0", cuda_graph=graph and not explicit)
+    if graph and explicit:
+        trainer.capture_steps()
+    cfg = trainer.model_cfg
+    for i, batch in enumerate(batches):
+        if i == 3:
+            _steps(_trainer(tmp_path, f"{name}-b", seed, device="cuda:0"), 1)
+        if not graph:  # as the graphs pad it
+            ids = cuda_graph.bucketed((batch.src, batch.tgt_in, batch.tgt_out), cfg.pad_id,
+                                      cfg.max_len)  # fmt: skip
+            batch = Batch(*ids, batch.n_tokens, batch.indices)
+        trainer.train_step(batch)
+        trainer.step += 1
+    trainer.read_back()
+    weights = [backend.to_numpy(p.data) for p in trainer.model.parameters()]
+    rng = checkpoint.read_metadata(trainer.save())["rng"]
+    return trainer.losses, weights, rng, trainer.graph_report()
+
+
+@pytest.mark.usefixtures("on_standin")
+@pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.parametrize("seed", [1, 7])
+def test_the_first_trainers_replays_give_its_eager_twins_numbers(tmp_path, explicit, seed):
+    """On the stand-in (graphs replay the captured kernels): A's graphs, captured at step 3
+    and replayed through another Trainer's construction and step, give the losses, weights
+    and saved generator of its eager twin, bit for bit (the default on CUDA, or asked for)."""
+    source = _trainer(tmp_path, "source")
+    batches = [next(source.stream) for _ in range(8)]
+    graphed = _standin_run(tmp_path, "graphed", True, batches, explicit, seed)
+    eager = _standin_run(tmp_path, "eager", False, batches, explicit, seed)
+    assert graphed[3]["mode"] == "graph" and eager[3]["mode"] == "eager"
+    assert (graphed[3]["graphs"], graphed[3]["replays"], graphed[3]["fallbacks"]) == (1, 6, {})
+    assert graphed[0] == eager[0] and len(eager[0]) == 8
+    assert all(np.array_equal(a, b) for a, b in zip(graphed[1], eager[1], strict=True))
+    assert graphed[2] == eager[2]
 
 
 @pytest.mark.parametrize("value", [None, 3, "cpu", np.random.default_rng(0)])
