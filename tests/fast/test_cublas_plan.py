@@ -92,3 +92,24 @@ def test_not_for_cublas():
     assert cublas.plan((3,), (1,), (3, 2), (2, 1)) is None  # a vector
     assert cublas.plan((0, 3), (3, 1), (3, 2), (2, 1)) is None  # an empty axis
     assert cublas.plan((2, 3), (3, 1), (4, 2), (2, 1)) is None  # k does not fit
+
+
+@pytest.mark.parametrize("stack", [(2, 3), (4,), (2, 1, 3)])
+def test_a_stack_of_rows_times_one_matrix_is_one_gemm(stack):
+    """x @ W with x (..., T, k) whose matrices follow each other (contiguous, or rows padded
+    wider): one GEMM over all rows (the reference's product of a stack by the weight, and
+    the weight transposed in place); a stack whose matrices do not follow each other stays a
+    strided batch."""
+    rng = np.random.default_rng(2)
+    shape = (*stack, 5, 4)
+    for name, x in _layouts(rng, shape):
+        for w in (rng.standard_normal((4, 7)), rng.standard_normal((7, 4)).T):
+            got, p = _product(x, w)
+            np.testing.assert_allclose(got, np.matmul(x, w), rtol=1e-12, atol=1e-12)
+            if name in ("contiguous", "padded rows"):
+                assert p["batch"] == 1 and p["n"] == int(np.prod(stack)) * 5, (name, p)
+    gaps = rng.standard_normal((*stack, 6, 4))[..., :5, :]  # a row between the matrices
+    w = rng.standard_normal((4, 7))
+    got, p = _product(gaps, w)
+    assert p["batch"] == int(np.prod(stack))
+    np.testing.assert_allclose(got, np.matmul(gaps, w), rtol=1e-12, atol=1e-12)

@@ -107,6 +107,9 @@ def plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[in
     Pure, so remembered (``functools.lru_cache``, ``PLAN_CACHE_SIZE`` entries): the same
     arguments give the same dict object, which callers read and never change.
 
+    A stack of rows times one matrix (a (..., m, k) whose matrices follow each other,
+    times a (k, n)) is one GEMM over all the rows (``batch`` 1), as the reference folds it.
+
     Returns a dict of the call's arguments (``transa``, ``transb``, ``m``, ``n``, ``k``,
     ``lda``, ``ldb``, ``ldc``, ``stride_a``, ``stride_b``, ``stride_c``, ``batch``,
     ``out_shape``; cuBLAS's "A" is our b and its "B" our a, as the module doc says), or
@@ -136,10 +139,15 @@ def plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[in
         return None if _contiguous(b_shape, b_strides) else "b"
     if max(ma[1], mb[1]) > INT32_MAX:
         return None
+    out_shape = (*out_batch, m, n)
+    if batch > 1 and sb == 0 and ma[0] == OP_N and sa == m * ma[1] and batch * m <= INT32_MAX:
+        # a stack of rows, each matrix's rows right after the last's, times ONE matrix
+        # (x @ W): all batch * m rows are one (batch * m, k) matrix: one GEMM, not a batch
+        m, batch, sa = batch * m, 1, 0
     # C^T (n, m) = op(B^T) (n, k) @ op(A^T) (k, m), column-major, ldc = n
     return dict(transa=mb[0], transb=ma[0], m=n, n=m, k=k, lda=mb[1], ldb=ma[1], ldc=n,
                 stride_a=sb, stride_b=sa, stride_c=m * n, batch=batch,
-                out_shape=(*out_batch, m, n))  # fmt: skip
+                out_shape=out_shape)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=PLAN_CACHE_SIZE)
