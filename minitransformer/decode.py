@@ -35,6 +35,7 @@ import numpy as np
 from . import backend, checks
 from . import functional as F
 from .errors import ArgumentError
+from .fast.gpu.decode_graph import bucketed_source, graphs_for, use_graphs
 from .tensor import Tensor, no_grad
 
 
@@ -125,27 +126,29 @@ def greedy_decode(
     max_len: int | None = None,
     use_cache: bool = True,
     forced_eos: bool = False,
+    use_graph: bool | str = "auto",
 ) -> list[list[int]]:
     """src (B, S) ids -> B output id lists, taking the arg-max token at every step;
-    ``forced_eos``: the max_len-th token is EOS (so no forward step is run for it)."""
+    ``forced_eos``: the max_len-th token is EOS (so no forward step is run for it).
+    ``use_graph``: "auto" replays each cached step from a CUDA graph on a GPU with the
+    fused kernels on (fast/gpu/decode_graph.py); False never; the CPU never does."""
     _check_model("greedy_decode", model)
     max_len = _check_max_len("greedy_decode", max_len)
     use_cache = checks.flag("greedy_decode", "use_cache", use_cache)
     forced_eos = checks.flag("greedy_decode", "forced_eos", forced_eos)
+    graphed = use_graphs("greedy_decode", model, use_graph, use_cache)
     cfg = model.cfg
     with _inference(model):
         src = _ids(model, src)
         xp = backend.namespace(src)
-        memory = model.encode(src)
-        B = src.shape[0]
         steps = _steps(model, max_len) - int(forced_eos)  # a forced EOS: not output
+        cache, step = _stepper(model, src, steps, use_cache, graphed)
+        B = src.shape[0]
         ys = _output_ids(xp, B, steps, cfg, src)  # (B, steps + 1), BOS then PAD
         done = xp.zeros((B,), dtype=xp.bool, device=src.device)
-        cache = model.new_cache(capacity=max(steps, 1)) if use_cache else None
         pad = xp.asarray(cfg.pad_id, dtype=src.dtype, device=src.device)
         for t in range(1, steps + 1):  # token t is written into ys[:, t]
-            step_in = ys[:, t - 1 : t] if use_cache else ys[:, :t]
-            last = model.decode(step_in, memory, src, cache).data[:, -1, :]  # (B, V)
+            last = step(ys[:, t - 1 : t] if use_cache else ys[:, :t])  # (B, V)
             _forbid_specials(last, cfg)
             nxt = xp.astype(xp.argmax(last, axis=-1), src.dtype)  # (B,)
             nxt = xp.where(done, pad, nxt)
@@ -154,6 +157,33 @@ def greedy_decode(
             if bool(xp.all(done)):
                 break
     return _strip(backend.to_numpy(ys[:, 1:]), cfg)
+
+
+def _stepper(model: Any, src: Any, steps: int, use_cache: bool, graphed: bool,
+             rows: Any = None) -> tuple[Any, Any]:  # fmt: skip
+    """(cache, step): the source encoded (its rows taken ``rows``, beam search's B·k, when
+    given) and ``step(ids) -> logits (B, V)`` of the next position, through the cache when
+    ``use_cache``, replayed from CUDA graphs when ``graphed`` (the source is then padded to
+    a bucket's length and the cache is the shape's own, reused: decode_graph.py)."""
+    xp = backend.namespace(src)
+    if graphed:
+        src = bucketed_source(src, model.cfg.pad_id, model.cfg.max_len)
+    memory = model.encode(src)  # (B, S, D)
+    if rows is not None:  # each sentence's beams: its rows repeated
+        src = xp.take(src, rows, axis=0)
+        memory = Tensor._wrap(xp.take(memory.data, rows, axis=0))
+    capacity = max(steps, 1)
+    if not graphed:
+        cache = model.new_cache(capacity=capacity) if use_cache else None
+        return cache, lambda ids: model.decode(ids, memory, src, cache).data[:, -1, :]
+    graphs = graphs_for(model)
+    shape = (src.shape[0], src.shape[1], capacity)
+    cache = graphs.cache(shape, lambda: model.new_cache(capacity=capacity))
+
+    def run(ids: Any) -> Any:  # the step a graph captures: no host read
+        return model.decode(ids, memory, src, cache, checked=True).data[:, -1, :]
+
+    return cache, lambda ids: graphs.step(shape, cache, ids, run)
 
 
 def _output_ids(xp: Any, rows: int, steps: int, cfg: Any, src: Any) -> Any:
@@ -186,6 +216,7 @@ def beam_search(
     alpha: float = 0.6,
     max_len: int | None = None,
     forced_eos: bool = False,
+    use_graph: bool | str = "auto",
 ) -> list[list[int]]:
     """src (B, S) ids -> B output id lists, the best of ``beam_size`` hypotheses each
     (``beam_size`` at most the target vocabulary).
@@ -195,15 +226,17 @@ def beam_search(
     best k kept; a continuation that ends in EOS leaves the beam as a finished hypothesis
     (scored with the length penalty). A sentence stops when it has k finished hypotheses
     and no live beam can still beat its best one. ``forced_eos``: at the last step every live
-    beam ends with EOS at log-probability 0 (no forward step is run for it).
+    beam ends with EOS at log-probability 0 (no forward step is run for it). ``use_graph``:
+    as greedy_decode's (each step replayed from a CUDA graph on a GPU).
     """
     _check_model("beam_search", model)
     k = check_beam_size("beam_search", beam_size, model)
     alpha = _check_alpha("beam_search", alpha)
     max_len = _check_max_len("beam_search", max_len)
     forced_eos = checks.flag("beam_search", "forced_eos", forced_eos)
+    graphed = use_graphs("beam_search", model, use_graph, True)
     if k == 1:
-        return greedy_decode(model, src, max_len, forced_eos=forced_eos)
+        return greedy_decode(model, src, max_len, forced_eos=forced_eos, use_graph=use_graph)
     cfg = model.cfg
     with _inference(model):
         src = _ids(model, src)
@@ -211,10 +244,8 @@ def beam_search(
         dev = src.device
         B = src.shape[0]
         rows = xp.reshape(xp.broadcast_to(xp.arange(B, device=dev)[:, None], (B, k)), (-1,))
-        src_k = xp.take(src, rows, axis=0)  # (B·k, S): each sentence k times
-        memory = Tensor._wrap(xp.take(model.encode(src).data, rows, axis=0))  # (B·k, S, D)
-        steps = _steps(model, max_len)
-        cache = model.new_cache(capacity=steps)
+        steps = _steps(model, max_len)  # the source, memory and cache: (B·k, S) rows
+        cache, step = _stepper(model, src, steps, True, graphed, rows)
         ys = _output_ids(xp, B * k, steps, cfg, src)  # (B·k, steps + 1)
         # Only beam 0 starts alive, so the first step does not pick k copies of one token.
         neg_inf = -float("inf")
@@ -224,8 +255,7 @@ def beam_search(
             if forced_eos and t == steps:
                 _finish_with_eos(finished, scores, backend.to_numpy(ys[:, 1:t]), k, alpha)
                 break
-            logits = model.decode(ys[:, t - 1 : t], memory, src_k, cache)  # (B·k, 1, V)
-            last = logits.data[:, -1, :]  # (B·k, V)
+            last = step(ys[:, t - 1 : t])  # (B·k, V)
             _forbid_specials(last, cfg)
             logp = backend.to_numpy(F.log_softmax(Tensor._wrap(last)).data)  # host (B·k, V)
             V = logp.shape[-1]

@@ -82,6 +82,9 @@ def _use_cupy(cupy_module: Any) -> Any:
     array_type = cupy_module.ndarray
     for key in [k for k in TWINS if k[1] is array_type]:
         del TWINS[key]
+    from .gpu import decode_graph  # decoding's CUDA graphs: "auto" with the kernels only
+
+    decode_graph.install(kernels_on=not _reference_depth and cuda_kernels_enabled())
     if _reference_depth or not cuda_kernels_enabled():
         return None
     from . import cupy as cupy_twins

@@ -75,7 +75,7 @@ class PositionBuffer:
         """Write x's T positions after the held ones, in place; return ``view()``."""
         T = x.shape[self.axis]
         if self.data is None or x.shape[0] != self.data.shape[0]:
-            self._allocate(x, max(T, self.capacity or 0))
+            self._allocate(x, max(T, self.capacity or MIN_GROWTH))
         elif self.end + T > self.room:
             self._make_room(T)
         self.data[self._along(self.end, self.end + T)] = x
@@ -210,6 +210,19 @@ class KVCache:
                 state.kv[...], state.z[...] = kv, z
             else:
                 state.kv, state.z = kv, z
+
+    def positions(self) -> tuple[int, ...]:
+        """The host side of what is held: (seen, keys' start and end, values' start and
+        end). A CUDA graph of a step advances the buffers but not these; its replay sets
+        them (``set_positions``) as the eager step would (fast/gpu/decode_graph.py)."""
+        k, v = self.keys, self.values
+        return (self.seen, k.start, k.end, v.start, v.end)
+
+    def set_positions(self, positions: tuple[int, ...]) -> None:
+        """Set what ``positions()`` returned, and the views ``k`` and ``v`` to match."""
+        self.seen, self.keys.start, self.keys.end, self.values.start, self.values.end = positions
+        if self.keys.data is not None and not self.static:
+            self._k, self._v = Tensor._wrap(self.keys.view()), Tensor._wrap(self.values.view())
 
     def reset(self) -> None:
         """Empty again for a new decode of the same shape, keeping every buffer (a CUDA

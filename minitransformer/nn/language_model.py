@@ -29,6 +29,7 @@ whose exponential is the perplexity).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ import numpy as np
 
 from .. import backend, checks
 from ..config import TransformerConfig
+from ..errors import ArgumentError
 from ..tensor import Tensor, no_grad
 from .blocks import CausalStack, TokenModel
 from .gpt2_llama_weights import read_gpt2_llama, write_gpt2_llama
@@ -56,6 +58,11 @@ from .sampling import next_tokens, row_generator
 from .transformer import DecoderCache, check_capacity
 
 BATCH_ROWS = 64  # prompts decoded together: memory is one batch's, whatever the count
+
+# Set by fast/gpu/decode_graph.py when it is imported (the fast tier sits above nn):
+# graph_stepper(lm, prompt, capacity, use_graph) -> (cache, step) or None, generate's
+# cached steps replayed from CUDA graphs on a GPU. None here: every step runs eagerly.
+graph_stepper: Callable[..., Any] | None = None
 
 
 class TransformerLM(TokenModel):
@@ -154,6 +161,7 @@ class TransformerLM(TokenModel):
         seed: int | None = None,
         *,
         use_cache: bool = True,
+        use_graph: bool | str = "auto",
     ) -> list[list[int]]:
         """Continue each prompt by up to ``max_new_tokens`` tokens: a list of id lists, each
         its prompt followed by the new ids, ending early at cfg.eos_id (left out).
@@ -166,12 +174,21 @@ class TransformerLM(TokenModel):
         its own generator, derived from (seed, i), so its text does not depend on the other
         prompts. ``use_cache=False`` recomputes every position at every step instead of
         keeping keys and values: the same tokens, slower (for comparison). Prompts run
-        BATCH_ROWS at a time (those of one length together); eval mode, no graph.
+        BATCH_ROWS at a time (those of one length together); eval mode, no autograd graph.
+        ``use_graph``: "auto" replays each cached step from a CUDA graph on a GPU with the
+        fused kernels on (fast/gpu/decode_graph.py); False never; the CPU never does.
         """
         prompts, how = self.check_generation(
             prompt_ids, max_new_tokens, temperature, top_k, seed, use_cache=use_cache
         )
-        return self.continue_prompts(prompts, how)
+        if not (
+            isinstance(use_graph, bool) or (isinstance(use_graph, str) and use_graph == "auto")
+        ):
+            raise ArgumentError(
+                f"TransformerLM.generate: use_graph must be 'auto', True or False, got "
+                f"{use_graph!r}; 'auto' replays each step from a CUDA graph on a GPU"
+            )
+        return self.continue_prompts(prompts, how, use_graph=use_graph)
 
     def check_generation(self, prompt_ids: Any, max_new_tokens: int, *settings: Any,
                          **options: Any) -> tuple[list[list[int]], Generation]:  # fmt: skip
@@ -179,8 +196,9 @@ class TransformerLM(TokenModel):
         return check_generation(self.cfg, prompt_ids, max_new_tokens, *settings, **options)
 
     def continue_prompts(
-        self, prompts: list[list[int]], how: Generation, first_row: int = 0
-    ) -> list[list[int]]:
+        self, prompts: list[list[int]], how: Generation, first_row: int = 0,
+        use_graph: bool | str = "auto",
+    ) -> list[list[int]]:  # fmt: skip
         """The work of ``generate`` on prompts and settings ``check_generation`` returned:
         BATCH_ROWS prompts at a time (memory bounded by one batch), prompt i drawing from
         ``row_generator(how.seed, first_row + i)``; ``first_row``: where these prompts
@@ -199,15 +217,15 @@ class TransformerLM(TokenModel):
                         chunk = rows[start : start + BATCH_ROWS]
                         batch = [prompts[i] for i in chunk]
                         rngs = [row_generator(how.seed, first_row + i) for i in chunk]
-                        new = self._continue(batch, how, rngs)
+                        new = self._continue(batch, how, rngs, use_graph)
                         for i, ids in zip(chunk, new, strict=True):
                             out[i] = list(prompts[i]) + ids
         finally:
             self.train(was_training)
         return out
 
-    def _continue(self, batch: list[list[int]], how: Generation,
-                  rngs: list[Any]) -> list[list[int]]:  # fmt: skip
+    def _continue(self, batch: list[list[int]], how: Generation, rngs: list[Any],
+                  use_graph: bool | str = "auto") -> list[list[int]]:  # fmt: skip
         """New ids for prompts of one length (B, L), each row stopping at EOS. The ids live
         in one (B, L + max_new) device array allocated once, each new token written into
         its column (no concatenation per token), and the cache is allocated for them all."""
@@ -216,13 +234,18 @@ class TransformerLM(TokenModel):
         xp = backend.namespace(prompt)
         ids = xp.zeros((B, L + n), dtype=prompt.dtype, device=prompt.device)
         ids[:, :L] = prompt
-        cache = self.new_cache(capacity=L + n) if how.use_cache else None
+        cache, step = self.new_cache(capacity=L + n) if how.use_cache else None, None
+        if how.use_cache and graph_stepper is not None:  # a GPU: replayed from CUDA graphs
+            cache, step = graph_stepper(self, prompt, L + n, use_graph) or (cache, None)
         chosen = np.zeros((B, n), dtype=np.int64)  # the new ids, on the host
         done = np.zeros(B, dtype=bool)
         step_in, made = prompt, 0
         for t in range(n):
-            logits = self(step_in, cache, checked=True)  # (B, T, V)
-            last = backend.to_numpy(logits.data[:, -1, :])  # (B, V): one read a token
+            if step is not None and t > 0:  # a graph's step (the prompt runs eagerly)
+                last = backend.to_numpy(step(step_in))  # (B, V): one read a token
+            else:
+                logits = self(step_in, cache, checked=True)  # (B, T, V)
+                last = backend.to_numpy(logits.data[:, -1, :])  # (B, V): one read a token
             token = next_tokens(last, how.temperature, how.top_k, rngs)  # (B,)
             chosen[:, t], made = token, t + 1
             done |= token == self.cfg.eos_id

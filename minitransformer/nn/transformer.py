@@ -53,6 +53,7 @@ class DecoderCache:
     tgt_keep: PositionBuffer = field(default_factory=lambda: PositionBuffer(axis=3))
     src_keep: Any = None
     offset: int = 0
+    _src_buffer: Any = None  # the source mask's array, kept by reset (keep_source)
 
     def keep_rows(self, order: Any) -> None:
         """Keep the rows ``order`` of the target's caches, in place (beam search's
@@ -60,6 +61,27 @@ class DecoderCache:
         for kv in self.self_attn:
             kv.keep_rows(order)
         self.tgt_keep.keep_rows(order)
+
+    def keep_source(self, src_keep: Any) -> None:
+        """The source's padding mask (B, 1, 1, S), kept at the first step: written into the
+        mask a decode of the same shapes kept before (a fixed address), else kept as is."""
+        old = self._src_buffer
+        if old is not None and old.shape == src_keep.shape and old.dtype == src_keep.dtype:
+            old[...] = src_keep
+            src_keep = old
+        self.src_keep = self._src_buffer = src_keep
+
+    def positions(self) -> tuple:
+        """The host side of the target's caches (offset, the mask's span, each layer's
+        ``KVCache.positions()``): what a replayed CUDA graph of a step sets, not runs."""
+        layers = tuple(kv.positions() for kv in self.self_attn)
+        return (self.offset, self.tgt_keep.start, self.tgt_keep.end, layers)
+
+    def set_positions(self, positions: tuple) -> None:
+        """Set what ``positions()`` returned."""
+        self.offset, self.tgt_keep.start, self.tgt_keep.end, layers = positions
+        for kv, p in zip(self.self_attn, layers, strict=True):
+            kv.set_positions(p)
 
     def reset(self) -> None:
         """Empty again for a new decode of the same shapes, every buffer kept (the fixed
@@ -133,8 +155,9 @@ class Transformer(TokenModel):
         return self._encode(src, padding_mask(src, self.cfg.pad_id))
 
     def decode(
-        self, tgt_in: Any, memory: Tensor, src: Any, cache: DecoderCache | None = None
-    ) -> Tensor:
+        self, tgt_in: Any, memory: Tensor, src: Any, cache: DecoderCache | None = None,
+        *, checked: bool = False,
+    ) -> Tensor:  # fmt: skip
         """tgt_in (B, T) ids, memory (B, S, D), src (B, S) ids -> logits (B, T, tgt_vocab).
 
         With ``cache`` (from ``new_cache()``), tgt_in holds only the NEW positions (usually
@@ -142,10 +165,15 @@ class Transformer(TokenModel):
         updated in place. A cache belongs to one source: its first step checks ``src`` and
         ``memory`` and keeps the source's padding mask (as it keeps memory's keys and
         values), so the later steps of a decoding loop check only their new ids.
+        ``checked``: tgt_in was checked (or made by the decoder, e.g. an argmax) and is on
+        the model's device: no read-back here (a step replayed from a CUDA graph has none).
         """
         cfg = self.cfg
         offset = cache.offset if cache is not None else 0
-        tgt = check_ids("tgt_in", tgt_in, cfg.tgt_vocab, cfg.max_len, self.device, offset)
+        tgt = tgt_in
+        if checked is not True:
+            checks.flag("Transformer.decode", "checked", checked)
+            tgt = check_ids("tgt_in", tgt_in, cfg.tgt_vocab, cfg.max_len, self.device, offset)
         if cache is not None and cache.src_keep is not None:
             src_keep = cache.src_keep  # checked at this cache's first step
         else:
@@ -153,7 +181,8 @@ class Transformer(TokenModel):
             check_memory(memory, src, cfg.d_model)
             src_keep = padding_mask(src, cfg.pad_id)  # (B, 1, 1, S)
             if cache is not None:
-                cache.src_keep = src_keep
+                cache.keep_source(src_keep)
+                src_keep = cache.src_keep
         return self._decode(tgt, memory, src_keep, cache)
 
     def _encode(self, src: Any, src_keep: Any) -> Tensor:
