@@ -17,6 +17,7 @@ import types
 
 import numpy as np
 import pytest
+from cupy_standin import on_standin  # noqa: F401 - the fixture (tests/cupy_standin)
 
 from minitransformer import backend, fast
 from minitransformer.backend import namespaces
@@ -273,3 +274,28 @@ def test_the_references_weight_gradients_reach_cublas_in_the_lean_namespace(
     want = np.tensordot(a, g, axes=((0, 1), (0, 1)))
     np.testing.assert_allclose(db, want, rtol=1e-12)
     np.testing.assert_allclose(dw, want, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- D3, end to end
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5), (2, 2, 3, 5)])
+def test_a_learners_x_at_w_is_captured_without_cupys_cublas(request, monkeypatch, shape):
+    """A model with ``x @ W`` on a stack of rows (MatMul, whose backward asks for
+    ``xp.tensordot``), forward and backward inside a CUDA graph capture on the counting
+    stand-in for CuPy (tests/cupy_standin): nothing a real capture refuses, in particular no
+    CuPy cuBLAS call (``cupy.tensordot``), with the kernels on."""
+    import minitransformer as mt
+
+    monkeypatch.delenv("MT_CUDA_KERNELS", raising=False)
+    cp = request.getfixturevalue("on_standin")
+    rng = np.random.default_rng(7)
+    x = mt.tensor(rng.standard_normal(shape), device="cuda:0", requires_grad=True)
+    w = mt.tensor(rng.standard_normal((5, 4)), device="cuda:0", requires_grad=True)
+    stream = cp.cuda.Stream()
+    with stream:
+        stream.begin_capture()
+        y = x @ w
+        y.backward(mt.tensor(np.ones(y.shape), device="cuda:0"))
+        stream.end_capture()
+    assert not [h for h in cp.HAZARDS if "cuBLAS" in h], cp.HAZARDS
