@@ -16,7 +16,7 @@ class Device:
     """``cupy.cuda.Device``: always GPU 0."""
 
     def __init__(self, id=0):
-        self.id = 0 if id is None else int(id)
+        self.id = 0 if id is None else id.id if isinstance(id, Device) else int(id)
 
     def __enter__(self):
         return self
