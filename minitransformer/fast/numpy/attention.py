@@ -28,6 +28,8 @@ Array = np.ndarray
 # batch shape, out, dq, dk and dv are written heads-last in memory ((B, T, H, d), seen
 # through a transposed view): the head merge, and the head split's backward, then reshape
 # them without a copy (24 copies of a (B, T, D) array a tiny step; ~3 µs more per product).
+# ``ctx.grad_out`` (set by the packed attention, ``projections.py``), when there, names
+# (B, H, L, d) views to write dq, dk and dv into instead (None: a new array).
 SAFE_SCORE = 64.0
 _ONES: dict[tuple[int, Any], Array] = {}  # (S, dtype) -> (S, 1) column of ones
 
@@ -86,17 +88,21 @@ class ScaledDotProductAttention(_Attention):
         p, scale = ctx.probs, ctx.scale
         need_q, need_k, need_v = ctx.needs_input_grad[:3]
         heads = ctx.heads
+        out_q, out_k, out_v = getattr(ctx, "grad_out", (None, None, None))  # or where to write
         dq = dk = dv = None
         if need_v:
-            dv = host.matmul(p.mT, grad, out=_heads_last(v, v.shape[-1], heads))  # (..., S, d_v)
+            out_v = _heads_last(v, v.shape[-1], heads) if out_v is None else out_v
+            dv = host.matmul(p.mT, grad, out=out_v)  # (..., S, d_v)
         if need_q or need_k:
             ds = host.matmul(grad, v.mT)  # dP (..., T, S), our own buffer
             ds -= _row_sums(ds * p)  # dP - rowsum(dP * P)
             ds *= p  # dS
             if need_q:
-                dq = host.matmul(ds, k, out=_heads_last(q, q.shape[-1], heads))
+                out_q = _heads_last(q, q.shape[-1], heads) if out_q is None else out_q
+                dq = host.matmul(ds, k, out=out_q)
                 dq *= scale
             if need_k:
-                dk = host.matmul(ds.mT, q, out=_heads_last(k, k.shape[-1], heads))
+                out_k = _heads_last(k, k.shape[-1], heads) if out_k is None else out_k
+                dk = host.matmul(ds.mT, q, out=out_k)
                 dk *= scale
         return dq, dk, dv, None

@@ -9,7 +9,8 @@ them up, and dW = x^T g, one product whose column blocks are the three weights' 
 (views; the engine copies each into the optimizer's buffer), db = 1^T g likewise.
 
 PackedAttention: the reference with this package's attention twin (``attention.py``, no row
-max where the scores allow) as its math; the heads are read where the product wrote them.
+max where the scores allow) as its math; the heads are read where the product wrote them,
+and their gradients written there (the attention twin's ``grad_out``): no concatenation.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from ...backend import host
 from ...ops.projections import PackedAttention as _PackedAttention
 from ...ops.projections import Projections as _Projections
+from ...ops.projections import head_view
 from .attention import ScaledDotProductAttention
 
 Array = np.ndarray
@@ -74,7 +76,31 @@ class Projections(_Projections):
 
 
 class PackedAttention(_PackedAttention):
-    """Twin of ``ops.projections.PackedAttention``: the NumPy attention twin as its math."""
+    """Twin of ``ops.projections.PackedAttention``: the NumPy attention twin as its math,
+    its dq, dk and dv written into the packed gradient's columns, where forward read q, k
+    and v (no concatenation); GQA's sums over each head's copies likewise."""
 
     dtypes = ScaledDotProductAttention.dtypes
     attention = ScaledDotProductAttention
+
+    @staticmethod
+    def backward(ctx, grad):
+        inner, (h, h_kv), own_q = ctx.inner, ctx.heads, ctx.own_q
+        if not ctx.needs_input_grad[0]:  # only q's gradient (cross-attention)
+            inner.grad_out = (None, None, None)
+            return None, ScaledDotProductAttention.backward(inner, grad)[0], None
+        q, k, v = inner.saved  # (B, h, L, d) each: k and v repeated when GQA
+        d_k, d_v = k.shape[-1], v.shape[-1]
+        dy = np.empty(ctx.shape, dtype=grad.dtype)  # (B, L, C)
+        at = h * d_k if own_q else 0  # where k's columns start
+        q_cols = head_view(np, dy, 0, h, d_k) if own_q else None
+        k_cols = head_view(np, dy, at, h_kv, d_k)
+        v_cols = head_view(np, dy, at + h_kv * d_k, h_kv, d_v)
+        shared = h_kv < h  # GQA: each key/value head's gradient sums its copies, below
+        inner.grad_out = (q_cols, None if shared else k_cols, None if shared else v_cols)
+        dq, dk, dv, _ = ScaledDotProductAttention.backward(inner, grad)
+        if shared:
+            B, _, S, _ = dk.shape
+            np.sum(dk.reshape(B, h_kv, h // h_kv, S, d_k), axis=2, out=k_cols)
+            np.sum(dv.reshape(B, h_kv, h // h_kv, S, d_v), axis=2, out=v_cols)
+        return dy, (None if own_q else dq), None
