@@ -32,7 +32,8 @@ without a GPU):
   ``tensordot`` (compat passes ``axes=`` through to it), ``sum``,
   ``mean``, ``max``, ``min``, ``minimum``, ``argmax``, ``all``, ``any``, ``flip``
   (``axis=``), ``unique_*`` (namedtuples in CuPy 14), ``cumulative_sum``,
-  ``cumulative_prod``; arrays have ``.mT`` and ``.device``;
+  ``cumulative_prod``, ``repeat`` (an int ``repeats`` and ``axis=``, as ``ops/projections.py``
+  calls it; compat passes CuPy's own through); arrays have ``.mT`` and ``.device``;
 - left as CuPy's, differing from compat, and not called by this library (see the test that
   greps ``xp.NAME``): ``sign`` (CuPy does not propagate NaN), ``ceil``/``floor``/``trunc``
   (float results for integer input), ``count_nonzero`` (no ``keepdims``), ``std``/``var``
@@ -226,7 +227,7 @@ CUPY_OWN = (
     "where", "matmul", "sum", "exp", "log", "sqrt", "sin", "cos", "tanh", "abs", "hypot",
     "maximum", "minimum", "isfinite", "isnan", "concat", "take", "stack", "permute_dims",
     "expand_dims", "broadcast_to", "max", "min", "mean", "argmax", "all", "any", "isdtype",
-    "matrix_transpose", "tensordot", "cumulative_sum", "flip",
+    "matrix_transpose", "tensordot", "cumulative_sum", "flip", "repeat",
     "bool", "float16", "float32", "float64", "int8", "int16", "int32", "int64",
     "uint8", "uint16", "uint32", "uint64",
 )  # fmt: skip
