@@ -18,6 +18,7 @@ is said once per reason by ``GraphedSteps`` through the same channel (``say``), 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .. import backend
@@ -102,8 +103,16 @@ def install(trainer: Any, warmup: int = 2, max_graphs: int = 16,
 
 def say(trainer: Any, line: str) -> None:
     """The one channel of the mode's lines: a note on stderr (``minitransformer: note:
-    ...``), once per line and run, from the process that reports."""
-    trainer.reporter.note(f"cuda-graph: {line}", line)
+    ...``, as ``runs.note`` writes it), once per line and run, from the process that
+    reports; above the progress bar while there is one (a fallback comes mid-run)."""
+    if line in trainer._graph_lines:
+        return
+    trainer._graph_lines.add(line)
+    reporter = trainer.reporter
+    if reporter.bar is None:
+        reporter.note(f"cuda-graph: {line}", line)
+    elif reporter.is_writer():
+        reporter.bar.write(f"minitransformer: note: {line}", file=sys.stderr)
 
 
 def report(trainer: Any) -> dict[str, Any]:

@@ -38,6 +38,7 @@ class TrainingStep:
     generator: Any
     reporter: Any
     _graph_mode: tuple[str, str | None] | None
+    _graph_lines: set[str]
     loss_scale: float
     step: int
     losses: list[float]

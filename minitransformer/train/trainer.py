@@ -98,6 +98,7 @@ class Trainer(TrainingStep):
         self.loss_scale = 1.0  # the loss is multiplied by this before backward
         self.world: Any = None  # distributed.World.attach: sharded batches, rank 0 writes
         self._graph_mode: tuple[str, str | None] | None = None  # graph_mode.choose: (mode, why)
+        self._graph_lines: set[str] = set()  # the lines graph_mode.say said
         self._agreed_stop: str | None = None  # the stop every rank agreed on (world only)
 
     # ------------------------------------------------------------------ the loop

@@ -1,16 +1,20 @@
 """The CUDA graph as the default (issue 49), on the CPU with CuPy stood in (test_cuda_graph's
-``_fake_cupy``): the mode a Trainer chooses and the one line that says why its steps run
-eagerly (train/graph_mode.py); GraphedSteps' fallbacks, counted and said once per reason,
-its one memory pool shared by every shape, and its byte budget (fast/gpu/cuda_graph.py)."""
+``_fake_cupy``, and the counting stand-in, tests/cupy_standin): the mode a Trainer chooses
+and the one line that says why its steps run eagerly (train/graph_mode.py); GraphedSteps'
+fallbacks, counted and said once per reason, its one memory pool shared by every shape (and
+why sharing is safe), and its byte budget (fast/gpu/cuda_graph.py)."""
 
 from __future__ import annotations
 
 import dataclasses
+import gc
 import sys
 import types
+import weakref
 
 import numpy as np
 import pytest
+from cupy_standin import on_standin, record  # noqa: F401 - the fixture
 from test_cuda_graph import _body, _fake_cupy, _params, _trainer
 
 from minitransformer import backend
@@ -126,6 +130,20 @@ def test_on_cuda_the_steps_go_through_graphs_and_a_failed_capture_is_said_once(
     assert note.endswith("); it, and any shape that fails so, runs eagerly")
 
 
+def test_a_line_said_mid_run_goes_above_the_progress_bar_once(tmp_path, capsys):
+    """A fallback comes while the bar is drawn: its line is written above the bar (as an
+    evaluation's), and never again, bar or not."""
+    trainer = _trainer(tmp_path, "bar")
+    written = []
+    trainer.reporter.bar = types.SimpleNamespace(write=lambda line, file: written.append(line))
+    for _ in range(2):
+        graph_mode.say(trainer, "a fallback")
+    trainer.reporter.bar = None
+    graph_mode.say(trainer, "a fallback")
+    graph_mode.say(trainer, "another")
+    assert written == [NOTE + "a fallback"] and _notes(capsys) == [NOTE + "another"]
+
+
 # ----------------------------------------------------------------------------- GraphedSteps
 
 
@@ -231,3 +249,44 @@ def test_adams_state_is_never_made_under_capture(monkeypatch):
 def test_the_sizes_are_checked(name, value):
     with pytest.raises(ArgumentError, match=f"GraphedSteps: {name} must be an integer"):
         GraphedSteps(lambda *a: a, Adam(_params(), lr=0.01), **{name: value})
+
+
+@pytest.mark.parametrize("task, knobs", [
+    ("copy", dict(n_train=64, n_valid=4, n_test=4, max_len=20)),
+    ("lm", dict(tokenizer="char", max_words=5, n_train=40, n_valid=4, n_test=4)),
+])  # fmt: skip
+@pytest.mark.usefixtures("on_standin")
+def test_nothing_made_in_a_capture_outlives_it_but_its_outputs(tmp_path, monkeypatch, task, knobs):
+    """What makes one pool safe for every shape: of the arrays a capture allocates (from
+    the pool), none is held after it (by a cache, the optimizer, a gradient ...) but the
+    step's outputs, which each replay's caller copies at once; the rest is the graph's own
+    (the stand-in's record of the calls, pointers on a GPU), so a later capture may reuse
+    their memory. Over batch shapes, an evaluation between steps, on the counting stand-in."""
+    from minitransformer.config import TrainConfig
+    from minitransformer.train import Trainer
+
+    made, hold = [], record._hold
+
+    def watched(arrays):
+        if record._state.allocator is not None:  # inside a capture
+            made.extend(weakref.ref(a) for a in arrays)
+        return hold(arrays)
+
+    monkeypatch.setattr(record, "_hold", watched)
+    trainer = Trainer(TrainConfig(task=task, steps=12, dropout=0.1, out=str(tmp_path / "r"),
+                                  progress=False, batch_size=4, preset="tiny", device="cuda:0",
+                                  task_knobs=knobs))  # fmt: skip
+    for i in range(16):
+        trainer.train_step(next(trainer.stream))
+        if i == 8:
+            trainer.evaluate("valid", 4)
+    trainer.read_back()
+    steps = trainer.run_step
+    assert steps.stats()["graphs"] >= 1 and made
+    outputs = {id(out) for g in steps.graphs.values() for out in g.outputs}
+    for g in steps.graphs.values():
+        g.graph.calls = []  # the record of the calls (on a GPU: the graph's pointers)
+    gc.collect()
+    kept = [(a.shape, a.dtype) for a in (ref() for ref in made) if a is not None
+            and id(a) not in outputs]  # fmt: skip
+    assert kept == []
