@@ -8,7 +8,8 @@ or the reverse) works with either. No kernel writes into an array that a Functio
 backward: a second backward (retain_graph=True) sees the saved arrays as forward left them.
 They are faster by ufunc reductions (``np.add.reduce``: one C call, where ``xp.mean`` /
 ``xp.max`` are several Python calls), ``vecdot`` row sums, and writing into buffers they made
-themselves (``out=``, ``-=``).
+themselves (``out=``, ``-=``). With numba installed and ``compiled.enable()`` called, both
+kernels hand float32/float64 rows to ``compiled.py``'s one-pass-per-row versions.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..rows import LayerNormRows
+from . import compiled
 
 Array = np.ndarray
 
@@ -47,6 +49,10 @@ def layer_norm_forward(
     eps ~ 0, underflows for spreads below ~1e-19): those rows alone, found by one check on
     the (N,) sums, are redone by the reference's scaled math (``_layer_norm_rows_scaled``),
     so every finite row gets the reference's answer at no cost to ordinary rows."""
+    if x2.size and compiled.fits(x2, gamma, beta):  # numba's one pass per row, if on
+        out = compiled.layer_norm_forward(x2, gamma, beta, eps)
+        if out is not None:  # None: a row to redo, below
+            return out
     D = x2.shape[1]
     w = one_over(D, x2.dtype)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):  # such rows are redone
@@ -92,6 +98,8 @@ def layer_norm_backward(
     (None where ``needs`` says no). g * x_hat is made once for dgamma and dx, the two row
     means are ``vecdot`` against gamma / D, and dx is built in one buffer."""
     need_x, need_gamma, need_beta = needs
+    if all(needs) and g.size and compiled.fits(g, x_hat, rstd, gamma):  # numba, if on
+        return compiled.layer_norm_backward(g, x_hat, rstd, gamma)
     dx = dgamma = dbeta = None
     if need_beta:
         dbeta = np.add.reduce(g, axis=0)  # (D,)

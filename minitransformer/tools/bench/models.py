@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import backend, nn
 from ...backend import host
+from ...fast.numpy import compiled
 from ...nn.positional import sinusoid_table
 from ...optim import Adam
 
@@ -40,7 +41,17 @@ def ours_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple[
         backend.synchronize(device)
         return value
 
-    return step, host.blas_info()
+    return step, {**host.blas_info(), **compiled_info()}
+
+
+def compiled_info() -> dict[str, str]:
+    """What the report says of numba's row kernels (``fast/numpy/compiled.py``): their
+    version when they are on, else nothing."""
+    if not compiled.enabled():
+        return {}
+    from importlib.metadata import version
+
+    return {"compiled": f"numba {version('numba')} (LayerNorm rows)"}
 
 
 def ours_graph_step(cfg: Any, src: np.ndarray, tgt: np.ndarray,

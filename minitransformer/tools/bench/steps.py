@@ -357,4 +357,6 @@ def threads_text(t: dict[str, Any]) -> str:
     text = f"{t.get('blas')}, {t.get('threads')} threads (via {t.get('source')})"
     if t.get("env"):
         text += ", env " + " ".join(f"{k}={v}" for k, v in t["env"].items())
+    if t.get("compiled"):
+        text += f"; compiled kernels: {t['compiled']}"
     return text

@@ -26,6 +26,7 @@ import numpy as np  # the fixed random batch and the GEMM ceiling's operands (ho
 
 from ... import backend, fast
 from ...backend import host
+from ...fast.numpy import compiled
 from .memory import memory_meter
 from .models import ours_graph_step, ours_step, torch_graph_step, torch_step
 from .presets import PRESETS
@@ -225,6 +226,7 @@ def worker_main(impl: str, preset: str, device: str) -> int:
         host.tune_host()  # as the CLI runs it (this worker owns its process)
         if impl in ("ours", "ours-graph"):
             fast.enable()  # the fast tier, as the CLI runs it
+            compiled.enable()  # and numba's row kernels where numba is installed
         else:  # "ours-ref": the reference ops, what a notebook runs (the default)
             fast.disable()
     runner = None
