@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from . import compiled
+
 Array = np.ndarray
 
 ADAM_CHUNK = 1 << 17  # elements a pass: p, g, m, v and the temporary, 512 KiB each (float32),
@@ -28,6 +30,9 @@ def adam_update(p: Array, g: Array, m: Array, v: Array, *, lr: float,
         return
     n = p.shape[0] if p.ndim == g.ndim == m.ndim == v.ndim == 1 else 0
     hyper = (betas, eps, weight_decay, lr, t)
+    if n and compiled.fits(p, g, m, v):  # numba's one pass, if on (compiled.py)
+        compiled.adam_update(p, g, m, v, hyper)
+        return
     if n <= ADAM_CHUNK:  # small, or not flat: one piece
         _adam_pass(p, g, m, v, np.empty_like(p), *hyper)
         return

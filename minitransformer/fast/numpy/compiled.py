@@ -1,6 +1,7 @@
-"""Row kernels compiled by numba, an optional extra of the NumPy twins (``pip install numba``):
+"""Kernels compiled by numba, an optional extra of the NumPy twins (``pip install numba``):
 LayerNorm's forward and backward as one pass over each row, where the NumPy kernels
-(``layernorm.py``) make five or six passes over the whole array.
+(``layernorm.py``) make five or six passes over the whole array, and Adam's update as one
+pass over the flat buffer, where ``adam.py`` makes thirteen.
 
 Off unless ``enable()`` is called (the benchmark's workers do, and a command that owns its
 process may: it compiles each kernel once per process, about 0.7 s, at its first use);
@@ -53,6 +54,7 @@ def enable() -> bool:
     compile_ = njit(fastmath=FASTMATH, error_model="numpy")
     _kernels["layer_norm_forward"] = compile_(_layer_norm_forward_rows)
     _kernels["layer_norm_backward"] = compile_(_layer_norm_backward_rows)
+    _kernels["adam"] = njit(error_model="numpy")(_adam_elements)  # no sums: exact order
     return True
 
 
@@ -138,3 +140,24 @@ def _layer_norm_backward_rows(g, x_hat, rstd, gamma, dx, dgamma, dbeta):  # numb
         r = rstd[i, 0]
         for j in range(D):
             dx[i, j] = (g[i, j] * gamma[j] - mean_g - x_hat[i, j] * mean_gx) * r
+
+
+def adam_update(p: Array, g: Array, m: Array, v: Array, hyper: tuple) -> None:
+    """``adam.adam_update``'s arithmetic, element by element in one pass (each element's
+    operations those of the NumPy twin's passes, in the same order). p, g, m, v flat and
+    ``fits``; hyper = (betas, eps, weight_decay, lr, t)."""
+    (b1, b2), eps, weight_decay, lr, t = hyper
+    f = p.dtype.type  # the arithmetic in p's dtype, as NumPy's with Python scalars
+    bias2, step = f((1 - b2**t) ** 0.5), f(-(lr / (1 - b1**t)))
+    _kernels["adam"](p, g, m, v, f(b1), f(1 - b1), f(b2), f(1 - b2), bias2, f(eps),
+                     f(weight_decay), step)  # fmt: skip
+
+
+def _adam_elements(p, g, m, v, b1, one_b1, b2, one_b2, bias2, eps, weight_decay, step):
+    for i in range(p.shape[0]):  # numba: m, v, then p, as adam.py's passes do
+        gi = g[i]
+        if weight_decay:
+            gi = gi + weight_decay * p[i]
+        m[i] = m[i] * b1 + gi * one_b1
+        v[i] = v[i] * b2 + (gi * gi) * one_b2
+        p[i] += m[i] / (np.sqrt(v[i]) / bias2 + eps) * step
