@@ -4,7 +4,7 @@ Shapes: x (...) -> y (...). Each backward gives dL/dx = dL/dy * dy/dx elementwis
 exp, log and sqrt need a float tensor (their values and gradients are fractions).
 The arithmetic (add, sub, mul, div, neg, pow) is in ``arithmetic.py``; its names are
 importable from here too (``ops.elementwise.add``), as before the split.
-Twins: ``fast/cupy/elementwise.py`` (ReLU's backward in one kernel).
+Twins: ``fast/cupy/elementwise.py`` (ReLU's backward: one kernel), ``fast/numpy/elementwise.py``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 ids (...) integer in [0, V), weight (V, D) -> y (..., D) with y[i] = weight[ids[i]]
 Backward: dweight[v] = sum of g[i] over every position i with ids[i] == v (a scatter-add;
 repeated ids accumulate); ids get no gradient.
-Twins: ``fast/cupy/embedding.py`` (backward: a one-hot kernel and one product).
+Twins: ``fast/cupy/embedding.py`` (one-hot kernel, one product), ``fast/numpy/embedding.py``.
 """
 
 from __future__ import annotations

@@ -166,6 +166,7 @@ def test_the_table_names_every_twin_and_what_it_replaces():
         "ops.layernorm.LayerNorm", "ops.loss.CrossEntropy", "optim.adam.adam_update",
         "ops.attention.ScaledDotProductAttention", "ops.matmul.Linear", "ops.dropout.Dropout",
         "ops.dropout.DropoutAdd", "ops.projections.Projections", "ops.projections.PackedAttention",
+        "ops.embedding.Embedding", "ops.elementwise.ReLU",
     }  # fmt: skip
     assert all(r["on"] == "no" for r in numpy_rows.values())
     cupy_refs = {r["reference"] for r in rows if r["library"] == "cupy"}

@@ -152,3 +152,43 @@ def test_a_training_step_with_the_compiled_kernels_is_the_references(switched_on
     np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
     for a, b in zip(got[1], want[1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("ids_shape", [(3, 5), (7,), (1, 1)])
+def test_the_compiled_embedding_and_relu_backward_match_the_reference(switched_on, dtype,
+                                                                      ids_shape):  # fmt: skip
+    def run():
+        rng = np.random.default_rng(5)
+        V, D = 6, 4  # ids repeat: the scatter-add sums them
+        table = mt.tensor(rng.standard_normal((V, D)), dtype=dtype, requires_grad=True)
+        ids = mt.tensor(rng.integers(0, V, ids_shape))
+        h = F.relu(F.embedding(ids, table) - 0.2)  # some entries 0: ReLU's mask matters
+        u = rng.standard_normal(h.shape).astype(dtype)
+        (h * mt.tensor(u)).sum().backward()
+        return [h.numpy(), table.grad]
+
+    used = []
+    for name in ("scatter_add", "relu_backward"):
+        real = compiled._kernels[name]
+        compiled._kernels[name] = lambda *a, _r=real, _n=name: used.append(_n) or _r(*a)
+    with fast.switched_on():
+        got = run()
+    compiled.disable()
+    assert set(used) == {"scatter_add", "relu_backward"}
+    want = run()
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_without_the_compiled_kernels_the_new_twins_run_the_reference():
+    rng = np.random.default_rng(6)
+    table = mt.tensor(rng.standard_normal((5, 3)), requires_grad=True)
+    ids = mt.tensor(np.array([[1, 1, 4]]))
+    with fast.switched_on():
+        F.relu(F.embedding(ids, table)).sum().backward()
+    got = table.grad.copy()
+    table.grad = None
+    F.relu(F.embedding(ids, table)).sum().backward()
+    np.testing.assert_array_equal(got, table.grad)

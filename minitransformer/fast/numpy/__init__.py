@@ -17,6 +17,11 @@ One file per reference, named after it:
     linear.py      ops/matmul.py      Linear's backward (dW, db into the gradient buffer)
     dropout.py     ops/dropout.py     Dropout, DropoutAdd (the mask as a product)
     adam.py        optim/adam.py      adam_update (one temporary, in cached chunks)
+    embedding.py   ops/embedding.py   Embedding's backward (numba's one pass, when on)
+    elementwise.py ops/elementwise.py ReLU's backward (numba's one pass, when on)
+
+``compiled.py`` holds numba's kernels (an optional extra, off unless ``compiled.enable()``):
+LayerNorm's rows, Adam, the embedding's scatter-add and ReLU's backward, one pass each.
 
 ``TWINS`` lists what this package registers for ``numpy.ndarray`` (``fast/__init__.py``
 installs it).
@@ -25,6 +30,8 @@ installs it).
 from __future__ import annotations
 
 from ...ops.attention import ScaledDotProductAttention as _Attention
+from ...ops.elementwise import ReLU as _ReLU
+from ...ops.embedding import Embedding as _Embedding
 from ...ops.layernorm import LayerNorm as _LayerNorm
 from ...ops.loss import CrossEntropy as _CrossEntropy
 from ...ops.matmul import Linear as _Linear
@@ -34,6 +41,8 @@ from ...optim.adam import adam_update as _adam_update
 from .adam import adam_update
 from .attention import ScaledDotProductAttention
 from .dropout import TWINS as _DROPOUT_TWINS
+from .elementwise import ReLU
+from .embedding import Embedding
 from .layernorm import LayerNorm
 from .linear import Linear
 from .loss import CrossEntropy
@@ -49,6 +58,8 @@ TWINS = {
     _LayerNorm: LayerNorm,
     _CrossEntropy: CrossEntropy,
     _adam_update: adam_update,
+    _Embedding: Embedding,
+    _ReLU: ReLU,
 }
 
 __all__ = ["TWINS"]

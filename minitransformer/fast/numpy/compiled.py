@@ -1,7 +1,9 @@
 """Kernels compiled by numba, an optional extra of the NumPy twins (``pip install numba``):
 LayerNorm's forward and backward as one pass over each row, where the NumPy kernels
 (``layernorm.py``) make five or six passes over the whole array, and Adam's update as one
-pass over the flat buffer, where ``adam.py`` makes thirteen.
+pass over the flat buffer, where ``adam.py`` makes thirteen; the embedding's gradient as one
+pass over the ids (``embedding.py``), where NumPy sorts them and sums runs; ReLU's backward
+as one pass (``elementwise.py``), where the reference makes three.
 
 Off unless ``enable()`` is called (the benchmark's workers do, and a command that owns its
 process may: it compiles each kernel once per process, about 0.7 s, at its first use);
@@ -55,6 +57,8 @@ def enable() -> bool:
     _kernels["layer_norm_forward"] = compile_(_layer_norm_forward_rows)
     _kernels["layer_norm_backward"] = compile_(_layer_norm_backward_rows)
     _kernels["adam"] = njit(error_model="numpy")(_adam_elements)  # no sums: exact order
+    _kernels["scatter_add"] = njit(error_model="numpy")(_scatter_add_rows)
+    _kernels["relu_backward"] = njit(error_model="numpy")(_relu_backward_elements)
     return True
 
 
@@ -161,3 +165,32 @@ def _adam_elements(p, g, m, v, b1, one_b1, b2, one_b2, bias2, eps, weight_decay,
         m[i] = m[i] * b1 + gi * one_b1
         v[i] = v[i] * b2 + (gi * gi) * one_b2
         p[i] += m[i] / (np.sqrt(v[i]) / bias2 + eps) * step
+
+
+def embedding_backward(ids: Array, g: Array, V: int) -> Array:
+    """The embedding table's gradient (V, D): row ids[i] of zeros plus g[i] for each i in
+    order (``backend.scatter_add``'s sums, in the order its stable sort keeps), one pass.
+    ids (N,) ints in [0, V) (the forward checked them), g (N, D); ``fits(g)`` holds."""
+    table = np.zeros((V, g.shape[1]), dtype=g.dtype)
+    _kernels["scatter_add"](table, ids, g)
+    return table
+
+
+def relu_backward(grad: Array, y: Array) -> Array:
+    """dx = g where y > 0, else 0 (ReLU's backward from its output), one pass."""
+    dx = np.empty_like(grad)
+    _kernels["relu_backward"](grad.reshape(-1), y.reshape(-1), dx.reshape(-1))
+    return dx
+
+
+def _scatter_add_rows(table, ids, g):  # numba: table[ids[i]] += g[i], i in order
+    for i in range(ids.shape[0]):
+        row = table[ids[i]]
+        for j in range(g.shape[1]):
+            row[j] += g[i, j]
+
+
+def _relu_backward_elements(g, y, dx):  # numba
+    zero = g.dtype.type(0)
+    for i in range(g.shape[0]):
+        dx[i] = g[i] if y[i] > 0 else zero
