@@ -146,6 +146,8 @@ def _reference_after_each_test():
     the test's process): switch it off again, so the next test gets the library's default."""
     yield
     from minitransformer import fast
+    from minitransformer.fast.numpy import compiled
 
     if fast.enabled():
         fast.disable()
+    compiled.disable()

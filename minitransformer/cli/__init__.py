@@ -55,6 +55,7 @@ from typing import Any
 from .. import backend, fast
 from ..backend import devices, host
 from ..errors import MiniTransformerError, Terminated, TrainingError, raise_terminated
+from ..fast.numpy import compiled
 from .commands import COMMANDS, TRAIN_FIELDS
 from .parser import build_parser, subparser, usage_error
 
@@ -106,6 +107,7 @@ def _main(argv: list[str] | None) -> int:
     host.tune_host()  # the CLI owns its process: allocator and BLAS-thread tuning
     if not args.reference:
         fast.enable()  # ... and the fast tier's NumPy twins (--reference: the ops as written)
+        compiled.enable()  # with numba's kernels where numba is installed (the [fast] extra)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")

@@ -5,8 +5,9 @@ pass over the flat buffer, where ``adam.py`` makes thirteen; the embedding's gra
 pass over the ids (``embedding.py``), where NumPy sorts them and sums runs; ReLU's backward
 as one pass (``elementwise.py``), where the reference makes three.
 
-Off unless ``enable()`` is called (the benchmark's workers do, and a command that owns its
-process may: it compiles each kernel once per process, about 0.7 s, at its first use);
+Off unless ``enable()`` is called (the ``minitransformer`` command does, for the process it
+owns, with the NumPy twins; the benchmark's workers too; each kernel is compiled at its first
+use, about 0.7 s, and kept in numba's cache for later processes);
 importing this module imports no numba and changes nothing. Where numba is missing,
 ``enable()`` says so and nothing changes. The kernels take C-contiguous float32 and float64
 rows; anything else, and rows whose sum of squares overflows or underflows, go through the
@@ -53,12 +54,15 @@ def enable() -> bool:
         return False
     from numba import njit
 
-    compile_ = njit(fastmath=FASTMATH, error_model="numpy")
+    # cache=True: each kernel is compiled once per machine, kept beside this module in
+    # __pycache__ (or numba's user cache where that is not writable), as Python keeps .pyc
+    compile_ = njit(fastmath=FASTMATH, error_model="numpy", cache=True)
+    exact = njit(error_model="numpy", cache=True)  # no sums: the NumPy kernels' order
     _kernels["layer_norm_forward"] = compile_(_layer_norm_forward_rows)
     _kernels["layer_norm_backward"] = compile_(_layer_norm_backward_rows)
-    _kernels["adam"] = njit(error_model="numpy")(_adam_elements)  # no sums: exact order
-    _kernels["scatter_add"] = njit(error_model="numpy")(_scatter_add_rows)
-    _kernels["relu_backward"] = njit(error_model="numpy")(_relu_backward_elements)
+    _kernels["adam"] = exact(_adam_elements)
+    _kernels["scatter_add"] = exact(_scatter_add_rows)
+    _kernels["relu_backward"] = exact(_relu_backward_elements)
     return True
 
 
