@@ -94,6 +94,26 @@ def test_mixing_devices_is_an_error_naming_both():
         b * c
 
 
+@pytest.mark.parametrize("kind", ["memmap", "subclass"])
+def test_numpy_subclasses_mix_with_plain_arrays(tmp_path, kind):
+    """An ndarray subclass (np.memmap, a user's own) is NumPy on the CPU: it combines with
+    plain arrays in either order (was a StopIteration out of the device check)."""
+
+    class Tagged(np.ndarray):
+        pass
+
+    if kind == "memmap":
+        odd = np.memmap(tmp_path / "x.bin", dtype="float64", mode="w+", shape=(3,))
+        odd[:] = [1.0, 2.0, 3.0]
+    else:
+        odd = np.array([1.0, 2.0, 3.0]).view(Tagged)
+    for a, b in ((odd, np.ones(3)), (np.ones(3), odd)):
+        x, y = mt.tensor(a, requires_grad=True), mt.tensor(b, requires_grad=True)
+        (x * y).sum().backward()
+        np.testing.assert_array_equal((x + y).numpy(), np.asarray(a) + np.asarray(b))
+        np.testing.assert_array_equal(x.grad, np.asarray(b))
+
+
 def test_cuda_without_gpu_says_what_to_install():
     if mt.cuda_available():
         pytest.skip("a GPU is present")

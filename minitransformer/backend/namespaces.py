@@ -195,6 +195,8 @@ def common_namespace(op: str, arrays: list) -> Any:
             return _numpy_ns
         return namespace(first) if first is not None else namespace()
     devices = [device_of(a) for a in arrays if is_array(a)]
+    if len(set(devices)) == 1 and len({library_of(a) for a in arrays if is_array(a)}) == 1:
+        return namespace(first)  # one library, one device: a subclass (np.memmap) among them
     raise DeviceError(
         f"{op}: inputs are on different devices, {devices[0]} and "
         f"{next(d for d in devices if d != devices[0])}; move them to one device first "
