@@ -139,7 +139,7 @@ class World:
         trainer.grad_hook = self.allreduce_grads
         # Every rank holds the same generator state (rank 0's, in a checkpoint); the masks
         # of different ranks must differ, as those of different rows do in one process.
-        generator = backend.default_generator(trainer.cfg.device)
+        generator = trainer.generator  # the trainer's own dropout generator
         generator.seed = trainer.cfg.seed + self.rank * DROPOUT_SEED_STRIDE
         self.check_same_weights([g.data for g in trainer.optimizer.groups])
         self.choose_transport(backend.normalize_device(trainer.cfg.device))

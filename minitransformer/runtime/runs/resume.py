@@ -188,11 +188,11 @@ def restore(point: ResumePoint, trainer: Any) -> None:
     _load(path, "average", lambda: trainer.averaging.restore(
         {k: backend.asarray(v, device=dev) for k, v in total.items()}, steps, trainer.model,
         meta["step"]))  # fmt: skip
-    fresh_rng = backend.default_generator(dev).state()
+    fresh_rng = trainer.generator.state()  # the trainer's own dropout generator
     for field, fresh, load in [
         ("schedule", trainer.schedule.state_dict(), trainer.schedule.load_state_dict),
         ("stream", trainer.stream.state_dict(), trainer.stream.load_state_dict),
-        ("rng", fresh_rng, backend.default_generator(dev).set_state),
+        ("rng", fresh_rng, trainer.generator.set_state),
     ]:
         if (
             field == "rng"
