@@ -9,12 +9,11 @@ capture needs a GPU: ``test_graph_decoding_is_eager_decoding_bit_for_bit_on_a_gp
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import types
 
 import numpy as np
 import pytest
+from cupy_standin import fake_capture
 
 from minitransformer import decode
 from minitransformer.config import TransformerConfig
@@ -25,43 +24,16 @@ from minitransformer.nn import Transformer, TransformerLM
 
 
 def _fake_cupy(launches, fail=None):
-    """CuPy's calls that DecodeGraphs makes, on NumPy. ``end_capture`` reads the step it
-    closes from the capturing frame (``run``, ``inputs``, ``output``); the graph's launch
-    runs it again and writes the captured output in place. ``fail``: end_capture raises."""
+    """CuPy's calls that DecodeGraphs makes, on NumPy (``cupy_standin/fake_capture.py``):
+    the graph's launch runs the captured step (``run``, ``inputs``, ``output`` of the
+    capturing ``DecodeGraphs._capture``) again and writes the captured output in place, each
+    launch counted in ``launches``. ``fail``: end_capture raises."""
 
-    class Stream:
-        def __init__(self, non_blocking=False):
-            pass
+    def replay(frame):
+        launches.append(1)
+        frame["output"][...] = frame["run"](frame["inputs"])
 
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def begin_capture(self):
-            pass
-
-        def end_capture(self):
-            if fail is not None:
-                raise RuntimeError(fail)
-            seen = sys._getframe(1).f_locals  # DecodeGraphs._capture's
-            run, inputs, output = seen["run"], seen["inputs"], seen["output"]
-
-            def launch():
-                launches.append(1)
-                output[...] = run(inputs)
-
-            return types.SimpleNamespace(launch=launch)
-
-    pool = types.SimpleNamespace(total_bytes=lambda: 0, free_bytes=lambda: 1 << 40,
-                                 malloc=lambda n: None)  # fmt: skip
-    cuda = types.SimpleNamespace(
-        MemoryPool=lambda: pool, Stream=Stream,
-        Device=lambda: types.SimpleNamespace(synchronize=lambda: None),
-        using_allocator=lambda malloc: contextlib.nullcontext(),
-    )  # fmt: skip
-    return types.SimpleNamespace(cuda=cuda)
+    return fake_capture.fake_cupy(replay, fail=fail)
 
 
 @pytest.fixture

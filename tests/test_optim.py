@@ -128,13 +128,10 @@ def test_clip_grad_norm_matches_torch(max_norm):
 # ----------------------------------------------------------------------------- fused vs reference
 
 
-@pytest.mark.parametrize("dtype, tol", [("float32", 1e-6), ("float64", 1e-13)])
-@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
-@pytest.mark.parametrize("ok", [None, True, False])
-def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay, ok):
-    """fast/numpy/adam.py's adam_update (one reused temporary, out=) gives the numbers of the
-    four-line reference update over several steps, with and without weight decay, with the
-    ok gate true or false (false: nothing changes, even for a NaN gradient)."""
+def adam_runs(dtype: str, weight_decay: float, ok: bool | None) -> tuple[dict, np.ndarray]:
+    """Six steps of the reference Adam update and of fast/numpy/adam.py's (whatever kernel
+    it takes) from one start p0 of 40 values: ({"reference": (p, m, v), "fused": (p, m, v)},
+    p0). ok: the gate (None: none); False also puts a NaN in the third gradient."""
     from minitransformer.fast.numpy import adam as numpy_twins
     from minitransformer.optim.adam import adam_update
 
@@ -142,7 +139,7 @@ def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay,
     p0 = rng.standard_normal(40).astype(dtype)
     grads = [rng.standard_normal(40).astype(dtype) for _ in range(6)]
     if ok is False:
-        grads[2][5] = np.nan
+        grads[2][5] = np.nan  # a step the gate skips changes nothing
     flag = None if ok is None else np.asarray(ok)
     runs = {}
     for name, update in [("reference", adam_update), ("fused", numpy_twins.adam_update)]:
@@ -151,6 +148,17 @@ def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay,
             update(p, g, m, v, lr=1e-2, betas=(0.9, 0.98), eps=1e-9,
                    weight_decay=weight_decay, t=t, ok=flag)  # fmt: skip
         runs[name] = (p, m, v)
+    return runs, p0
+
+
+@pytest.mark.parametrize("dtype, tol", [("float32", 1e-6), ("float64", 1e-13)])
+@pytest.mark.parametrize("weight_decay", [0.0, 0.01])
+@pytest.mark.parametrize("ok", [None, True, False])
+def test_fused_numpy_adam_matches_the_reference_update(dtype, tol, weight_decay, ok):
+    """fast/numpy/adam.py's adam_update (one reused temporary, out=) gives the numbers of the
+    four-line reference update over several steps, with and without weight decay, with the
+    ok gate true or false (false: nothing changes, even for a NaN gradient)."""
+    runs, p0 = adam_runs(dtype, weight_decay, ok)
     for ref, fused in zip(runs["reference"], runs["fused"], strict=True):
         assert ref.dtype == fused.dtype == np.dtype(dtype)
         np.testing.assert_allclose(fused, ref, rtol=tol, atol=tol)

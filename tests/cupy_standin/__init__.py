@@ -72,8 +72,8 @@ def _cublas_matmul(a, b, cp=None, out=None):
 
 def _cublaslt_matmul(a, b, epilogue, bias=None, out=None, cp=None):
     """``fast/gpu/cublaslt.matmul``: None (no algorithm) where the project's plan has none,
-    else the product and its epilogue by NumPy."""
-    from minitransformer.fast.gpu import cublas, cublaslt
+    else the product and its epilogue by NumPy (``lt_product``)."""
+    from minitransformer.fast.gpu import cublas
 
     if a.ndim != 2 or b.ndim != 2 or a.dtype != b.dtype or a.dtype not in cublas._DTYPES:
         return None
@@ -85,17 +85,39 @@ def _cublaslt_matmul(a, b, epilogue, bias=None, out=None, cp=None):
     if out is None:
         out = standin_cupy.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
 
-    def product(a, b, bias, out):
-        out[...] = a @ b
-        if epilogue == cublaslt.BIAS:
-            out += bias
-        elif epilogue == cublaslt.BGRADA:
-            bias[...] = b.sum(axis=0)  # our b's column sums
-        elif epilogue == cublaslt.BGRADB:
-            bias[...] = a.sum(axis=1)  # our a's row sums
-
-    standin_cupy._launch(f"cublasLt.{epilogue}", product, (a, b, bias, out), inplace=True)
+    args = (a, b, epilogue, bias, out)
+    standin_cupy._launch(f"cublasLt.{epilogue}", lt_product, args, inplace=True)
     return out
+
+
+def lt_product(a, b, epilogue, bias=None, out=None):
+    """cuBLASLt's product as documented, in NumPy: a @ b, the bias added (``BIAS``), or the
+    bias gradient written into ``bias`` (``BGRADA``: our b's column sums, ``BGRADB``: our
+    a's row sums); into ``out`` where given, returned."""
+    from minitransformer.fast.gpu import cublaslt
+
+    y = a @ b
+    if epilogue == cublaslt.BIAS:
+        y = y + bias
+    elif epilogue == cublaslt.BGRADA:
+        bias[...] = b.sum(axis=0)  # our b's column sums
+    elif epilogue == cublaslt.BGRADB:
+        bias[...] = a.sum(axis=1)  # our a's row sums
+    if out is None:
+        return y
+    out[...] = y
+    return out
+
+
+def numpy_cublaslt(available: bool):
+    """``fast/gpu/cublaslt.matmul`` for NumPy arrays, without the plan: ``lt_product``, or
+    None (no cuBLASLt algorithm: the twin launches what the reference does) where not
+    ``available``."""
+
+    def matmul(a, b, epilogue, bias=None, out=None, cp=None):  # noqa: ARG001
+        return lt_product(a, b, epilogue, bias, out) if available else None
+
+    return matmul
 
 
 def _side_by_side(dgamma, dbeta, like):

@@ -8,7 +8,7 @@ of ``fast/numpy`` only where NumPy happens to agree). What matters for the stand
 an eager step and a replayed one call the same function on the same values, and that a
 ``*_graph`` kernel reads its per-step values from its device slot at each launch, as on a
 GPU. ``tests/fast/test_cuda_step.py`` and ``test_cuda_rows.py`` hold the exact
-transcriptions.
+transcriptions (dropout's hash, ``lowbias32`` and ``keep``, is this file's, imported there).
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 
-def _lowbias32(x: np.ndarray) -> np.ndarray:
+def lowbias32(x: np.ndarray) -> np.ndarray:
+    """dropout.cu's lowbias32 on uint32 (wrapping multiplications, as unsigned int)."""
     x = x ^ (x >> np.uint32(16))
     x = x * np.uint32(0x7FEB352D)
     x = x ^ (x >> np.uint32(15))
@@ -24,16 +25,16 @@ def _lowbias32(x: np.ndarray) -> np.ndarray:
     return x ^ (x >> np.uint32(16))
 
 
-def _keep(n: int, k1, k2, threshold) -> np.ndarray:
-    """dropout.cu's keep(i) for the flat indices 0 .. n-1."""
+def keep(n: int, k1, k2, threshold) -> np.ndarray:
+    """dropout.cu's keep(i) for i = 0 .. n-1: the 64-bit loop index cut to 32 bits."""
     index = (np.arange(n, dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    bits = _lowbias32(_lowbias32(index ^ np.uint32(k1)) ^ np.uint32(k2))
+    bits = lowbias32(lowbias32(index ^ np.uint32(k1)) ^ np.uint32(k2))
     return bits >= np.uint32(threshold)
 
 
 def dropout_apply(x, y, n, k1, k2, threshold, scale, r=None):
-    keep = _keep(int(n), k1, k2, threshold)
-    flat = np.where(keep, x.reshape(-1) * scale, x.dtype.type(0))
+    kept = keep(int(n), k1, k2, threshold)
+    flat = np.where(kept, x.reshape(-1) * scale, x.dtype.type(0))
     y.reshape(-1)[...] = flat if r is None else r.reshape(-1) + flat
 
 
@@ -188,7 +189,9 @@ def cross_entropy_total(loss, t, ignore, N, mean, total, divisor):
     total[...] = np.sum(np.where(kept, loss, T(0))) / d
 
 
-_RAW = {name: f for name, f in list(globals().items()) if callable(f) and name[0] != "_"}
+_HASH = ("lowbias32", "keep")  # dropout's hash, not kernels
+_RAW = {name: f for name, f in list(globals().items())
+        if callable(f) and name[0] != "_" and name not in _HASH}  # fmt: skip
 
 
 def raw(name: str):

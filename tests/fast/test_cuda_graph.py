@@ -9,13 +9,13 @@ run compares a replayed Trainer with an eager one bit for bit (docs/gpu.md)."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import sys
 import types
 
 import numpy as np
 import pytest
+from cupy_standin import fake_capture
 
 import minitransformer as mt
 from minitransformer import backend
@@ -159,83 +159,12 @@ def test_a_generator_advances_and_takes_back_its_draws():
 # ----------------------------------------------------------------------------- capture, stood in
 
 
-class _DeviceArray(np.ndarray):
-    """A NumPy array with CuPy's ``set`` (a host-to-device copy)."""
-
-    def set(self, a):
-        self[...] = a
-
-
 def _fake_cupy(launches: list, free: int = 2**30) -> types.SimpleNamespace:
-    """CuPy's calls that GraphedSteps makes, on NumPy: a capture runs the body's Python (here
-    its arithmetic too: there are no kernels to record), a graph's launch is counted; the
-    device has ``free`` bytes free; ``alloc(n)`` takes n bytes from the capture's allocator."""
-
-    class Stream:
-        def __init__(self, non_blocking=False):
-            pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def begin_capture(self):
-            pass
-
-        def end_capture(self):
-            return types.SimpleNamespace(launch=lambda: launches.append(1))
-
-    @contextlib.contextmanager
-    def using_allocator(malloc):
-        fake.allocator = malloc  # what the body's fake.alloc(n) calls while captured
-        try:
-            yield
-        finally:
-            fake.allocator = None
-
-    cuda = types.SimpleNamespace(
-        MemoryPool=_Pool, Stream=Stream, using_allocator=using_allocator,
-        Device=lambda: types.SimpleNamespace(synchronize=lambda: None),
-        runtime=types.SimpleNamespace(memGetInfo=lambda: (free, 2 * free)),
-    )  # fmt: skip
-    zeros = lambda shape, dtype: np.zeros(shape, dtype).view(_DeviceArray)  # noqa: E731
-    fake = types.SimpleNamespace(zeros=zeros, uint8=np.uint8, asarray=np.asarray, cuda=cuda,
-                                 allocator=None, alloc=lambda n: fake.allocator(n))  # fmt: skip
-    return fake
-
-
-class _Pool:
-    """CuPy's MemoryPool, counted: ``malloc`` makes a new block unless a freed one fits
-    (blocks are freed when the returned pointer is dropped)."""
-
-    def __init__(self):
-        self.blocks: list[list] = []  # [nbytes, in use]
-
-    def malloc(self, nbytes):
-        for block in self.blocks:
-            if not block[1] and block[0] >= nbytes:
-                break
-        else:
-            block = [nbytes, False]
-            self.blocks.append(block)
-        block[1] = True
-        return _Pointer(block)
-
-    def total_bytes(self):
-        return sum(b[0] for b in self.blocks)
-
-    def free_bytes(self):
-        return sum(b[0] for b in self.blocks if not b[1])
-
-
-class _Pointer:
-    def __init__(self, block):
-        self.block = block
-
-    def __del__(self):
-        self.block[1] = False
+    """CuPy's calls that GraphedSteps makes, on NumPy (``cupy_standin/fake_capture.py``): a
+    capture runs the body's Python (here its arithmetic too: there are no kernels to record),
+    each graph launch is counted in ``launches``; the device has ``free`` bytes free;
+    ``alloc(n)`` takes n bytes from the capture's allocator."""
+    return fake_capture.fake_cupy(lambda frame: launches.append(1), free=free)
 
 
 def _body(opt, gen, whole=True):

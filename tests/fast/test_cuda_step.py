@@ -16,6 +16,7 @@ import re
 
 import numpy as np
 import pytest
+from cupy_standin import kernels as transcribed
 
 import minitransformer as mt
 from minitransformer.backend.random import Generator, counter_bits, counter_keys
@@ -34,42 +35,19 @@ from minitransformer.optim.clip import clip_coefficient, total_norm
 # ----------------------------------------------------------------------------- transcriptions
 
 
-def lowbias32(x: np.ndarray) -> np.ndarray:
-    """dropout.cu's lowbias32 on uint32 (wrapping multiplications, as unsigned int)."""
-    x = x ^ (x >> np.uint32(16))
-    x = x * np.uint32(0x7FEB352D)
-    x = x ^ (x >> np.uint32(15))
-    x = x * np.uint32(0x846CA68B)
-    return x ^ (x >> np.uint32(16))
-
-
-def kernel_keep(n: int, keys: tuple[int, int, int]) -> np.ndarray:
-    """dropout.cu's keep(i) for i = 0 .. n-1: the 64-bit loop index cut to 32 bits."""
-    k1, k2, threshold = keys
-    index = (np.arange(n, dtype=np.uint64) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-    return lowbias32(lowbias32(index ^ np.uint32(k1)) ^ np.uint32(k2)) >= np.uint32(threshold)
-
-
 def kernel_dropout(x, keys, scale, r=None):
     """dropout_apply / dropout_add: y = [r +] (keep ? x * scale : 0), each op rounded."""
     x = np.ascontiguousarray(x)
     T = x.dtype.type
-    keep = kernel_keep(x.size, keys).reshape(x.shape)
-    y = np.where(keep, x * T(scale), T(0))
+    kept = transcribed.keep(x.size, *keys).reshape(x.shape)
+    y = np.where(kept, x * T(scale), T(0))
     return y if r is None else r + y
 
 
 def kernel_adam(p, g, m, v, scalars, ok=True):
-    """adam.cu's loop body for every element (in place), scalars = cupy_adam.adam_scalars."""
-    if not ok:
-        return
-    b1, omb1, b2, omb2, eps, wd, neg_step, bc2 = scalars
-    gi = g + wd * p if wd != 0 else g
-    mi = m * b1 + gi * omb1
-    vi = v * b2 + (gi * gi) * omb2
-    denom = np.sqrt(vi) / bc2 + eps
-    m[...], v[...] = mi, vi
-    p[...] = p + (mi / denom) * neg_step
+    """adam.cu's loop body for every element (in place), scalars = cupy_adam.adam_scalars:
+    the stand-in's transcription (``cupy_standin/kernels.py``), ``ok`` its device flag."""
+    transcribed.adam_update(p, g, m, v, p.size, np.asarray(ok), *scalars)
 
 
 def tree32(a: np.ndarray) -> np.ndarray:
@@ -130,12 +108,14 @@ def test_the_kernels_hash_makes_keep_masks_bits(seed, counter, shape, p):
     reference = mt.backend.to_numpy(gen.keep_mask(shape, p))
     keys = keyed.dropout_keys(p)
     assert keyed.counter == gen.counter == counter + 1
-    np.testing.assert_array_equal(kernel_keep(int(np.prod(shape)), keys).reshape(shape), reference)
+    kept = transcribed.keep(int(np.prod(shape)), *keys).reshape(shape)
+    np.testing.assert_array_equal(kept, reference)
     bits = counter_bits(np, "cpu", shape, seed, counter)
     k1, k2 = counter_keys(seed, counter)
     assert keys[:2] == (k1, k2)
     index = np.arange(bits.size, dtype=np.uint32)
-    np.testing.assert_array_equal(lowbias32(lowbias32(index ^ k1) ^ k2), bits.reshape(-1))
+    hashed = transcribed.lowbias32(transcribed.lowbias32(index ^ k1) ^ k2)
+    np.testing.assert_array_equal(hashed, bits.reshape(-1))
 
 
 def test_keep_threshold_and_index_wrap():

@@ -12,6 +12,7 @@ import types
 
 import numpy as np
 import pytest
+from cupy_standin import numpy_cublaslt
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -23,25 +24,6 @@ from minitransformer.fast.numpy import layernorm as numpy_layernorm
 from minitransformer.optim import Adam
 
 
-def _lt(available):
-    def matmul(a, b, epilogue, bias=None, out=None, cp=None):  # noqa: ARG001
-        if not available:
-            return None  # no cuBLASLt algorithm: the twin launches what the reference does
-        y = a @ b
-        if epilogue == cublaslt.BIAS:
-            y = y + bias
-        elif epilogue == cublaslt.BGRADA:
-            bias[...] = b.sum(axis=0)  # our b's column sums
-        elif epilogue == cublaslt.BGRADB:
-            bias[...] = a.sum(axis=1)  # our a's row sums
-        if out is None:
-            return y
-        out[...] = y
-        return out
-
-    return matmul
-
-
 @pytest.fixture
 def on_numpy(monkeypatch):
     stand_in = types.SimpleNamespace(reshape=np.reshape, empty=np.empty, sum=np.sum)
@@ -49,7 +31,7 @@ def on_numpy(monkeypatch):
     monkeypatch.setattr(cublas, "matmul", lambda a, b, cp=None, out=None: np.matmul(a, b, out=out))
 
     def use(available):
-        monkeypatch.setattr(cublaslt, "matmul", _lt(available))
+        monkeypatch.setattr(cublaslt, "matmul", numpy_cublaslt(available))
 
     return use
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_optim import adam_runs
 
 import minitransformer as mt
 import minitransformer.functional as F
@@ -95,32 +96,17 @@ def test_other_dtypes_and_layouts_are_not_taken(switched_on):
 @pytest.mark.parametrize("weight_decay", [0.0, 0.01])
 @pytest.mark.parametrize("ok", [None, True, False])
 def test_the_compiled_adam_matches_the_reference_update(switched_on, dtype, tol, weight_decay, ok):
-    from minitransformer.fast.numpy import adam as numpy_twins
-    from minitransformer.optim.adam import adam_update
-
-    rng = np.random.default_rng(3)
-    p0 = rng.standard_normal(40).astype(dtype)
-    grads = [rng.standard_normal(40).astype(dtype) for _ in range(6)]
-    if ok is False:
-        grads[2][5] = np.nan  # a step the gate skips changes nothing
-    flag = None if ok is None else np.asarray(ok)
     calls = []
     real = compiled._kernels["adam"]
     compiled._kernels["adam"] = lambda *a: calls.append(1) or real(*a)
-    runs = {}
-    for name, update in [("reference", adam_update), ("compiled", numpy_twins.adam_update)]:
-        p, m, v = p0.copy(), np.zeros_like(p0), np.zeros_like(p0)
-        for t, g in enumerate(grads, start=1):
-            update(p, g, m, v, lr=1e-2, betas=(0.9, 0.98), eps=1e-9,
-                   weight_decay=weight_decay, t=t, ok=flag)  # fmt: skip
-        runs[name] = (p, m, v)
+    runs, p0 = adam_runs(dtype, weight_decay, ok)  # the NumPy twin takes the compiled kernel
     compiled._kernels["adam"] = real
     assert len(calls) == (0 if ok is False else 6)
-    for ref, got in zip(runs["reference"], runs["compiled"], strict=True):
+    for ref, got in zip(runs["reference"], runs["fused"], strict=True):
         assert ref.dtype == got.dtype == np.dtype(dtype)
         np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
     if ok is False:
-        np.testing.assert_array_equal(runs["compiled"][0], p0)
+        np.testing.assert_array_equal(runs["fused"][0], p0)
 
 
 def test_a_training_step_with_the_compiled_kernels_is_the_references(switched_on):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cupy_standin import numpy_cublaslt
 
 import minitransformer as mt
 from minitransformer import fast, nn
@@ -79,25 +80,6 @@ def test_the_numpy_twins_match_the_references(h, h_kv, d_k, d_v, bias, cross, dt
             _close(_step(h, h_kv, d_k, d_v, bias, cross, dtype, optimizer), want, dtype)
 
 
-def _lt(available):
-    """cuBLASLt's product as documented, in NumPy (None: no algorithm for it)."""
-
-    def matmul(a, b, epilogue, bias=None, out=None, cp=None):  # noqa: ARG001
-        if not available:
-            return None
-        y = a @ b
-        if epilogue == cublaslt.BIAS:
-            y = y + bias
-        elif epilogue == cublaslt.BGRADA:
-            bias[...] = b.sum(axis=0)  # our b's column sums
-        if out is None:
-            return y
-        out[...] = y
-        return out
-
-    return matmul
-
-
 @pytest.mark.parametrize("lt", [True, False], ids=["cublaslt", "no-cublaslt"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("h, h_kv, d_k, d_v, bias, cross", CASES)
@@ -107,7 +89,7 @@ def test_the_cupy_twins_wiring_matches_the_references(
     want = _step(h, h_kv, d_k, d_v, bias, cross, dtype, optimizer=False)
     monkeypatch.setattr(cupy_projections, "cp", np)  # NumPy in CuPy's place
     monkeypatch.setattr(cublas, "matmul", lambda a, b, cp=None, out=None: np.matmul(a, b, out=out))
-    monkeypatch.setattr(cublaslt, "matmul", _lt(lt))
+    monkeypatch.setattr(cublaslt, "matmul", numpy_cublaslt(lt))
     # the CUDA softmax is tested on a GPU: here the math around it, on the reference's
     monkeypatch.setattr(cupy_projections, "ScaledDotProductAttention", ScaledDotProductAttention)
     monkeypatch.setattr(cupy_projections.PackedAttention, "attention", ScaledDotProductAttention)
