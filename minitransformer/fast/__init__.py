@@ -197,7 +197,10 @@ def describe(device: str = "cpu") -> str:
     if device != "cpu" or not enabled():
         return "reference ops"
     names = ", ".join(ref.__name__ for ref in numpy_twins.TWINS)
-    return f"fast tier: NumPy twins ({names})"
+    from .numpy import compiled  # imports no numba
+
+    kernels = "; numba's compiled kernels" if compiled.enabled() else ""
+    return f"fast tier: NumPy twins ({names}){kernels}"
 
 
 __all__ = [

@@ -159,6 +159,18 @@ def test_the_tier_is_off_by_default_and_switches_on_off_and_for_a_block():
     assert not fast.enabled() and key not in TWINS
 
 
+def test_what_runs_on_the_cpu_names_the_compiled_kernels_only_when_they_are_on(monkeypatch):
+    from minitransformer.fast.numpy import compiled
+
+    assert fast.describe("cpu") == "reference ops"
+    with fast.switched_on():
+        assert fast.describe("cpu").startswith("fast tier: NumPy twins (")
+        assert "numba" not in fast.describe("cpu")
+        monkeypatch.setattr(compiled, "enabled", lambda: True)
+        assert fast.describe("cpu").endswith("; numba's compiled kernels")
+        assert fast.describe("strict:device1") == "reference ops"
+
+
 def test_the_table_names_every_twin_and_what_it_replaces():
     rows = fast.table()
     numpy_rows = {r["reference"]: r for r in rows if r["library"] == "numpy"}
