@@ -330,3 +330,24 @@ def test_pytorchs_decoder_is_told_the_mask_is_causal_only_when_asked(monkeypatch
     eager, causal = model(src_, tgt_in), model(src_, tgt_in, causal=True)
     assert seen == [None, True]
     assert torch.allclose(eager, causal)
+
+
+def test_our_timed_step_trusts_ids_checked_once_on_the_host(monkeypatch):
+    """The bench's step is the Trainer's: ids checked once where they are made, then no
+    check (and no device-to-host read) inside the timed step (review gpu-2026-12-06 §4)."""
+    import minitransformer.functional as F
+    import minitransformer.nn.transformer as transformer
+    from minitransformer.config import TransformerConfig
+    from minitransformer.tools.bench import models
+
+    cfg = TransformerConfig(src_vocab=16, tgt_vocab=16, d_model=16, h=2, N=1, d_ff=32,
+                            max_len=8, dropout=0.0)  # fmt: skip
+    ids = np.random.default_rng(0).integers(3, 16, size=(4, 7))
+    step, _ = models.ours_step(cfg, ids[:, :6], ids, "cpu")
+
+    def refused(*args, **kwargs):
+        raise AssertionError("an id check inside the timed step")
+
+    monkeypatch.setattr(transformer, "check_ids", refused)
+    monkeypatch.setattr(F, "cross_entropy", refused)
+    assert np.isfinite(step())

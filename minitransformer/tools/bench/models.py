@@ -18,6 +18,7 @@ import numpy as np
 from ... import backend, nn
 from ...backend import host
 from ...fast.numpy import compiled
+from ...nn.inputs import check_ids
 from ...nn.positional import sinusoid_table
 from ...optim import Adam
 
@@ -27,13 +28,15 @@ def ours_step(cfg: Any, src: np.ndarray, tgt: np.ndarray, device: str) -> tuple[
     model = nn.Transformer(cfg, seed=0).to(device)
     model.train()
     opt = Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    src_ = backend.asarray(src, device=device)
-    tgt_in = backend.asarray(tgt[:, :-1], device=device)
-    tgt_out = backend.asarray(tgt[:, 1:], device=device)
+    # checked once on the host, where they are made, as the Trainer does (train/step.py):
+    # the step then trusts them (checked=True), with no device-to-host read of its own
+    src_ = check_ids("src", src, cfg.src_vocab, cfg.max_len, device)
+    tgt_in = check_ids("tgt_in", tgt[:, :-1], cfg.tgt_vocab, cfg.max_len, device)
+    tgt_out = check_ids("tgt_out", tgt[:, 1:], cfg.tgt_vocab, cfg.max_len, device)
 
     def step() -> float:
-        logits = model(src_, tgt_in)
-        loss = model.loss(logits, tgt_out)
+        logits = model(src_, tgt_in, checked=True)
+        loss = model.loss(logits, tgt_out, checked=True)
         opt.zero_grad()
         loss.backward()
         value = loss.item()
