@@ -3,7 +3,15 @@ LayerNorm's forward and backward as one pass over each row, where the NumPy kern
 (``layernorm.py``) make five or six passes over the whole array, and Adam's update as one
 pass over the flat buffer, where ``adam.py`` makes thirteen; the embedding's gradient as one
 pass over the ids (``embedding.py``), where NumPy sorts them and sums runs; ReLU's backward
-as one pass (``elementwise.py``), where the reference makes three.
+as one pass (``elementwise.py``), where the reference makes three; and, written in
+``compiled_rows.py``, the cross-entropy's rows (``loss.py``) and dropout's apply-and-scale
+pass (``dropout.py``).
+
+No kernel runs on more than one thread: ``parallel=True`` (prange over rows, numba's OpenMP
+layer) was measured in the training step and dropped. With OpenMP's default spinning it
+fought OpenBLAS's spinning thread (tiny step 9x slower); with OMP_WAIT_POLICY=PASSIVE it
+gained nothing (small 1.01x, IQR 0.98-1.03), though alone LayerNorm's kernels and Adam's
+ran 1.7-2x faster on two threads.
 
 Off unless ``enable()`` is called (the ``minitransformer`` command does, for the process it
 owns, with the NumPy twins; the benchmark's workers too; each kernel is compiled at its first
@@ -27,6 +35,8 @@ import importlib.util
 from typing import Any
 
 import numpy as np
+
+from . import compiled_rows
 
 Array = np.ndarray
 FASTMATH = {"reassoc", "nsz", "contract", "arcp"}  # not "nnan"/"ninf": NaN and Inf stay exact
@@ -63,6 +73,12 @@ def enable() -> bool:
     _kernels["adam"] = exact(_adam_elements)
     _kernels["scatter_add"] = exact(_scatter_add_rows)
     _kernels["relu_backward"] = exact(_relu_backward_elements)
+    rows = compiled_rows  # the cross-entropy's rows and dropout's pass
+    _kernels["cross_entropy_shift"] = compile_(rows._cross_entropy_shift_rows)
+    _kernels["cross_entropy_sums"] = compile_(rows._cross_entropy_sum_rows)
+    _kernels["cross_entropy_backward"] = exact(rows._cross_entropy_backward_rows)
+    _kernels["dropout"] = exact(rows._dropout_elements)
+    _kernels["dropout_add"] = exact(rows._dropout_add_elements)
     return True
 
 
@@ -198,3 +214,19 @@ def _relu_backward_elements(g, y, dx):  # numba
     zero = g.dtype.type(0)
     for i in range(g.shape[0]):
         dx[i] = g[i] if y[i] > 0 else zero
+
+
+def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array, Array]:
+    """``loss.cross_entropy_forward`` (compiled_rows.py): x (N, V) fits, t (N,) intp."""
+    return compiled_rows.cross_entropy_forward(_kernels, x, t, eps)
+
+
+def cross_entropy_backward(e: Array, s: Array, t: Array, w_rows: Array, eps: float) -> Array:
+    """``loss.cross_entropy_backward`` with w_rows (N,), one weight per row (compiled_rows)."""
+    return compiled_rows.cross_entropy_backward(_kernels, e, s, t, w_rows, eps)
+
+
+def dropout_apply(x: Array, keep: Array, scale: float, r: Array | None = None) -> Array:
+    """x * scale * keep (+ r) in one pass (compiled_rows.py); ``fits(x)`` (and r), keep
+    bool and C-contiguous, all one shape."""
+    return compiled_rows.dropout_apply(_kernels, x, keep, scale, r)

@@ -2,7 +2,10 @@
 buffer and no one-hot (off unless ``fast.enable()``; tested against the reference in
 tests/fast/test_numpy.py; its measured worth: docs/measurements.md). The kernels return what
 the reference's ``rows_forward`` / ``rows_backward`` return, and never write into what
-forward saved (retain_graph=True allows a second backward).
+forward saved (retain_graph=True allows a second backward). With numba installed and
+``compiled.enable()`` called, float32/float64 rows go to ``compiled_rows.py``'s kernels: two
+passes around NumPy's exp forward, one pass backward (tested in
+tests/fast/test_numpy_compiled_kernels.py).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..rows import CrossEntropyRows
+from . import compiled
 from .layernorm import one_over
 
 Array = np.ndarray
@@ -28,6 +32,8 @@ def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array,
 
     One (N, V) buffer is z = x - m, then e^z (``out=``); x_t is read by integer indexing
     (N elements) and mean_c x_c by one ufunc reduction."""
+    if x.size and compiled.fits(x):  # numba's passes over the rows, if on (compiled_rows)
+        return compiled.cross_entropy_forward(x, np.ascontiguousarray(t, dtype=np.intp), eps)
     N, V = x.shape
     z = _shifted(x, -1)  # (N, V), our own buffer
     loss = -z[np.arange(N), t]  # -z_t: (N,)
@@ -49,6 +55,10 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
     made in one new array: e (w / s) (the division by s costs no (N, V) pass), then w eps / V
     off every class and w (1 - eps) off each row's target by integer indexing (no (N, V)
     one-hot q). w is (N, 1), (1,) or 0-d. e and s are not written (retain_graph)."""
+    if e.size and w.dtype == e.dtype and compiled.fits(e, s):  # numba's one pass, if on
+        w_rows = np.ascontiguousarray(np.broadcast_to(w, (e.shape[0], 1))).reshape(-1)
+        t = np.ascontiguousarray(t, dtype=np.intp)
+        return compiled.cross_entropy_backward(e, s, t, w_rows, eps)
     d = e * (w / s)  # p w
     if eps:
         d -= w * (eps / e.shape[-1])  # - w eps / V on every class
