@@ -54,7 +54,8 @@ def compiled_info() -> dict[str, str]:
         return {}
     from importlib.metadata import version
 
-    return {"compiled": f"numba {version('numba')} (LayerNorm, Adam, embedding, ReLU)"}
+    kernels = "LayerNorm, Adam, embedding, ReLU, cross-entropy, dropout"
+    return {"compiled": f"numba {version('numba')} ({kernels})"}
 
 
 def ours_graph_step(cfg: Any, src: np.ndarray, tgt: np.ndarray,
