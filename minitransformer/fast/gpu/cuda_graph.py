@@ -31,7 +31,7 @@ What a graph freezes, and how each is kept right:
   (``counter_keys``), Adam's scalars at the optimizer's next step and learning rate. So a
   replayed step gives the eager step's numbers (the same kernels on the same values).
 - **Memory.** Arrays made during capture come from ONE memory pool shared by all the shapes'
-  graphs (CuPy's ``MemoryPool``, never handed to anything else; PyTorch shares graph pools
+  graphs (``graph_pool.py``: never handed to anything else; PyTorch shares graph pools
   the same way): a replay writes the addresses its capture was given, which no array
   outside the graphs may be given. Sharing is safe because the graphs never run at once
   (one stream, one step at a time) and what a replay leaves for later is only its outputs,
@@ -40,10 +40,8 @@ What a graph freezes, and how each is kept right:
   replay. Parameters, gradients' flat buffers, Adam's moments and the carried flag are made
   before the first capture (the warm-up steps), outside the pool. The pool is bounded by
   ``max_bytes``: a capture that would grow it past the budget stops (that shape runs
-  eagerly, fallback "memory budget"). Its blocks are never freed (``free_all_blocks``
-  would hand graphs' addresses to other arrays), so the budget keeps CuPy's own
-  free-on-out-of-memory path away from it: half of the device memory free at the first
-  capture by default (``BUDGET_FRACTION``).
+  eagerly, fallback "memory budget"); half of the device memory free at the first capture
+  by default (``BUDGET_FRACTION``).
 - **Host-side counters.** Capture runs the step's Python once without running its kernels:
   the optimizer does not count it (``Optimizer.uncounted``) and the generators' draws are
   taken back (``Generator.advance``); each replay counts its step as ``Optimizer.step``
@@ -73,6 +71,7 @@ import numpy as np
 
 from ...backend.random import counter_keys
 from ...errors import ArgumentError
+from .graph_pool import GraphPool, OverBudget, mib
 
 SLOT_BYTES = 64 * 1024  # per-step values of one graph: dropout keys (8 B) and Adam (16 B) each
 BUCKET = 16  # with ``pad``, the ids are padded to a multiple of this length
@@ -171,10 +170,6 @@ class _Graph:
         self.draws: list[tuple[Any, int]] = []  # (generator, draws per step)
 
 
-class _OverBudget(MemoryError):
-    """A capture would grow the shared pool past ``max_bytes`` (raised by its allocator)."""
-
-
 class GraphedSteps:
     """Training steps of ``body`` replayed from CUDA graphs, one per input shape (module doc).
 
@@ -206,14 +201,13 @@ class GraphedSteps:
                                     f"{least}, got {value!r}")  # fmt: skip
         self.body, self.optimizer = body, optimizer
         self.warmup, self.max_graphs, self.pad = warmup, max_graphs, pad
-        self.max_bytes = max_bytes
+        self.memory = GraphPool(max_bytes, BUDGET_FRACTION)  # the graphs' one pool
         self.on_fallback = on_fallback
         self.carry = None if carry is None else carry.copy()  # one buffer, every step's
         self.graphs: dict[tuple, _Graph] = {}
         self.seen: dict[tuple, int] = {}
         self.failed: dict[tuple, str] = {}  # shape -> why it runs eagerly
         self.reasons: dict[tuple, str] = {}  # shape -> its fallback reason (CAPTURE_FAILED ...)
-        self.pool: Any = None  # the graphs' one memory pool, made at the first capture
         self.replays = 0
         self.eager_steps = 0  # warm-up steps and fallbacks
         self.fallbacks: dict[str, int] = {}  # reason -> eager steps past the warm-up
@@ -245,8 +239,8 @@ class GraphedSteps:
             "replays": self.replays,
             "eager_steps": self.eager_steps,
             "fallbacks": dict(self.fallbacks),
-            "pool_bytes": 0 if self.pool is None else int(self.pool.total_bytes()),
-            "max_bytes": self.max_bytes,
+            "pool_bytes": self.memory.total_bytes(),
+            "max_bytes": self.memory.max_bytes,
         }
 
     def _capture_or_fall_back(self, key: tuple, ids: tuple[np.ndarray, ...]) -> _Graph | None:
@@ -257,8 +251,8 @@ class GraphedSteps:
             if len(self.graphs) >= self.max_graphs:
                 self.failed[key] = f"{self.max_graphs} shapes have graphs already"
                 self.reasons[key] = TOO_MANY_SHAPES
-            elif self.pool is not None and self.pool.total_bytes() >= self.max_bytes:
-                self.failed[key] = f"the pool holds {_mib(self.pool.total_bytes())}"
+            elif self.memory.full():
+                self.failed[key] = f"the pool holds {mib(self.memory.total_bytes())}"
                 self.reasons[key] = MEMORY_BUDGET
             else:
                 g = self._capture(key, ids)
@@ -279,22 +273,12 @@ class GraphedSteps:
             return (f"batch shapes past the first {self.max_graphs} captured run eagerly, "
                     "not from CUDA graphs (one graph per shape; too many shapes)")  # fmt: skip
         if reason == MEMORY_BUDGET:
-            return (f"batch shapes past the CUDA graphs' memory budget ({_mib(self.max_bytes)}) "
+            budget = mib(self.memory.max_bytes)
+            return (f"batch shapes past the CUDA graphs' memory budget ({budget}) "
                     "run eagerly, not from CUDA graphs")  # fmt: skip
         shape = "x".join(str(n) for n in key[0][0])
         return (f"the step of batch shape {shape} could not be captured as a CUDA graph "
                 f"({self.failed[key]}); it, and any shape that fails so, runs eagerly")  # fmt: skip
-
-    def _malloc(self, nbytes: int) -> Any:
-        """The capture's allocator: the shared pool's, refusing (``_OverBudget``) to grow it
-        past ``max_bytes``, before CuPy's pool would free its blocks to find room."""
-        pool = self.pool
-        if pool.free_bytes() < nbytes and pool.total_bytes() + nbytes > self.max_bytes:
-            raise _OverBudget(f"the pool would pass its budget of {_mib(self.max_bytes)}")
-        memory = pool.malloc(nbytes)
-        if pool.total_bytes() > self.max_bytes:  # a new block despite the free bytes
-            raise _OverBudget(f"the pool would pass its budget of {_mib(self.max_bytes)}")
-        return memory
 
     def _run(self, *device_ids: Any) -> tuple[Any, ...]:
         """The body on device ids; with a carried flag, the flag read from its buffer and
@@ -356,19 +340,16 @@ class GraphedSteps:
         g.recorder = Recorder(g.device, offset)
         stream = cp.cuda.Stream(non_blocking=True)
         cp.cuda.Device().synchronize()
-        if self.pool is None:  # the first capture: the pool, and its budget
-            self.pool = cp.cuda.MemoryPool()
-            if self.max_bytes is None:
-                self.max_bytes = max(1, int(cp.cuda.runtime.memGetInfo()[0] * BUDGET_FRACTION))
+        self.memory.open(cp)  # the first capture: the pool, and its budget
         error, over = None, False
         # the capture runs the step's Python, not its kernels: the optimizer does not count it
-        with opt.uncounted(), cp.cuda.using_allocator(self._malloc), stream:
+        with opt.uncounted(), cp.cuda.using_allocator(self.memory.malloc), stream:
             recorder = g.recorder
             stream.begin_capture()
             try:
                 g.outputs = self._run(*g.inputs)
             except Exception as err:  # noqa: BLE001 - reported in failed[], then eager
-                error, over = f"{type(err).__name__}: {err}", isinstance(err, _OverBudget)
+                error, over = f"{type(err).__name__}: {err}", isinstance(err, OverBudget)
             finally:
                 recorder = None
                 try:
@@ -388,8 +369,3 @@ class GraphedSteps:
         g.graph = graph
         self.graphs[key] = g
         return g
-
-
-def _mib(nbytes: int | None) -> str:
-    """Bytes as MiB, for the lines."""
-    return "?" if nbytes is None else f"{nbytes / 2**20:.1f} MiB"

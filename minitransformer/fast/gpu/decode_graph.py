@@ -20,7 +20,7 @@ graph freezes, and how decoding keeps it right:
 - **Host state.** Capture runs the step's Python once without its kernels: the caches'
   positions (``DecoderCache.positions()``: the offset, each layer's ``seen`` and spans)
   are taken back after it, and each replay sets them to where the eager step leaves them.
-- **Memory.** Every graph allocates from ONE memory pool (CuPy's ``MemoryPool``), shared by
+- **Memory.** Every graph allocates from ONE memory pool (``graph_pool.py``), shared by
   all shapes and positions (as PyTorch's graph pools): graphs run one after another on one
   stream, and each graph's output stays allocated, so no later capture is given it. The
   pool is bounded by ``max_bytes``, the graphs by ``max_graphs``.
@@ -42,6 +42,7 @@ from typing import Any
 from ... import backend
 from ...errors import ArgumentError
 from ...nn import language_model
+from .graph_pool import GraphPool, OverBudget
 
 BUCKET = 16  # the source is padded to a multiple of this length (few shapes)
 MAX_GRAPHS = 1024  # per model: e.g. 8 shapes of 128 positions
@@ -126,8 +127,8 @@ class DecodeGraphs:
 
     def __init__(self, max_graphs: int = MAX_GRAPHS, max_bytes: int = MAX_BYTES,
                  on_fallback: Callable[[str], None] | None = None):  # fmt: skip
-        self.max_graphs, self.max_bytes, self.on_fallback = max_graphs, max_bytes, on_fallback
-        self.pool: Any = None  # one CuPy MemoryPool, every graph's
+        self.max_graphs, self.on_fallback = max_graphs, on_fallback
+        self.memory = GraphPool(max_bytes)  # one pool, every graph's
         self.caches: dict[tuple, Any] = {}  # shape -> its DecoderCache
         self.inputs: dict[tuple, Any] = {}  # shape -> its fixed (B, 1) input buffer
         self.decodes: dict[tuple, int] = {}  # shape -> decodes started
@@ -159,10 +160,10 @@ class DecodeGraphs:
     def stats(self) -> dict[str, Any]:
         """``graphs`` (captured steps), ``replays``, ``eager_steps`` (warm-up, position 0
         and fallbacks), ``fallbacks`` ({reason: steps}), ``pool_bytes``, ``max_bytes``."""
-        pool = 0 if self.pool is None else int(self.pool.total_bytes())
         return {"graphs": len(self.graphs), "replays": self.replays,
                 "eager_steps": self.eager_steps, "fallbacks": dict(self.fallbacks),
-                "pool_bytes": pool, "max_bytes": self.max_bytes}  # fmt: skip
+                "pool_bytes": self.memory.total_bytes(),
+                "max_bytes": self.memory.max_bytes}  # fmt: skip
 
     # ------------------------------------------------------------------ one step
     def step(self, shape: tuple, cache: Any, ids: Any, run: Callable[[Any], Any]) -> Any:
@@ -202,7 +203,7 @@ class DecodeGraphs:
             return CAPTURE_FAILED
         if len(self.graphs) >= self.max_graphs:
             return TOO_MANY_GRAPHS
-        if self.pool is not None and self.pool.total_bytes() >= self.max_bytes:
+        if self.memory.full():
             return MEMORY_BUDGET
         for kv in cache.self_attn:  # a buffer that grows moves: the graphs would read the old
             if kv.keys.data is not None and kv.keys.end + 1 > kv.keys.room:
@@ -215,14 +216,13 @@ class DecodeGraphs:
         """Capture ``run`` at the cache's position: (graph, None), or (None, the reason)."""
         import cupy as cp
 
-        if self.pool is None:
-            self.pool = cp.cuda.MemoryPool()
+        self.memory.open(cp)
         inputs, before = self.inputs[shape], cache.positions()
         inputs[...] = ids
         stream = cp.cuda.Stream(non_blocking=True)
         cp.cuda.Device().synchronize()
         output, error, graph = None, None, None
-        with cp.cuda.using_allocator(self._malloc), stream:
+        with cp.cuda.using_allocator(self.memory.malloc), stream:
             stream.begin_capture()
             try:
                 output = run(inputs)
@@ -235,24 +235,13 @@ class DecodeGraphs:
                     error = error or err
         after = cache.positions()
         cache.set_positions(before)  # its kernels did not run: the replay runs them
-        if isinstance(error, _OverBudget):
+        if isinstance(error, OverBudget):
             return None, MEMORY_BUDGET
         if error is not None:
             self.failed[shape] = f"{type(error).__name__}: {error}"
             return None, CAPTURE_FAILED
         g = self.graphs[(*shape, before[0])] = _StepGraph(graph, output, before, after)
         return g, None
-
-    def _malloc(self, nbytes: int) -> Any:
-        """The captures' allocator: the shared pool's, refusing to grow it past max_bytes."""
-        pool = self.pool
-        if pool.free_bytes() < nbytes and pool.total_bytes() + nbytes > self.max_bytes:
-            raise _OverBudget(f"the decoding graphs' pool would pass {self.max_bytes:,} bytes")
-        return pool.malloc(nbytes)
-
-
-class _OverBudget(MemoryError):
-    """A capture would grow the shared pool past ``max_bytes``."""
 
 
 def _fallback_line(reason: str, graphs: DecodeGraphs) -> str:
@@ -263,7 +252,8 @@ def _fallback_line(reason: str, graphs: DecodeGraphs) -> str:
     if reason == TOO_MANY_GRAPHS:
         return f"decoding steps past the first {graphs.max_graphs} CUDA graphs run eagerly"
     if reason == MEMORY_BUDGET:
-        return f"decoding steps past the graphs' memory budget ({graphs.max_bytes:,} B) run eagerly"
+        budget = graphs.memory.max_bytes
+        return f"decoding steps past the graphs' memory budget ({budget:,} B) run eagerly"
     return "decoding steps run eagerly where the key/value cache has to grow (its buffers move)"
 
 
