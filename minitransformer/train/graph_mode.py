@@ -30,26 +30,32 @@ EAGER = "every training step runs eagerly, not from CUDA graphs: "
 def decide(trainer: Any) -> tuple[str, str | None]:
     """(mode, why) for this trainer now, with no side effect: ("off", why) off CUDA,
     ("graph", None), or ("eager", why)."""
-    from ..fast import cuda_kernels_enabled
-    from ..optim import Adam
-
     device = trainer.cfg.device
     if not device.startswith("cuda"):
         return "off", f"CUDA graphs need a CUDA device; this run is on {device}"
     if not trainer.cfg.cuda_graph:
         return "eager", "turned off (--no-cuda-graph)"
+    why = obstacle(trainer)
+    return ("graph", None) if why is None else ("eager", why)
+
+
+def obstacle(trainer: Any) -> str | None:
+    """Why a trainer on a CUDA device cannot replay its step from graphs, or None."""
+    from ..fast import cuda_kernels_enabled
+    from ..optim import Adam
+
     if not cuda_kernels_enabled():
-        return "eager", ("MT_CUDA_KERNELS=0 turns the fused kernels off, and a captured "
-                         "step needs them (unset it to replay steps from graphs)")  # fmt: skip
+        return ("MT_CUDA_KERNELS=0 turns the fused kernels off, and a captured step needs "
+                "them (unset it to replay steps from graphs)")  # fmt: skip
     if trainer.world is not None:
-        return "eager", (f"a data-parallel run ({trainer.world.size} ranks) all-reduces its "
-                         "gradients between processes in each step")  # fmt: skip
+        return (f"a data-parallel run ({trainer.world.size} ranks) all-reduces its "
+                "gradients between processes in each step")  # fmt: skip
     if trainer.grad_hook is not None:
-        return "eager", "a gradient hook (Trainer.grad_hook) runs in each step"
+        return "a gradient hook (Trainer.grad_hook) runs in each step"
     if type(trainer.optimizer) is not Adam:
         name = type(trainer.optimizer).__name__
-        return "eager", f"the optimizer is {name}, and a captured step updates with Adam only"
-    return "graph", None
+        return f"the optimizer is {name}, and a captured step updates with Adam only"
+    return None
 
 
 def choose(trainer: Any) -> None:
@@ -70,15 +76,14 @@ def capture(trainer: Any, warmup: int = 2, max_graphs: int = 16,
             max_bytes: int | None = None) -> Any:  # fmt: skip
     """``Trainer.capture_steps``: the graphs installed now, or TrainingError naming what
     rules them out (whatever ``cfg.cuda_graph`` says: an explicit request)."""
-    from ..fast import cuda_kernels_enabled
-
-    if not trainer.cfg.device.startswith("cuda") or not cuda_kernels_enabled():
+    if not trainer.cfg.device.startswith("cuda"):
         raise TrainingError(
             "capture_steps: CUDA graphs need a GPU (--device cuda) with the fast tier on "
             f"(MT_CUDA_KERNELS unset or 1); this run is on {trainer.cfg.device}"
         )
-    if trainer.world is not None or trainer.grad_hook is not None:
-        raise TrainingError("capture_steps: a data-parallel step cannot be captured")
+    why = obstacle(trainer)
+    if why is not None:
+        raise TrainingError(f"capture_steps: {why}")
     trainer._graph_mode = ("graph", None)
     return install(trainer, warmup, max_graphs, max_bytes)
 

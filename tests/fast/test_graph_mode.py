@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import re
 import sys
 import types
 import weakref
@@ -18,7 +19,7 @@ from cupy_standin import on_standin, record  # noqa: F401 - the fixture
 from test_cuda_graph import _body, _fake_cupy, _params, _trainer
 
 from minitransformer import backend
-from minitransformer.errors import ArgumentError
+from minitransformer.errors import ArgumentError, TrainingError
 from minitransformer.fast.gpu import cuda_graph
 from minitransformer.fast.gpu.cuda_graph import GraphedSteps
 from minitransformer.optim import SGD, Adam
@@ -105,6 +106,24 @@ def test_on_cuda_each_reason_for_eager_steps_is_said_in_one_line(tmp_path, capsy
     assert _notes(capsys) == [
         NOTE + "every training step runs eagerly, not from CUDA graphs: " + why
     ]
+
+
+@pytest.mark.parametrize("change, why", [
+    (_kernels_off, "MT_CUDA_KERNELS=0 turns the fused kernels off"),
+    (_world, "a data-parallel run (2 ranks)"),
+    (_hook, "a gradient hook (Trainer.grad_hook)"),
+    (_sgd, "the optimizer is SGD"),
+])  # fmt: skip
+def test_capture_steps_refuses_on_cuda_for_the_reasons_train_runs_eagerly(tmp_path, monkeypatch,
+                                                                          change, why):  # fmt: skip
+    """An explicit capture_steps() names the same obstacle as train()'s one line, as a
+    TrainingError, and installs nothing."""
+    trainer = _on_cuda(_trainer(tmp_path, "refused"), monkeypatch)
+    monkeypatch.setenv("MT_CUDA_KERNELS", "1")
+    change(trainer)
+    with pytest.raises(TrainingError, match="capture_steps: " + re.escape(why)):
+        trainer.capture_steps()
+    assert not isinstance(trainer.run_step, GraphedSteps)
 
 
 def test_on_cuda_the_steps_go_through_graphs_and_a_failed_capture_is_said_once(
