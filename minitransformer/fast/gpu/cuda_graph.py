@@ -83,13 +83,18 @@ TOO_MANY_SHAPES = "too many shapes"
 MEMORY_BUDGET = "memory budget"
 
 
+def bucket_length(n: int, max_len: int) -> int:
+    """n positions rounded up to a multiple of BUCKET, at most max_len (and at least n)."""
+    return max(n, min(max_len, -(-n // BUCKET) * BUCKET))
+
+
 def bucketed(ids: tuple[Any, ...], pad_id: int, max_len: int) -> tuple[Any, ...]:
     """(src (B, S), tgt_in (B, T), tgt_out (B, T)) host ids padded on the right with
     ``pad_id`` to one length L, max(S, T) rounded up to a multiple of BUCKET (at most
     max_len), so that a run has a few batch shapes and each shape's captured step is
     replayed. The loss and the gradients are those of the unpadded batch: padded source
     keys are masked, padded targets ignored, and no real position attends to a later one."""
-    L = min(max_len, -(-max(a.shape[1] for a in ids) // BUCKET) * BUCKET)
+    L = bucket_length(max(a.shape[1] for a in ids), max_len)
     return tuple(np.pad(a, ((0, 0), (0, L - a.shape[1])), constant_values=pad_id) for a in ids)
 
 

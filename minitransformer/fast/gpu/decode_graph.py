@@ -14,9 +14,10 @@ graph freezes, and how decoding keeps it right:
   (B, V), stays in the graph's memory (read before the next replay).
 - **Positions.** A step at position p reads p + 1 cached positions: its kernels' shapes
   differ with p, so there is one graph per (shape, position): shape = (rows, source
-  length, capacity) for the translator (the source padded to a multiple of ``BUCKET``:
-  a few lengths, masked keys, the same tokens), (rows, prompt length, capacity) for a
-  language model. Position 0 (the cross-attention keys, the prompt) always runs eagerly.
+  length, capacity) for the translator (the source padded as the training step's ids are,
+  ``cuda_graph.bucket_length``: a few lengths, masked keys, the same tokens), (rows, prompt
+  length, capacity) for a language model. Position 0 (the cross-attention keys, the
+  prompt) always runs eagerly.
 - **Host state.** Capture runs the step's Python once without its kernels: the caches'
   positions (``DecoderCache.positions()``: the offset, each layer's ``seen`` and spans)
   are taken back after it, and each replay sets them to where the eager step leaves them.
@@ -42,9 +43,9 @@ from typing import Any
 from ... import backend
 from ...errors import ArgumentError
 from ...nn import language_model
+from .cuda_graph import bucket_length
 from .graph_pool import GraphPool, OverBudget
 
-BUCKET = 16  # the source is padded to a multiple of this length (few shapes)
 MAX_GRAPHS = 1024  # per model: e.g. 8 shapes of 128 positions
 MAX_BYTES = 1 << 30  # the shared pool's budget, 1 GiB
 CAPTURE_FAILED = "capture failed"
@@ -97,10 +98,10 @@ def graphs_for(model: Any) -> DecodeGraphs:
 
 
 def bucketed_source(src: Any, pad_id: int, max_len: int) -> Any:
-    """src (B, S) device ids padded on the right with ``pad_id`` to a multiple of BUCKET
-    (at most max_len): padded keys are masked, so the tokens are those of src."""
+    """src (B, S) device ids padded on the right with ``pad_id`` to ``bucket_length`` (a
+    multiple of 16, at most max_len): padded keys are masked, so the tokens are those of src."""
     S = src.shape[1]
-    L = max(S, min(max_len, -(-S // BUCKET) * BUCKET))
+    L = bucket_length(S, max_len)
     if L == S:
         return src
     xp = backend.namespace(src)
