@@ -120,6 +120,13 @@ def flag(where: str, name: str, value: Any) -> bool:
     return value
 
 
+def auto_or_flag(where: str, name: str, value: Any, auto: str) -> bool | str:
+    """ "auto" or a real bool (``flag``); ``auto`` says what "auto" does, for the message."""
+    if isinstance(value, bool) or (isinstance(value, str) and value == "auto"):
+        return value
+    raise ArgumentError(f"{where}: {name} must be 'auto', True or False, got {value!r}; {auto}")
+
+
 LINE_BREAKING = ("Cc", "Zl", "Zp")  # control characters (newline, tab, NUL), line separators
 PATH_MAX = 4096  # bytes of a path Linux looks up (PATH_MAX); a longer name is refused unread
 

@@ -37,7 +37,6 @@ import numpy as np
 
 from .. import backend, checks
 from ..config import TransformerConfig
-from ..errors import ArgumentError
 from ..tensor import Tensor, no_grad
 from .blocks import CausalStack, TokenModel
 from .gpt2_llama_weights import read_gpt2_llama, write_gpt2_llama
@@ -181,13 +180,8 @@ class TransformerLM(TokenModel):
         prompts, how = self.check_generation(
             prompt_ids, max_new_tokens, temperature, top_k, seed, use_cache=use_cache
         )
-        if not (
-            isinstance(use_graph, bool) or (isinstance(use_graph, str) and use_graph == "auto")
-        ):
-            raise ArgumentError(
-                f"TransformerLM.generate: use_graph must be 'auto', True or False, got "
-                f"{use_graph!r}; 'auto' replays each step from a CUDA graph on a GPU"
-            )
+        auto = "'auto' replays each step from a CUDA graph on a GPU"
+        use_graph = checks.auto_or_flag("TransformerLM.generate", "use_graph", use_graph, auto)
         return self.continue_prompts(prompts, how, use_graph=use_graph)
 
     def check_generation(self, prompt_ids: Any, max_new_tokens: int, *settings: Any,

@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from ... import backend
+from ... import backend, checks
 from ...errors import ArgumentError
 from ...nn import language_model
 from .cuda_graph import bucket_length
@@ -52,17 +52,14 @@ CAPTURE_FAILED = "capture failed"
 TOO_MANY_GRAPHS = "too many graphs"
 MEMORY_BUDGET = "memory budget"
 CACHE_GROWS = "cache would grow"
+AUTO = "'auto' replays each decoding step from a CUDA graph on a GPU"  # what "auto" does
 
 
 def use_graphs(where: str, model: Any, use_graph: Any, use_cache: bool) -> bool:
     """Whether ``where`` replays its steps from CUDA graphs: ``use_graph`` "auto" (on a CUDA
     device with the fused kernels on, cached decoding), True (then a CUDA device is needed)
     or False. The CPU never does."""
-    if not (isinstance(use_graph, bool) or (isinstance(use_graph, str) and use_graph == "auto")):
-        raise ArgumentError(
-            f"{where}: use_graph must be 'auto', True or False, got {use_graph!r}; 'auto' "
-            "replays each decoding step from a CUDA graph on a GPU"
-        )
+    use_graph = checks.auto_or_flag(where, "use_graph", use_graph, AUTO)
     on_cuda = str(model.device).startswith("cuda")
     if use_graph is True and not (on_cuda and use_cache):
         raise ArgumentError(
