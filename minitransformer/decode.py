@@ -35,7 +35,7 @@ import numpy as np
 from . import backend, checks
 from . import functional as F
 from .errors import ArgumentError
-from .fast.gpu.decode_graph import bucketed_source, graphs_for, use_graphs
+from .fast.gpu.decode_graph import bucketed_source, stepper, use_graphs
 from .tensor import Tensor, no_grad
 
 
@@ -176,14 +176,11 @@ def _stepper(model: Any, src: Any, steps: int, use_cache: bool, graphed: bool,
     if not graphed:
         cache = model.new_cache(capacity=capacity) if use_cache else None
         return cache, lambda ids: model.decode(ids, memory, src, cache).data[:, -1, :]
-    graphs = graphs_for(model)
-    shape = (src.shape[0], src.shape[1], capacity)
-    cache = graphs.cache(shape, lambda: model.new_cache(capacity=capacity))
 
-    def run(ids: Any) -> Any:  # the step a graph captures: no host read
+    def run(ids: Any, cache: Any) -> Any:  # the step a graph captures: no host read
         return model.decode(ids, memory, src, cache, checked=True).data[:, -1, :]
 
-    return cache, lambda ids: graphs.step(shape, cache, ids, run)
+    return stepper(model, (src.shape[0], src.shape[1], capacity), capacity, run)
 
 
 def _output_ids(xp: Any, rows: int, steps: int, cfg: Any, src: Any) -> Any:

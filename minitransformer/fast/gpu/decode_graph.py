@@ -255,6 +255,21 @@ def _fallback_line(reason: str, graphs: DecodeGraphs) -> str:
     return "decoding steps run eagerly where the key/value cache has to grow (its buffers move)"
 
 
+def stepper(model: Any, shape: tuple, capacity: int,
+            forward: Callable[[Any, Any], Any]) -> tuple[Any, Callable[[Any], Any]]:  # fmt: skip
+    """(cache, step) of a decode of ``shape`` replayed from the model's graphs: the shape's
+    cache (made for ``capacity`` positions at its first decode, reset and reused after) and
+    ``step(ids)``, ``forward(ids, cache) -> logits (B, V)`` (checked ids, no host read) run
+    eagerly or replayed (``DecodeGraphs.step``)."""
+    graphs = graphs_for(model)
+    cache = graphs.cache(shape, lambda: model.new_cache(capacity=capacity))
+
+    def run(ids: Any) -> Any:  # the step a graph captures
+        return forward(ids, cache)
+
+    return cache, lambda ids: graphs.step(shape, cache, ids, run)
+
+
 def lm_stepper(lm: Any, prompt: Any, capacity: int, use_graph: Any) -> tuple[Any, Any] | None:
     """TransformerLM.generate's cached steps from CUDA graphs: (cache, step(ids) -> logits
     (B, V)) for prompts ``prompt`` (B, L) on the device, or None where ``use_graph`` says
@@ -262,11 +277,8 @@ def lm_stepper(lm: Any, prompt: Any, capacity: int, use_graph: Any) -> tuple[Any
     (position 0); the shape is (rows, prompt length, capacity)."""
     if not use_graphs("TransformerLM.generate", lm, use_graph, True):
         return None
-    graphs = graphs_for(lm)
-    shape = (prompt.shape[0], prompt.shape[1], capacity)
-    cache = graphs.cache(shape, lambda: lm.new_cache(capacity=capacity))
 
-    def run(ids: Any) -> Any:  # the step a graph captures: checked ids, no host read
+    def forward(ids: Any, cache: Any) -> Any:  # checked ids, no host read
         return lm(ids, cache, checked=True).data[:, -1, :]
 
-    return cache, lambda ids: graphs.step(shape, cache, ids, run)
+    return stepper(lm, (prompt.shape[0], prompt.shape[1], capacity), capacity, forward)
