@@ -90,6 +90,7 @@ def test_other_dtypes_and_layouts_are_not_taken(switched_on):
     assert not compiled.fits(x.astype("float16"), g.astype("float16"), g.astype("float16"))
     assert not compiled.fits(x[:, ::2], g[::2], g[::2])  # not C-contiguous
     assert not compiled.fits(x, g.astype("float64"), g)  # dtypes mixed
+    assert not compiled.fits(x[:0], g, g) and not compiled.fits(x, g[:0], g)  # empty
 
 
 @pytest.mark.parametrize("dtype, tol", [("float32", 1e-6), ("float64", 1e-13)])

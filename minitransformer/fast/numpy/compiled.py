@@ -88,12 +88,13 @@ def disable() -> None:
 
 
 def fits(*arrays: Array) -> bool:
-    """Whether the kernels take these arrays: on, C-contiguous, one dtype of float32/64."""
+    """Whether the kernels take these arrays: on, C-contiguous, not empty, one dtype of
+    float32/64."""
     dtype = arrays[0].dtype
     return (
         bool(_kernels)
         and dtype in _DTYPES
-        and all(a.dtype == dtype and a.flags.c_contiguous for a in arrays)
+        and all(a.dtype == dtype and a.flags.c_contiguous and a.size for a in arrays)
     )
 
 

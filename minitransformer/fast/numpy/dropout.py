@@ -26,7 +26,7 @@ def _apply(x: Any, keep: Any, scale: float, r: Any = None) -> Any:
     """x * scale * keep (+ r): numba's one pass where the compiled kernels are on and the
     arrays fit (``compiled_rows.py``), else NumPy's two (three) in place."""
     fit = compiled.fits(x) if r is None else compiled.fits(x, r) and r.shape == x.shape
-    if fit and x.size and keep.shape == x.shape and keep.flags.c_contiguous:
+    if fit and keep.shape == x.shape and keep.flags.c_contiguous:
         return compiled.dropout_apply(x, keep, scale, r)
     y = x * scale
     y *= keep

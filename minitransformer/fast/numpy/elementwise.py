@@ -18,6 +18,6 @@ class ReLU(_ReLU):
     @staticmethod
     def backward(ctx, grad):
         (y,) = ctx.saved
-        if grad.size and grad.shape == y.shape and compiled.fits(grad, y):
+        if grad.shape == y.shape and compiled.fits(grad, y):
             return compiled.relu_backward(grad, y)
         return _ReLU.backward(ctx, grad)

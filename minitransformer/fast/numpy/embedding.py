@@ -23,6 +23,6 @@ class Embedding(_Embedding):
         (flat,) = ctx.saved
         V, D = ctx.weight_shape
         g = grad.reshape(-1, D)  # (N, D)
-        if not ctx.needs_input_grad[1] or not (flat.size and D and compiled.fits(g)):
+        if not ctx.needs_input_grad[1] or not compiled.fits(g):
             return _Embedding.backward(ctx, grad)
         return None, compiled.embedding_backward(flat.astype(np.intp, copy=False), g, V)

@@ -49,7 +49,7 @@ def layer_norm_forward(
     eps ~ 0, underflows for spreads below ~1e-19): those rows alone, found by one check on
     the (N,) sums, are redone by the reference's scaled math (``_layer_norm_rows_scaled``),
     so every finite row gets the reference's answer at no cost to ordinary rows."""
-    if x2.size and compiled.fits(x2, gamma, beta):  # numba's one pass per row, if on
+    if compiled.fits(x2, gamma, beta):  # numba's one pass per row, if on
         out = compiled.layer_norm_forward(x2, gamma, beta, eps)
         if out is not None:  # None: a row to redo, below
             return out
@@ -98,7 +98,7 @@ def layer_norm_backward(
     (None where ``needs`` says no). g * x_hat is made once for dgamma and dx, the two row
     means are ``vecdot`` against gamma / D, and dx is built in one buffer."""
     need_x, need_gamma, need_beta = needs
-    if all(needs) and g.size and compiled.fits(g, x_hat, rstd, gamma):  # numba, if on
+    if all(needs) and compiled.fits(g, x_hat, rstd, gamma):  # numba, if on
         return compiled.layer_norm_backward(g, x_hat, rstd, gamma)
     dx = dgamma = dbeta = None
     if need_beta:

@@ -32,7 +32,7 @@ def cross_entropy_forward(x: Array, t: Array, eps: float) -> tuple[Array, Array,
 
     One (N, V) buffer is z = x - m, then e^z (``out=``); x_t is read by integer indexing
     (N elements) and mean_c x_c by one ufunc reduction."""
-    if x.size and compiled.fits(x):  # numba's passes over the rows, if on (compiled_rows)
+    if compiled.fits(x):  # numba's passes over the rows, if on (compiled_rows)
         return compiled.cross_entropy_forward(x, np.ascontiguousarray(t, dtype=np.intp), eps)
     N, V = x.shape
     z = _shifted(x, -1)  # (N, V), our own buffer
@@ -55,7 +55,7 @@ def cross_entropy_backward(e: Array, s: Array, t: Array, w: Array, eps: float) -
     made in one new array: e (w / s) (the division by s costs no (N, V) pass), then w eps / V
     off every class and w (1 - eps) off each row's target by integer indexing (no (N, V)
     one-hot q). w is (N, 1), (1,) or 0-d. e and s are not written (retain_graph)."""
-    if e.size and w.dtype == e.dtype and compiled.fits(e, s):  # numba's one pass, if on
+    if w.dtype == e.dtype and compiled.fits(e, s):  # numba's one pass, if on
         w_rows = np.ascontiguousarray(np.broadcast_to(w, (e.shape[0], 1))).reshape(-1)
         t = np.ascontiguousarray(t, dtype=np.intp)
         return compiled.cross_entropy_backward(e, s, t, w_rows, eps)
