@@ -20,7 +20,7 @@ import numpy as np
 from ...ops.dropout import Dropout as _Dropout
 from ...ops.dropout import DropoutAdd as _DropoutAdd
 from ..gpu import cuda_graph, cuda_source
-from ..gpu.cuda_source import BLOCK, DTYPES, elementwise_grid
+from ..gpu.cuda_source import BLOCK, DTYPES, contiguous, elementwise_grid
 
 try:
     import cupy as cp
@@ -46,10 +46,7 @@ def dropout_keys(generator: Any, p: float) -> Any:
 
 def _dropout_launch(name: str, x: Array, r: Array | None, keys: tuple, scale: float) -> Array:
     """One launch of dropout.cu's ``name`` (dropout_apply or dropout_add) over x (and r)."""
-    if not x.flags.c_contiguous:  # (a flag read: no CuPy call where x already is)
-        x = cp.ascontiguousarray(x)
-    if r is not None and not r.flags.c_contiguous:
-        r = cp.ascontiguousarray(r)
+    x, r = contiguous(cp, x, r)  # a flag read where they already are (r: None, or the same)
     y = cp.empty(x.shape, dtype=x.dtype)
     n = x.size
     if len(keys) == 3:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..gpu import cuda_source
-from ..gpu.cuda_source import DTYPES, block_size
+from ..gpu.cuda_source import DTYPES, block_size, contiguous
 from ..gpu.cuda_source import launch_rows as _launch
 from ..grad_buffers import offered
 from ..rows import LayerNormRows
@@ -25,16 +25,6 @@ except ImportError:  # no CuPy: the module still imports (its names are checked 
 Array = Any  # cupy.ndarray
 
 
-def contiguous(*arrays: Array) -> list[Array]:
-    """The arrays, each made C-contiguous (``cupy.ascontiguousarray``) only where it is not:
-    the common case (the parameters, the kernels' own outputs) costs a flag read, not a
-    CuPy call each, and the whole list one Python call."""
-    out = []
-    for a in arrays:
-        out.append(a if a.flags.c_contiguous else cp.ascontiguousarray(a))
-    return out
-
-
 def layer_norm_forward(
     x2: Array, gamma: Array, beta: Array, eps: float
 ) -> tuple[Array, Array, Array]:
@@ -42,7 +32,7 @@ def layer_norm_forward(
     x_hat (N, D), rstd (N, 1), in one launch (``layer_norm.cu``: each row scaled by its
     max |x|, two-pass variance). gamma and beta have x2's dtype (``layer_norm`` checks)."""
     N, D = x2.shape
-    x2, gamma, beta = contiguous(x2, gamma, beta)
+    x2, gamma, beta = contiguous(cp, x2, gamma, beta)
     y, x_hat = cp.empty_like(x2), cp.empty_like(x2)
     rstd = cp.empty((N, 1), dtype=x2.dtype)
     args = (x2, gamma, beta, x2.dtype.type(eps), np.int32(D), y, x_hat, rstd)
@@ -72,7 +62,7 @@ def layer_norm_backward(
     into both at once, and the buffers themselves are returned: no copy follows."""
     need_x, need_gamma, need_beta = needs
     N, D = g.shape
-    g, x_hat, rstd, gamma = contiguous(g, x_hat, rstd, gamma)
+    g, x_hat, rstd, gamma = contiguous(cp, g, x_hat, rstd, gamma)
     dx = dgamma = dbeta = None
     if need_x:
         dx = cp.empty_like(g)

@@ -131,3 +131,10 @@ def elementwise(in_params: str, out_params: str, operation: str, name: str) -> A
     import cupy
 
     return cupy.ElementwiseKernel(in_params, out_params, operation, name)
+
+
+def contiguous(cp: Any, *arrays: Any) -> list[Any]:
+    """The arrays, each made C-contiguous (``cp.ascontiguousarray``, ``cp`` the twin's CuPy)
+    only where it is not (None stays None): the common case (the parameters, the kernels'
+    own outputs) costs a flag read, not a CuPy call each, and the whole list one call."""
+    return [a if a is None or a.flags.c_contiguous else cp.ascontiguousarray(a) for a in arrays]
